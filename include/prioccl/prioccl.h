@@ -1,0 +1,104 @@
+/* prioccl: preemptible priority all-reduce for distributed training.
+ *
+ * C ABI in the style of NCCL: opaque handles, priocclResult_t everywhere, a human-readable
+ * detail of the last failure from priocclGetLastError(). Usable from C, C++ and ctypes.
+ * Licensed under the Apache License, Version 2.0. */
+#ifndef PRIOCCL_H_
+#define PRIOCCL_H_
+
+#include <stddef.h>
+
+#define PRIOCCL_MAJOR 0
+#define PRIOCCL_MINOR 1
+#define PRIOCCL_PATCH 0
+#define PRIOCCL_VERSION_CODE (PRIOCCL_MAJOR * 10000 + PRIOCCL_MINOR * 100 + PRIOCCL_PATCH)
+
+#if defined(__GNUC__)
+#define PRIOCCL_API __attribute__((visibility("default")))
+#else
+#define PRIOCCL_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct priocclComm* priocclComm_t;
+typedef struct priocclRequest* priocclRequest_t;
+
+typedef enum {
+  priocclSuccess = 0,
+  priocclSystemError,
+  priocclInternalError,
+  priocclInvalidArgument,
+  priocclInvalidUsage,
+  priocclRemoteError,
+  priocclTimeout,
+  priocclInProgress
+} priocclResult_t;
+
+typedef enum {
+  priocclInt8,
+  priocclUint8,
+  priocclInt32,
+  priocclInt64,
+  priocclFloat16,
+  priocclBfloat16,
+  priocclFloat32,
+  priocclFloat64
+} priocclDataType_t;
+
+typedef enum { priocclSum, priocclProd, priocclMin, priocclMax, priocclAvg } priocclRedOp_t;
+
+/* Tuning knobs. Start from PRIOCCL_CONFIG_INITIALIZER: a field left at its initial value (-1)
+ * takes the PRIOCCL_* environment variable, or the built-in default when that is unset. */
+typedef struct {
+  size_t size;          /* sizeof(priocclConfig_t), for ABI evolution */
+  long long chunkBytes; /* PRIOCCL_CHUNK_BYTES: largest slice of an op scheduled as one unit */
+  long long creditBytes;  /* PRIOCCL_CREDIT_BYTES: most bytes of sends in flight at once */
+  long long windowChunks; /* PRIOCCL_WINDOW_CHUNKS: most chunks with posted receives at once */
+  int requireThreadMultiple; /* PRIOCCL_MPI_THREAD_CHECK: 1 = demand MPI_THREAD_MULTIPLE from an
+                                application that initialised MPI itself; 0 = accept SERIALIZED */
+} priocclConfig_t;
+
+#define PRIOCCL_CONFIG_INITIALIZER {sizeof(priocclConfig_t), -1, -1, -1, -1}
+
+PRIOCCL_API const char* priocclGetErrorString(priocclResult_t result);
+/* Detail of the last failure seen through this communicator (or by this thread when comm is not a
+ * live communicator). The string stays valid until this thread's next call of this function. */
+PRIOCCL_API const char* priocclGetLastError(priocclComm_t comm);
+PRIOCCL_API priocclResult_t priocclGetVersion(int* version);
+
+/* All ranks of MPI_COMM_WORLD; initialises MPI (MPI_THREAD_MULTIPLE) if the caller has not. */
+PRIOCCL_API priocclResult_t priocclCommInitWorld(priocclComm_t* comm);
+/* Collective over an existing MPI communicator: mpiComm points to an MPI_Comm (NULL means
+ * MPI_COMM_WORLD); config may be NULL. The communicator is duplicated, never used directly. */
+PRIOCCL_API priocclResult_t priocclCommInitMPI(priocclComm_t* comm, const void* mpiComm,
+                                               const priocclConfig_t* config);
+/* Waits for the communicator's pending ops, stops its progress thread and finalises MPI only if
+ * prioccl initialised it. Requests still held stay valid for priocclTest/priocclWait. */
+PRIOCCL_API priocclResult_t priocclCommDestroy(priocclComm_t comm);
+PRIOCCL_API priocclResult_t priocclCommRank(priocclComm_t comm, int* rank);
+PRIOCCL_API priocclResult_t priocclCommSize(priocclComm_t comm, int* size);
+
+/* Blocking all-reduce. sendbuf == recvbuf works in place; count == 0 returns at once. */
+PRIOCCL_API priocclResult_t priocclAllReduce(const void* sendbuf, void* recvbuf, size_t count,
+                                             priocclDataType_t datatype, priocclRedOp_t op,
+                                             priocclComm_t comm);
+/* Non-blocking all-reduce. priority: smaller = more urgent, any int; ties go in submission order.
+ * Every rank must submit the same ops (count, datatype, op) in the same order. The buffers must
+ * stay untouched until the request completes. */
+PRIOCCL_API priocclResult_t priocclAllReduceAsync(const void* sendbuf, void* recvbuf, size_t count,
+                                                  priocclDataType_t datatype, priocclRedOp_t op,
+                                                  int priority, priocclComm_t comm,
+                                                  priocclRequest_t* request);
+/* Non-blocking; sets *done to 1 when finished and returns the op's result. Never releases. */
+PRIOCCL_API priocclResult_t priocclTest(priocclRequest_t request, int* done);
+/* Blocks until done, returns the op's result and releases the request: call it once per request. */
+PRIOCCL_API priocclResult_t priocclWait(priocclRequest_t request);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PRIOCCL_H_ */

@@ -1,0 +1,130 @@
+// prioccl C++ API: RAII communicator and request handles, typed exceptions.
+// The C ABI (prioccl.h) is a thin wrapper over this; both share one implementation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "prioccl/prioccl.h"
+
+namespace prioccl {
+
+namespace detail {
+struct OpState;
+class CommImpl;
+}  // namespace detail
+
+// Every failure is one of these; code() is the matching C result.
+class PRIOCCL_API Error : public std::runtime_error {
+ public:
+  Error(priocclResult_t code, const std::string& what) : std::runtime_error(what), code_(code) {}
+  priocclResult_t code() const noexcept { return code_; }
+
+ private:
+  priocclResult_t code_;
+};
+#define PRIOCCL_ERROR_CLASS(Name, Code)                                        \
+  class PRIOCCL_API Name : public Error {                                      \
+   public:                                                                     \
+    explicit Name(const std::string& what) : Error(Code, what) {}              \
+  };
+PRIOCCL_ERROR_CLASS(SystemError, priocclSystemError)
+PRIOCCL_ERROR_CLASS(InternalError, priocclInternalError)
+PRIOCCL_ERROR_CLASS(InvalidArgument, priocclInvalidArgument)
+PRIOCCL_ERROR_CLASS(InvalidUsage, priocclInvalidUsage)
+PRIOCCL_ERROR_CLASS(RemoteError, priocclRemoteError)
+PRIOCCL_ERROR_CLASS(Timeout, priocclTimeout)
+#undef PRIOCCL_ERROR_CLASS
+
+// Effective tuning of a communicator. fromEnv() applies PRIOCCL_* variables over the defaults.
+struct PRIOCCL_API Config {
+  size_t chunkBytes = 512 * 1024;     // PRIOCCL_CHUNK_BYTES
+  size_t creditBytes = 4 << 20;       // PRIOCCL_CREDIT_BYTES
+  size_t windowChunks = 256;          // PRIOCCL_WINDOW_CHUNKS
+  bool requireThreadMultiple = true;  // PRIOCCL_MPI_THREAD_CHECK
+  static Config fromEnv();            // throws InvalidArgument on a malformed variable
+  std::string describe() const;       // one line, for logs
+};
+
+// Maps C++ element types to priocclDataType_t for the typed overloads.
+template <typename T>
+struct DataTypeOf;
+template <> struct DataTypeOf<int8_t> { static constexpr priocclDataType_t value = priocclInt8; };
+template <> struct DataTypeOf<uint8_t> { static constexpr priocclDataType_t value = priocclUint8; };
+template <> struct DataTypeOf<int32_t> { static constexpr priocclDataType_t value = priocclInt32; };
+template <> struct DataTypeOf<int64_t> { static constexpr priocclDataType_t value = priocclInt64; };
+template <> struct DataTypeOf<float> { static constexpr priocclDataType_t value = priocclFloat32; };
+template <> struct DataTypeOf<double> { static constexpr priocclDataType_t value = priocclFloat64; };
+
+// Handle on one asynchronous op. Copies share the op; the op itself never depends on the handle
+// staying alive (dropping every handle does not cancel it).
+class PRIOCCL_API Request {
+ public:
+  using Callback = std::function<void(priocclResult_t, const std::string& error)>;
+  Request() = default;
+  bool valid() const noexcept { return state_ != nullptr; }
+  // Blocks (without spinning) until done; throws the op's error if it failed.
+  void wait() const;
+  // True when done; throws the op's error if it failed.
+  bool test() const;
+  // Result without throwing: priocclInProgress while running.
+  priocclResult_t status(std::string* error = nullptr) const;
+  // Runs `cb` once when the op ends: at once on this thread if it already has, else on the
+  // communicator's progress thread (keep it short and never wait on prioccl there).
+  void onComplete(Callback cb) const;
+
+ private:
+  friend class detail::CommImpl;
+  explicit Request(std::shared_ptr<detail::OpState> s) : state_(std::move(s)) {}
+  std::shared_ptr<detail::OpState> state_;
+};
+
+// A group of ranks that all-reduce together; one background progress thread owns all its
+// communication. Copies share the communicator; the last one alive (or destroy()) tears it down.
+class PRIOCCL_API Communicator {
+ public:
+  Communicator() = default;
+  // All ranks of MPI_COMM_WORLD; initialises MPI with MPI_THREAD_MULTIPLE if nobody has.
+  static Communicator world(const Config& config = Config::fromEnv());
+  // Collective over the MPI_Comm that `mpiComm` points to (null = MPI_COMM_WORLD).
+  static Communicator fromMpi(const void* mpiComm, const Config& config = Config::fromEnv());
+
+  bool valid() const noexcept;
+  int rank() const;
+  int size() const;
+  const Config& config() const;
+  // Detail of the last failure seen by this communicator ("" if none).
+  std::string lastError() const;
+  // Records `message` as this communicator's last failure (the C ABI's priocclGetLastError).
+  void recordError(const std::string& message) const;
+
+  Request allReduceAsync(const void* sendbuf, void* recvbuf, size_t count,
+                         priocclDataType_t datatype, priocclRedOp_t op, int priority = 0);
+  void allReduce(const void* sendbuf, void* recvbuf, size_t count, priocclDataType_t datatype,
+                 priocclRedOp_t op);
+
+  template <typename T>
+  Request allReduceAsync(const T* sendbuf, T* recvbuf, size_t count, priocclRedOp_t op,
+                         int priority = 0) {
+    return allReduceAsync(sendbuf, recvbuf, count, DataTypeOf<T>::value, op, priority);
+  }
+  template <typename T>
+  void allReduce(const T* sendbuf, T* recvbuf, size_t count, priocclRedOp_t op) {
+    allReduce(sendbuf, recvbuf, count, DataTypeOf<T>::value, op);
+  }
+
+  // Waits for pending ops, stops the progress thread, releases MPI resources. Idempotent; any
+  // later call on this communicator (or a copy) throws InvalidUsage.
+  void destroy();
+
+ private:
+  explicit Communicator(std::shared_ptr<detail::CommImpl> impl) : impl_(std::move(impl)) {}
+  detail::CommImpl& impl() const;
+  std::shared_ptr<detail::CommImpl> impl_;
+};
+
+}  // namespace prioccl

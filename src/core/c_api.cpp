@@ -1,0 +1,236 @@
+// The C ABI: a thin wrapper over the C++ API. Handles are opaque ids looked up in tables, never
+// raw pointers, so a destroyed communicator or an already-waited request is detected and
+// reported as priocclInvalidUsage instead of being dereferenced.
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "core/error.h"
+
+namespace prioccl {
+namespace {
+
+thread_local std::string t_lastError;      // this thread's most recent failure
+thread_local std::string t_returnedError;  // backing store of priocclGetLastError's result
+
+// Ids are never reused, and the two kinds of handle never share a value.
+template <typename T, uintptr_t Kind>
+class HandleTable {
+ public:
+  uintptr_t add(T value) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    uintptr_t id = (++next_ << 2) | Kind;
+    map_.emplace(id, std::move(value));
+    return id;
+  }
+  bool find(uintptr_t id, T* out) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = map_.find(id);
+    if (it == map_.end()) return false;
+    *out = it->second;
+    return true;
+  }
+  bool take(uintptr_t id, T* out) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = map_.find(id);
+    if (it == map_.end()) return false;
+    *out = std::move(it->second);
+    map_.erase(it);
+    return true;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<uintptr_t, T> map_;
+  uintptr_t next_ = 0;
+};
+
+HandleTable<Communicator, 1>& comms() {
+  static HandleTable<Communicator, 1> table;
+  return table;
+}
+HandleTable<Request, 2>& requests() {
+  static HandleTable<Request, 2> table;
+  return table;
+}
+
+Communicator lookup(priocclComm_t comm) {
+  Communicator c;
+  if (!comm) detail::fail(priocclInvalidArgument, "comm is NULL");
+  if (!comms().find(reinterpret_cast<uintptr_t>(comm), &c))
+    detail::fail(priocclInvalidUsage, "comm is not a live communicator (destroyed or never created)");
+  return c;
+}
+
+// Every failure goes to this thread's record and, for a live communicator, to its own log.
+void record(priocclComm_t comm, const std::string& message) {
+  t_lastError = message;
+  Communicator c;
+  if (comm && comms().find(reinterpret_cast<uintptr_t>(comm), &c) && c.valid())
+    c.recordError(message);
+}
+
+// Runs `body`, turning every exception into a result code and a recorded message.
+template <typename F>
+priocclResult_t guarded(const char* func, priocclComm_t comm, F&& body) {
+  try {
+    body();
+    return priocclSuccess;
+  } catch (const Error& e) {
+    record(comm, std::string(func) + ": " + e.what());
+    return e.code();
+  } catch (const std::bad_alloc&) {
+    record(comm, std::string(func) + ": out of memory");
+    return priocclSystemError;
+  } catch (const std::exception& e) {
+    record(comm, std::string(func) + ": " + e.what());
+    return priocclInternalError;
+  } catch (...) {
+    record(comm, std::string(func) + ": unknown exception");
+    return priocclInternalError;
+  }
+}
+
+priocclComm_t toHandle(uintptr_t id) { return reinterpret_cast<priocclComm_t>(id); }
+
+}  // namespace
+}  // namespace prioccl
+
+using namespace prioccl;
+
+extern "C" {
+
+const char* priocclGetErrorString(priocclResult_t result) {
+  switch (result) {
+    case priocclSuccess: return "no error";
+    case priocclSystemError: return "system error (MPI, network or memory failure)";
+    case priocclInternalError: return "internal error (a bug in prioccl)";
+    case priocclInvalidArgument: return "invalid argument";
+    case priocclInvalidUsage: return "invalid usage";
+    case priocclRemoteError: return "remote error (another rank failed or disagreed)";
+    case priocclTimeout: return "timeout";
+    case priocclInProgress: return "operation in progress";
+  }
+  return "unknown result code";
+}
+
+const char* priocclGetLastError(priocclComm_t comm) {
+  Communicator c;
+  if (comm && comms().find(reinterpret_cast<uintptr_t>(comm), &c) && c.valid())
+    t_returnedError = c.lastError();
+  else
+    t_returnedError = t_lastError;
+  return t_returnedError.c_str();
+}
+
+priocclResult_t priocclGetVersion(int* version) {
+  return guarded(__func__, nullptr, [&] {
+    if (!version) detail::fail(priocclInvalidArgument, "version is NULL");
+    *version = PRIOCCL_VERSION_CODE;
+  });
+}
+
+priocclResult_t priocclCommInitMPI(priocclComm_t* comm, const void* mpiComm,
+                                   const priocclConfig_t* config) {
+  return guarded(__func__, nullptr, [&] {
+    if (!comm) detail::fail(priocclInvalidArgument, "comm is NULL");
+    *comm = nullptr;
+    Config c = Config::fromEnv();
+    if (config) {
+      if (config->size != sizeof(priocclConfig_t))
+        detail::fail(priocclInvalidArgument, "config->size is ", config->size, ", expected ",
+                     sizeof(priocclConfig_t), ": initialise it with PRIOCCL_CONFIG_INITIALIZER");
+      auto take = [](long long v, size_t& field, const char* name) {
+        if (v == -1) return;
+        if (v <= 0) detail::fail(priocclInvalidArgument, "config->", name, " = ", v, " must be > 0");
+        field = static_cast<size_t>(v);
+      };
+      take(config->chunkBytes, c.chunkBytes, "chunkBytes");
+      take(config->creditBytes, c.creditBytes, "creditBytes");
+      take(config->windowChunks, c.windowChunks, "windowChunks");
+      if (config->requireThreadMultiple != -1) c.requireThreadMultiple = config->requireThreadMultiple != 0;
+    }
+    *comm = toHandle(comms().add(Communicator::fromMpi(mpiComm, c)));
+  });
+}
+
+priocclResult_t priocclCommInitWorld(priocclComm_t* comm) {
+  return priocclCommInitMPI(comm, nullptr, nullptr);
+}
+
+priocclResult_t priocclCommDestroy(priocclComm_t comm) {
+  return guarded(__func__, nullptr, [&] {
+    Communicator c;
+    if (!comm) detail::fail(priocclInvalidArgument, "comm is NULL");
+    if (!comms().take(reinterpret_cast<uintptr_t>(comm), &c))
+      detail::fail(priocclInvalidUsage, "comm is not a live communicator (already destroyed?)");
+    c.destroy();
+  });
+}
+
+priocclResult_t priocclCommRank(priocclComm_t comm, int* rank) {
+  return guarded(__func__, comm, [&] {
+    Communicator c = lookup(comm);
+    if (!rank) detail::fail(priocclInvalidArgument, "rank is NULL");
+    *rank = c.rank();
+  });
+}
+
+priocclResult_t priocclCommSize(priocclComm_t comm, int* size) {
+  return guarded(__func__, comm, [&] {
+    Communicator c = lookup(comm);
+    if (!size) detail::fail(priocclInvalidArgument, "size is NULL");
+    *size = c.size();
+  });
+}
+
+priocclResult_t priocclAllReduceAsync(const void* sendbuf, void* recvbuf, size_t count,
+                                      priocclDataType_t datatype, priocclRedOp_t op, int priority,
+                                      priocclComm_t comm, priocclRequest_t* request) {
+  return guarded(__func__, comm, [&] {
+    if (!request) detail::fail(priocclInvalidArgument, "request is NULL");
+    *request = nullptr;
+    Communicator c = lookup(comm);
+    Request r = c.allReduceAsync(sendbuf, recvbuf, count, datatype, op, priority);
+    *request = reinterpret_cast<priocclRequest_t>(requests().add(std::move(r)));
+  });
+}
+
+priocclResult_t priocclAllReduce(const void* sendbuf, void* recvbuf, size_t count,
+                                 priocclDataType_t datatype, priocclRedOp_t op,
+                                 priocclComm_t comm) {
+  return guarded(__func__, comm, [&] {
+    lookup(comm).allReduce(sendbuf, recvbuf, count, datatype, op);
+  });
+}
+
+priocclResult_t priocclTest(priocclRequest_t request, int* done) {
+  return guarded(__func__, nullptr, [&] {
+    if (!request) detail::fail(priocclInvalidArgument, "request is NULL");
+    if (!done) detail::fail(priocclInvalidArgument, "done is NULL");
+    Request r;
+    if (!requests().find(reinterpret_cast<uintptr_t>(request), &r))
+      detail::fail(priocclInvalidUsage,
+                   "request is not live (already released by priocclWait, or never created)");
+    *done = 0;
+    std::string error;
+    priocclResult_t status = r.status(&error);
+    if (status == priocclInProgress) return;
+    *done = 1;
+    if (status != priocclSuccess) detail::raise(status, error);
+  });
+}
+
+priocclResult_t priocclWait(priocclRequest_t request) {
+  return guarded(__func__, nullptr, [&] {
+    if (!request) detail::fail(priocclInvalidArgument, "request is NULL");
+    Request r;
+    if (!requests().take(reinterpret_cast<uintptr_t>(request), &r))
+      detail::fail(priocclInvalidUsage,
+                   "request is not live (already released by priocclWait, or never created)");
+    r.wait();
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,225 @@
+// The C++ API: Communicator, Request and the op's completion state.
+#include <mpi.h>
+
+#include <cstdint>
+#include <mutex>
+
+#include "core/engine.h"
+#include "core/log.h"
+#include "mpi/mpi_transport.h"
+#include "reduce/reduce.h"
+
+namespace prioccl {
+namespace detail {
+
+void OpState::finish(priocclResult_t code, const std::string& message) {
+  std::vector<Request::Callback> run;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    result = code;
+    error = message;
+    run.swap(callbacks);
+    done.store(true, std::memory_order_release);
+  }
+  cv.notify_all();
+  if (code != priocclSuccess && errorLog) errorLog->set(message);
+  for (auto& cb : run) cb(code, message);
+}
+
+namespace {
+
+// MPI is initialised at most once per process; if prioccl did it, the last communicator
+// destroyed finalises it.
+std::mutex g_mpiMutex;
+int g_liveComms = 0;
+bool g_mpiInitialisedByUs = false;
+
+void validate(const Config& c) {
+  if (c.chunkBytes < 1 || c.chunkBytes > (size_t{1} << 30))
+    fail(priocclInvalidArgument, "chunkBytes=", c.chunkBytes, " is outside [1, 1 GiB]");
+  if (c.creditBytes < 1) fail(priocclInvalidArgument, "creditBytes must be at least 1");
+  if (c.windowChunks < 1 || c.windowChunks > (size_t{1} << 20))
+    fail(priocclInvalidArgument, "windowChunks=", c.windowChunks, " is outside [1, 1048576]");
+}
+
+}  // namespace
+
+class CommImpl {
+ public:
+  CommImpl(const void* mpiComm, const Config& config)
+      : config_(config), errors_(std::make_shared<ErrorLog>()) {
+    validate(config_);
+    std::lock_guard<std::mutex> lock(g_mpiMutex);
+    MpiSession session =
+        openMpiSession(static_cast<const MPI_Comm*>(mpiComm), config_.requireThreadMultiple);
+    g_mpiInitialisedByUs = g_mpiInitialisedByUs || session.initialisedByUs;
+    ++g_liveComms;
+    auto transport = std::make_unique<MpiTransport>(session.dup);
+    rank_ = transport->rank();
+    size_ = transport->size();
+    if (rank_ == 0) log(LogLevel::kInfo, "prioccl ", PRIOCCL_MAJOR, ".", PRIOCCL_MINOR, ".",
+                        PRIOCCL_PATCH, " nranks=", size_, " transport=mpi ", config_.describe());
+    engine_ = std::make_unique<Engine>(std::move(transport), config_, errors_);
+  }
+  ~CommImpl() { destroy(); }
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const Config& config() const { return config_; }
+  std::string lastError() const { return errors_->get(); }
+  void recordError(const std::string& message) { errors_->set(message); }
+
+  Request allReduceAsync(const void* send, void* recv, size_t count, priocclDataType_t dtype,
+                         priocclRedOp_t op, int priority) {
+    if (!reduce::isValidDtype(dtype))
+      fail(priocclInvalidArgument, "invalid datatype ", static_cast<int>(dtype));
+    if (!reduce::isValidOp(op)) fail(priocclInvalidArgument, "invalid reduction op ", static_cast<int>(op));
+    size_t elem = reduce::dtypeSize(dtype);
+    if (count > SIZE_MAX / elem)
+      fail(priocclInvalidArgument, "count ", count, " of ", reduce::dtypeName(dtype),
+           " overflows the address space");
+    if (count > 0 && (!send || !recv))
+      fail(priocclInvalidArgument, send ? "recvbuf" : "sendbuf", " is null with count ", count);
+    auto s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
+    size_t bytes = count * elem;
+    if (count > 0 && s != r && s < r + bytes && r < s + bytes)
+      fail(priocclInvalidArgument,
+           "sendbuf and recvbuf overlap without being equal; pass the same pointer for in place");
+    auto state = std::make_shared<OpState>();
+    state->send = send;
+    state->recv = recv;
+    state->count = count;
+    state->dtype = dtype;
+    state->op = op;
+    state->priority = priority;
+    state->errorLog = errors_;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
+    engine_->submit(state);
+    return Request(state);
+  }
+
+  void destroy() {
+    std::unique_ptr<Engine> engine;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      engine.swap(engine_);
+    }
+    if (!engine) return;
+    int finalised = 0;
+    MPI_Finalized(&finalised);
+    if (finalised) {
+      // Too late to talk to MPI: leak the engine rather than call MPI after MPI_Finalize.
+      (void)engine.release();
+      log(LogLevel::kWarn, "communicator destroyed after MPI_Finalize; its resources leak");
+      return;
+    }
+    engine.reset();  // drains pending ops, joins the progress thread, frees the MPI communicator
+    std::lock_guard<std::mutex> lock(g_mpiMutex);
+    if (--g_liveComms == 0 && g_mpiInitialisedByUs) {
+      MPI_Finalize();
+      g_mpiInitialisedByUs = false;
+    }
+  }
+  bool destroyed() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return !engine_;
+  }
+
+ private:
+  Config config_;
+  std::shared_ptr<ErrorLog> errors_;
+  int rank_ = 0, size_ = 1;
+  std::mutex mutex_;
+  std::unique_ptr<Engine> engine_;
+};
+
+}  // namespace detail
+
+using detail::fail;
+
+// ---- Request ----
+
+namespace {
+detail::OpState& stateOf(const std::shared_ptr<detail::OpState>& s) {
+  if (!s) fail(priocclInvalidUsage, "empty Request (default-constructed or moved from)");
+  return *s;
+}
+void throwIfFailed(detail::OpState& s) {
+  if (s.result != priocclSuccess) detail::raise(s.result, s.error);
+}
+}  // namespace
+
+void Request::wait() const {
+  detail::OpState& s = stateOf(state_);
+  std::unique_lock<std::mutex> lock(s.mutex);
+  s.cv.wait(lock, [&] { return s.done.load(std::memory_order_acquire); });
+  throwIfFailed(s);
+}
+
+bool Request::test() const {
+  detail::OpState& s = stateOf(state_);
+  if (!s.done.load(std::memory_order_acquire)) return false;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  throwIfFailed(s);
+  return true;
+}
+
+priocclResult_t Request::status(std::string* error) const {
+  detail::OpState& s = stateOf(state_);
+  if (!s.done.load(std::memory_order_acquire)) return priocclInProgress;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (error) *error = s.error;
+  return s.result;
+}
+
+void Request::onComplete(Callback cb) const {
+  detail::OpState& s = stateOf(state_);
+  if (!cb) fail(priocclInvalidArgument, "onComplete needs a callable");
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!s.done.load(std::memory_order_acquire)) {
+      s.callbacks.push_back(std::move(cb));
+      return;
+    }
+  }
+  cb(s.result, s.error);
+}
+
+// ---- Communicator ----
+
+Communicator Communicator::world(const Config& config) { return fromMpi(nullptr, config); }
+
+Communicator Communicator::fromMpi(const void* mpiComm, const Config& config) {
+  return Communicator(std::make_shared<detail::CommImpl>(mpiComm, config));
+}
+
+detail::CommImpl& Communicator::impl() const {
+  if (!impl_ || impl_->destroyed())
+    fail(priocclInvalidUsage, impl_ ? "communicator has been destroyed"
+                                    : "empty Communicator (default-constructed or moved from)");
+  return *impl_;
+}
+
+bool Communicator::valid() const noexcept { return impl_ && !impl_->destroyed(); }
+int Communicator::rank() const { return impl().rank(); }
+int Communicator::size() const { return impl().size(); }
+const Config& Communicator::config() const { return impl().config(); }
+std::string Communicator::lastError() const { return impl().lastError(); }
+void Communicator::recordError(const std::string& message) const { impl().recordError(message); }
+
+Request Communicator::allReduceAsync(const void* sendbuf, void* recvbuf, size_t count,
+                                     priocclDataType_t datatype, priocclRedOp_t op, int priority) {
+  return impl().allReduceAsync(sendbuf, recvbuf, count, datatype, op, priority);
+}
+
+void Communicator::allReduce(const void* sendbuf, void* recvbuf, size_t count,
+                             priocclDataType_t datatype, priocclRedOp_t op) {
+  allReduceAsync(sendbuf, recvbuf, count, datatype, op, 0).wait();
+}
+
+void Communicator::destroy() {
+  if (impl_) impl_->destroy();
+}
+
+}  // namespace prioccl

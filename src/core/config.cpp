@@ -1,0 +1,69 @@
+// Config: built-in defaults, overridden by PRIOCCL_* environment variables.
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace prioccl {
+
+using detail::concat;
+using detail::fail;
+
+namespace {
+
+// "4194304", "4M", "512k", "1G" (binary multiples). Anything else is an error, never a silent 0.
+unsigned long long parseSize(const char* name, const char* text, unsigned long long lo,
+                             unsigned long long hi) {
+  errno = 0;
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(text, &end, 10);
+  bool ok = end != text && errno == 0 && text[0] != '-';
+  if (ok && *end) {
+    unsigned shift = 0;
+    switch (*end) {
+      case 'k': case 'K': shift = 10; break;
+      case 'm': case 'M': shift = 20; break;
+      case 'g': case 'G': shift = 30; break;
+      default: ok = false;
+    }
+    if (ok && (end[1] == 'i' || end[1] == 'I')) ++end;  // accept KiB-style "Ki"
+    if (ok && (end[1] == 'b' || end[1] == 'B')) ++end;
+    ok = ok && end[1] == '\0' && v <= (~0ULL >> shift);
+    v <<= shift;
+  }
+  if (!ok || v < lo || v > hi)
+    fail(priocclInvalidArgument, name, "='", text, "' is not a size between ", lo, " and ", hi,
+         " (a number with an optional K, M or G suffix)");
+  return v;
+}
+
+bool parseBool(const char* name, const char* text) {
+  if (!std::strcmp(text, "1") || !strcasecmp(text, "true") || !strcasecmp(text, "yes")) return true;
+  if (!std::strcmp(text, "0") || !strcasecmp(text, "false") || !strcasecmp(text, "no")) return false;
+  fail(priocclInvalidArgument, name, "='", text, "' is not a boolean (1/0, true/false, yes/no)");
+}
+
+template <typename T>
+void readSize(const char* name, T& field, unsigned long long lo, unsigned long long hi) {
+  if (const char* v = std::getenv(name); v && *v) field = static_cast<T>(parseSize(name, v, lo, hi));
+}
+
+}  // namespace
+
+Config Config::fromEnv() {
+  Config c;
+  readSize("PRIOCCL_CHUNK_BYTES", c.chunkBytes, 1, 1ULL << 30);
+  readSize("PRIOCCL_CREDIT_BYTES", c.creditBytes, 1, 1ULL << 40);
+  readSize("PRIOCCL_WINDOW_CHUNKS", c.windowChunks, 1, 1ULL << 20);
+  if (const char* v = std::getenv("PRIOCCL_MPI_THREAD_CHECK"); v && *v)
+    c.requireThreadMultiple = parseBool("PRIOCCL_MPI_THREAD_CHECK", v);
+  return c;
+}
+
+std::string Config::describe() const {
+  return concat("chunkBytes=", chunkBytes, " creditBytes=", creditBytes,
+                " windowChunks=", windowChunks, " requireThreadMultiple=", requireThreadMultiple);
+}
+
+}  // namespace prioccl

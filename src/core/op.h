@@ -1,0 +1,57 @@
+// One submitted all-reduce: its arguments (immutable after submit) and its completion state,
+// shared by the engine and every Request handle on it.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "prioccl/prioccl.hpp"
+
+namespace prioccl::detail {
+
+// Last failure seen by a communicator, readable from any thread.
+class ErrorLog {
+ public:
+  void set(const std::string& message) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    last_ = message;
+  }
+  std::string get() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return last_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::string last_;
+};
+
+struct OpState {
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;
+  priocclDataType_t dtype = priocclFloat32;
+  priocclRedOp_t op = priocclSum;
+  int priority = 0;
+  uint64_t seq = 0;  // submission order on this communicator: the op's identity across ranks
+  std::shared_ptr<ErrorLog> errorLog;
+  uint64_t chunksLeft = 0;  // progress thread only
+
+  // Completion: written once by finish(), then read by anyone.
+  std::atomic<bool> done{false};
+  std::mutex mutex;
+  std::condition_variable cv;
+  priocclResult_t result = priocclInProgress;
+  std::string error;
+  std::vector<Request::Callback> callbacks;
+
+  // Runs the callbacks outside the lock, then wakes the waiters.
+  void finish(priocclResult_t code, const std::string& message);
+};
+
+}  // namespace prioccl::detail

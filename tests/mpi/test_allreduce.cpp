@@ -1,0 +1,377 @@
+// Multi-rank correctness of the all-reduce: every dtype x op x size x placement against an
+// independent reference, bitwise identity across ranks, determinism, many concurrent async ops.
+//
+// Every rank can regenerate every other rank's input (it is a hash of rank, op and index), so the
+// reference needs no communication and shares no code with the library's reductions.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "prioccl/prioccl.hpp"
+#include "reduce/half.h"
+
+namespace {
+
+using prioccl::Communicator;
+using prioccl::Request;
+
+const priocclDataType_t kDtypes[] = {priocclInt8,    priocclUint8,   priocclInt32,
+                                     priocclInt64,   priocclFloat16, priocclBfloat16,
+                                     priocclFloat32, priocclFloat64};
+const priocclRedOp_t kOps[] = {priocclSum, priocclProd, priocclMin, priocclMax, priocclAvg};
+
+size_t sizeOf(priocclDataType_t dt) {
+  switch (dt) {
+    case priocclInt8: case priocclUint8: return 1;
+    case priocclFloat16: case priocclBfloat16: return 2;
+    case priocclInt32: case priocclFloat32: return 4;
+    default: return 8;
+  }
+}
+bool isFloat(priocclDataType_t dt) { return dt >= priocclFloat16; }
+
+uint64_t mix(uint64_t x) {  // splitmix64 finaliser
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+int worldRank() { int r; MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
+int worldSize() { int s; MPI_Comm_size(MPI_COMM_WORLD, &s); return s; }
+
+struct Case {
+  priocclDataType_t dt;
+  priocclRedOp_t op;
+  size_t count;
+  bool inPlace;
+  uint64_t seed;
+  int priority;
+};
+
+// Input element i of `rank` for case c, as stored bits.
+void writeInput(const Case& c, int rank, size_t i, unsigned char* out) {
+  uint64_t h = mix(c.seed ^ mix(static_cast<uint64_t>(rank) * 0x100000001b3ULL + i));
+  double unit = static_cast<double>(h >> 11) * 0x1.0p-53 * 2.0 - 1.0;  // [-1, 1)
+  double f = c.op == priocclProd ? 1.0 + 0.5 * unit : unit;
+  switch (c.dt) {
+    case priocclInt8: case priocclUint8: out[0] = static_cast<unsigned char>(h); return;
+    case priocclInt32: { uint32_t v = static_cast<uint32_t>(h); std::memcpy(out, &v, 4); return; }
+    case priocclInt64: std::memcpy(out, &h, 8); return;
+    case priocclFloat16: { uint16_t v = prioccl::reduce::floatToHalf(static_cast<float>(f)); std::memcpy(out, &v, 2); return; }
+    case priocclBfloat16: { uint16_t v = prioccl::reduce::floatToBf16(static_cast<float>(f)); std::memcpy(out, &v, 2); return; }
+    case priocclFloat32: { float v = static_cast<float>(f); std::memcpy(out, &v, 4); return; }
+    case priocclFloat64: std::memcpy(out, &f, 8); return;
+  }
+}
+
+double readFloat(priocclDataType_t dt, const unsigned char* p) {
+  uint16_t h;
+  float f;
+  double d;
+  switch (dt) {
+    case priocclFloat16: std::memcpy(&h, p, 2); return prioccl::reduce::halfToFloat(h);
+    case priocclBfloat16: std::memcpy(&h, p, 2); return prioccl::reduce::bf16ToFloat(h);
+    case priocclFloat32: std::memcpy(&f, p, 4); return f;
+    default: std::memcpy(&d, p, 8); return d;
+  }
+}
+
+// Integers as their two's-complement bits widened to 64 (sign-extended for signed types).
+int64_t readInt(priocclDataType_t dt, const unsigned char* p) {
+  switch (dt) {
+    case priocclInt8: return static_cast<int8_t>(p[0]);
+    case priocclUint8: return p[0];
+    case priocclInt32: { int32_t v; std::memcpy(&v, p, 4); return v; }
+    default: { int64_t v; std::memcpy(&v, p, 8); return v; }
+  }
+}
+
+// Wraps a 64-bit value to the type's width, keeping the type's signedness.
+int64_t wrapTo(priocclDataType_t dt, uint64_t v) {
+  switch (dt) {
+    case priocclInt8: return static_cast<int8_t>(static_cast<uint8_t>(v));
+    case priocclUint8: return static_cast<uint8_t>(v);
+    case priocclInt32: return static_cast<int32_t>(static_cast<uint32_t>(v));
+    default: return static_cast<int64_t>(v);
+  }
+}
+
+double unitRoundoff(priocclDataType_t dt) {
+  switch (dt) {
+    case priocclFloat16: return 0x1.0p-11;
+    case priocclBfloat16: return 0x1.0p-8;
+    case priocclFloat32: return 0x1.0p-24;
+    default: return 0x1.0p-53;
+  }
+}
+
+// Checks result against the reference; returns the number of wrong elements, describing the first.
+size_t countWrong(const Case& c, const unsigned char* result, int p, std::string* first) {
+  size_t es = sizeOf(c.dt), wrong = 0;
+  std::vector<unsigned char> in(es);
+  for (size_t i = 0; i < c.count; ++i) {
+    const unsigned char* got = result + i * es;
+    bool ok;
+    double expectShown = 0;
+    if (!isFloat(c.dt)) {
+      uint64_t acc = c.op == priocclProd ? 1 : 0;
+      int64_t best = 0;
+      for (int r = 0; r < p; ++r) {
+        writeInput(c, r, i, in.data());
+        int64_t v = readInt(c.dt, in.data());
+        if (c.op == priocclSum || c.op == priocclAvg) acc += static_cast<uint64_t>(v);
+        if (c.op == priocclProd) acc *= static_cast<uint64_t>(v);
+        if (r == 0 || (c.op == priocclMin ? v < best : v > best)) best = v;
+      }
+      int64_t expect = (c.op == priocclMin || c.op == priocclMax) ? best : wrapTo(c.dt, acc);
+      if (c.op == priocclAvg) expect = expect / p;  // truncating division, as documented
+      ok = readInt(c.dt, got) == expect;
+      expectShown = static_cast<double>(expect);
+    } else {
+      long double acc = c.op == priocclProd ? 1 : 0, mag = 0, best = 0;
+      for (int r = 0; r < p; ++r) {
+        writeInput(c, r, i, in.data());
+        long double v = readFloat(c.dt, in.data());
+        if (c.op == priocclProd) acc *= v; else acc += v;
+        mag += std::fabs(v);
+        if (r == 0 || (c.op == priocclMin ? v < best : v > best)) best = v;
+      }
+      double g = readFloat(c.dt, got);
+      double u = unitRoundoff(c.dt);
+      if (c.op == priocclMin || c.op == priocclMax) {
+        ok = g == static_cast<double>(best);  // no rounding involved: exact
+        expectShown = static_cast<double>(best);
+      } else {
+        if (c.op == priocclAvg) { acc /= p; mag /= p; }
+        // Each of the p-1 ring steps (and the final division) rounds once.
+        long double bound = (p + 1) * u * (c.op == priocclProd ? std::fabs(acc) : mag) + 1e-300L;
+        ok = std::fabs(static_cast<long double>(g) - acc) <= bound;
+        expectShown = static_cast<double>(acc);
+      }
+      if (ok && std::isnan(g)) ok = false;
+    }
+    if (!ok && wrong++ == 0 && first) {
+      char buf[256];
+      std::snprintf(buf, sizeof buf, "element %zu: expected %.17g, got %.17g", i, expectShown,
+                    isFloat(c.dt) ? readFloat(c.dt, got) : static_cast<double>(readInt(c.dt, got)));
+      *first = buf;
+    }
+  }
+  return wrong;
+}
+
+uint64_t fnv1a(const unsigned char* p, size_t n) {
+  uint64_t h = 1469598103934665603ULL;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ULL;
+  return h;
+}
+
+// True when every rank passed the same hash.
+bool sameOnAllRanks(uint64_t hash) {
+  std::vector<uint64_t> all(worldSize());
+  MPI_Allgather(&hash, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+  return std::all_of(all.begin(), all.end(), [&](uint64_t h) { return h == all[0]; });
+}
+
+std::string describe(const Case& c) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "dtype=%d op=%d count=%zu %s seed=%llu", static_cast<int>(c.dt),
+                static_cast<int>(c.op), c.count, c.inPlace ? "in-place" : "out-of-place",
+                static_cast<unsigned long long>(c.seed));
+  return buf;
+}
+
+// One op's buffers, submitted asynchronously and verified after completion.
+struct Running {
+  Case c;
+  std::vector<unsigned char> send, recv;
+  Request req;
+  const unsigned char* result() const { return c.inPlace ? send.data() : recv.data(); }
+};
+
+std::unique_ptr<Running> start(Communicator& comm, const Case& c) {
+  auto r = std::make_unique<Running>();
+  r->c = c;
+  size_t es = sizeOf(c.dt);
+  r->send.resize(c.count * es + 1);  // +1: never a zero-size vector with a null data()
+  for (size_t i = 0; i < c.count; ++i) writeInput(c, comm.rank(), i, r->send.data() + i * es);
+  if (!c.inPlace) r->recv.assign(c.count * es + 1, 0xAB);
+  void* out = c.inPlace ? r->send.data() : r->recv.data();
+  r->req = comm.allReduceAsync(r->send.data(), out, c.count, c.dt, c.op, c.priority);
+  return r;
+}
+
+// Waits for all, then checks values, cross-rank identity, and that out-of-place left sendbuf alone.
+void finishAndCheck(Communicator& comm, std::vector<std::unique_ptr<Running>>& ops,
+                    std::vector<uint64_t>* hashes = nullptr) {
+  for (auto& r : ops) r->req.wait();
+  for (auto& r : ops) {
+    const Case& c = r->c;
+    size_t bytes = c.count * sizeOf(c.dt);
+    std::string first;
+    size_t wrong = countWrong(c, r->result(), comm.size(), &first);
+    EXPECT_EQ(wrong, 0u) << describe(c) << ": " << first;
+    uint64_t h = fnv1a(r->result(), bytes);
+    EXPECT_TRUE(sameOnAllRanks(h)) << describe(c) << ": ranks disagree bitwise";
+    if (hashes) hashes->push_back(h);
+    if (!c.inPlace) {
+      std::vector<unsigned char> in(sizeOf(c.dt));
+      bool untouched = true;
+      for (size_t i = 0; i < c.count && untouched; ++i) {
+        writeInput(c, comm.rank(), i, in.data());
+        untouched = std::memcmp(in.data(), r->send.data() + i * in.size(), in.size()) == 0;
+      }
+      EXPECT_TRUE(untouched) << describe(c) << ": sendbuf was modified";
+    }
+  }
+}
+
+std::vector<size_t> matrixSizes(int p, size_t big) {
+  std::vector<size_t> s = {0, 1, static_cast<size_t>(p > 1 ? p - 1 : 2), static_cast<size_t>(p + 1),
+                           7, 13, 1009, 65537, big};
+  std::sort(s.begin(), s.end());
+  s.erase(std::unique(s.begin(), s.end()), s.end());
+  return s;
+}
+
+// The full matrix, all ops of one size in flight together with random priorities.
+void runMatrix(Communicator& comm, size_t big, uint64_t seedBase) {
+  std::mt19937 rng(1234);  // same on every rank: every rank submits the same ops in the same order
+  for (size_t count : matrixSizes(comm.size(), big)) {
+    std::vector<std::unique_ptr<Running>> ops;
+    for (auto dt : kDtypes)
+      for (auto op : kOps)
+        for (bool inPlace : {false, true}) {
+          Case c{dt, op, count, inPlace, seedBase + ops.size() + count * 1000,
+                 static_cast<int>(rng() % 7) - 3};
+          ops.push_back(start(comm, c));
+        }
+    finishAndCheck(comm, ops);
+  }
+}
+
+TEST(AllReduce, MatrixDefaultConfig) {
+  Communicator comm = Communicator::world();
+  runMatrix(comm, 600011, 1);  // 0.6-4.8 MB per op: many default chunks, not divisible by p
+}
+
+TEST(AllReduce, MatrixTinyChunksSmallWindow) {
+  // Hundreds of chunks per op through an 8-chunk window and a 16 KiB credit: exercises the
+  // activation window, tag reuse and the oldest-chunk credit bypass.
+  prioccl::Config cfg = prioccl::Config::fromEnv();
+  cfg.chunkBytes = 4096 + 24;
+  cfg.creditBytes = 16384;
+  cfg.windowChunks = 8;
+  Communicator comm = Communicator::world(cfg);
+  runMatrix(comm, 100003, 2);
+}
+
+TEST(AllReduce, BlockingMatchesMpiAllreduce) {
+  Communicator comm = Communicator::world();
+  const size_t n = 1 << 20;  // 4 MiB of int32
+  std::vector<int32_t> mine(n), ours(n), mpi(n);
+  for (size_t i = 0; i < n; ++i) mine[i] = static_cast<int32_t>(mix(i + 77 * comm.rank()));
+  MPI_Allreduce(mine.data(), mpi.data(), static_cast<int>(n), MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD);
+  comm.allReduce(mine.data(), ours.data(), n, priocclSum);
+  EXPECT_EQ(ours, mpi);
+  comm.allReduce(mine.data(), mine.data(), n, priocclSum);  // in place
+  EXPECT_EQ(mine, mpi);
+}
+
+TEST(AllReduce, RepeatedRunsAndPlacementsAreBitwiseIdentical) {
+  Communicator comm = Communicator::world();
+  for (auto dt : {priocclFloat16, priocclBfloat16, priocclFloat32, priocclFloat64}) {
+    std::vector<uint64_t> hashes;
+    for (int run = 0; run < 3; ++run) {
+      std::vector<std::unique_ptr<Running>> ops;
+      ops.push_back(start(comm, Case{dt, priocclSum, 777777, run == 1, 42, 0}));
+      finishAndCheck(comm, ops, &hashes);
+    }
+    EXPECT_EQ(hashes[0], hashes[1]) << "in-place and out-of-place differ, dtype " << dt;
+    EXPECT_EQ(hashes[0], hashes[2]) << "a repeated run differs, dtype " << dt;
+  }
+}
+
+TEST(AllReduce, ThousandsOfConcurrentRandomOps) {
+  prioccl::Config cfg = prioccl::Config::fromEnv();
+  cfg.chunkBytes = 64 * 1024;  // so that mid-size ops span several chunks
+  Communicator comm = Communicator::world(cfg);
+  std::mt19937_64 rng(99);  // identical op sequence on every rank
+  std::vector<std::unique_ptr<Running>> ops;
+  for (int k = 0; k < 3000; ++k) {
+    size_t count = rng() % 4 == 0 ? rng() % 200000 : rng() % 2000;
+    Case c{kDtypes[rng() % 8], kOps[rng() % 5], count, rng() % 2 == 0, 5000 + static_cast<uint64_t>(k),
+           static_cast<int>(rng() % 2001) - 1000};
+    ops.push_back(start(comm, c));
+  }
+  // Wait in a different order from submission, then verify everything.
+  std::shuffle(ops.begin(), ops.end(), std::mt19937(7 + comm.rank()));
+  finishAndCheck(comm, ops);
+}
+
+TEST(AllReduce, ApplicationCallsMpiConcurrently) {
+  // Frameworks keep calling MPI beside the library; with MPI_THREAD_MULTIPLE that must be safe.
+  Communicator comm = Communicator::world();
+  std::vector<std::unique_ptr<Running>> ops;
+  for (int k = 0; k < 40; ++k)
+    ops.push_back(start(comm, Case{priocclFloat32, priocclSum, 50000, false, 900u + k, k % 5}));
+  std::thread app([&] {
+    for (int k = 0; k < 200; ++k) {
+      int v = k, sum = 0;
+      MPI_Allreduce(&v, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+      EXPECT_EQ(sum, k * worldSize());
+    }
+  });
+  app.join();
+  finishAndCheck(comm, ops);
+}
+
+TEST(AllReduce, SubCommunicatorsRunSideBySide) {
+  MPI_Comm half;
+  MPI_Comm_split(MPI_COMM_WORLD, worldRank() % 2, worldRank(), &half);
+  Communicator world = Communicator::world();
+  Communicator sub = Communicator::fromMpi(&half);
+  int subSize;
+  MPI_Comm_size(half, &subSize);
+  EXPECT_EQ(sub.size(), subSize);
+  std::vector<std::unique_ptr<Running>> a, b;
+  for (int k = 0; k < 10; ++k) {
+    a.push_back(start(world, Case{priocclInt64, priocclSum, 30011, false, 300u + k, 0}));
+    b.push_back(start(sub, Case{priocclInt32, priocclMax, 20011, true, 400u + k, 0}));
+  }
+  for (auto& r : b) r->req.wait();
+  for (auto& r : b) {
+    // The reference for the half-communicator: regenerate its members' inputs by sub rank.
+    std::string first;
+    EXPECT_EQ(countWrong(r->c, r->result(), sub.size(), &first), 0u) << first;
+  }
+  finishAndCheck(world, a);
+  sub.destroy();
+  MPI_Comm_free(&half);
+}
+
+TEST(AllReduce, CompletionCallbackRunsOnce) {
+  Communicator comm = Communicator::world();
+  std::vector<float> x(100000, 1.0f);
+  std::atomic<int> calls{0};
+  std::atomic<int> code{-1};
+  Request r = comm.allReduceAsync(x.data(), x.data(), x.size(), priocclSum, 0);
+  r.onComplete([&](priocclResult_t c, const std::string&) { code = c; ++calls; });
+  r.wait();
+  // The callback runs on the progress thread before or right after wait() returns.
+  for (int i = 0; i < 1000 && calls.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(code.load(), priocclSuccess);
+  EXPECT_EQ(x[0], static_cast<float>(comm.size()));
+  int late = 0;
+  r.onComplete([&](priocclResult_t, const std::string&) { ++late; });  // already done: runs now
+  EXPECT_EQ(late, 1);
+}
+
+}  // namespace

@@ -1,0 +1,194 @@
+// Bad input through the C ABI: every case returns a clear code and message, never a crash or
+// hang, and the communicator keeps working afterwards.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "prioccl/prioccl.h"
+#include "prioccl/prioccl.hpp"
+
+namespace {
+
+class BadInput : public testing::Test {
+ protected:
+  void SetUp() override { ASSERT_EQ(priocclCommInitWorld(&comm), priocclSuccess); }
+  void TearDown() override {
+    if (comm) EXPECT_EQ(priocclCommDestroy(comm), priocclSuccess);
+  }
+  // The call failed with `code` and priocclGetLastError names `needle`.
+  void expectError(priocclResult_t got, priocclResult_t code, const char* needle) {
+    EXPECT_EQ(got, code) << priocclGetErrorString(got);
+    std::string msg = priocclGetLastError(comm);
+    EXPECT_NE(msg.find(needle), std::string::npos) << "message was: " << msg;
+  }
+  // A correct all-reduce still works after the bad call.
+  void expectStillWorks() {
+    int size = 0;
+    ASSERT_EQ(priocclCommSize(comm, &size), priocclSuccess);
+    std::vector<int32_t> v(1000, 3);
+    ASSERT_EQ(priocclAllReduce(v.data(), v.data(), v.size(), priocclInt32, priocclSum, comm),
+              priocclSuccess);
+    EXPECT_EQ(v[999], 3 * size);
+  }
+  priocclComm_t comm = nullptr;
+  float buf[16] = {};
+};
+
+TEST_F(BadInput, NullPointers) {
+  priocclRequest_t req;
+  int x;
+  expectError(priocclCommInitWorld(nullptr), priocclInvalidArgument, "comm is NULL");
+  expectError(priocclCommRank(comm, nullptr), priocclInvalidArgument, "rank is NULL");
+  expectError(priocclCommSize(comm, nullptr), priocclInvalidArgument, "size is NULL");
+  expectError(priocclCommRank(nullptr, &x), priocclInvalidArgument, "comm is NULL");
+  expectError(priocclAllReduce(nullptr, buf, 4, priocclFloat32, priocclSum, comm),
+              priocclInvalidArgument, "sendbuf is null");
+  expectError(priocclAllReduce(buf, nullptr, 4, priocclFloat32, priocclSum, comm),
+              priocclInvalidArgument, "recvbuf is null");
+  expectError(priocclAllReduceAsync(buf, buf, 4, priocclFloat32, priocclSum, 0, comm, nullptr),
+              priocclInvalidArgument, "request is NULL");
+  expectError(priocclTest(nullptr, &x), priocclInvalidArgument, "request is NULL");
+  expectError(priocclWait(nullptr), priocclInvalidArgument, "request is NULL");
+  expectError(priocclGetVersion(nullptr), priocclInvalidArgument, "version is NULL");
+  // Null buffers are fine with count 0, and such an op completes at once.
+  ASSERT_EQ(priocclAllReduceAsync(nullptr, nullptr, 0, priocclFloat32, priocclSum, 0, comm, &req),
+            priocclSuccess);
+  EXPECT_EQ(priocclWait(req), priocclSuccess);
+  expectStillWorks();
+}
+
+TEST_F(BadInput, InvalidEnums) {
+  expectError(priocclAllReduce(buf, buf, 4, static_cast<priocclDataType_t>(42), priocclSum, comm),
+              priocclInvalidArgument, "invalid datatype 42");
+  expectError(priocclAllReduce(buf, buf, 4, static_cast<priocclDataType_t>(-1), priocclSum, comm),
+              priocclInvalidArgument, "invalid datatype -1");
+  expectError(priocclAllReduce(buf, buf, 4, priocclFloat32, static_cast<priocclRedOp_t>(9), comm),
+              priocclInvalidArgument, "invalid reduction op 9");
+  expectStillWorks();
+}
+
+TEST_F(BadInput, OverlapAndOverflow) {
+  expectError(priocclAllReduce(buf, buf + 1, 4, priocclFloat32, priocclSum, comm),
+              priocclInvalidArgument, "overlap");
+  expectError(priocclAllReduce(buf, buf, SIZE_MAX / 2, priocclFloat32, priocclSum, comm),
+              priocclInvalidArgument, "overflows");
+  expectStillWorks();
+}
+
+TEST_F(BadInput, RequestReleasedByWait) {
+  priocclRequest_t req;
+  int done = 0;
+  ASSERT_EQ(priocclAllReduceAsync(buf, buf, 16, priocclFloat32, priocclSum, 5, comm, &req),
+            priocclSuccess);
+  EXPECT_EQ(priocclWait(req), priocclSuccess);
+  expectError(priocclWait(req), priocclInvalidUsage, "not live");
+  expectError(priocclTest(req, &done), priocclInvalidUsage, "not live");
+  expectError(priocclWait(reinterpret_cast<priocclRequest_t>(0x1234)), priocclInvalidUsage, "not live");
+  // A communicator handle is not a request.
+  expectError(priocclWait(reinterpret_cast<priocclRequest_t>(comm)), priocclInvalidUsage, "not live");
+  expectStillWorks();
+}
+
+TEST_F(BadInput, TestPollsUntilDone) {
+  priocclRequest_t req;
+  std::vector<double> v(300000, 1.5);
+  ASSERT_EQ(priocclAllReduceAsync(v.data(), v.data(), v.size(), priocclFloat64, priocclMax, -7, comm, &req),
+            priocclSuccess);
+  int done = 0;
+  while (!done) ASSERT_EQ(priocclTest(req, &done), priocclSuccess);
+  EXPECT_EQ(priocclTest(req, &done), priocclSuccess);  // Test never releases
+  EXPECT_EQ(done, 1);
+  EXPECT_EQ(priocclWait(req), priocclSuccess);
+  EXPECT_EQ(v[12345], 1.5);
+}
+
+TEST_F(BadInput, UseAfterDestroy) {
+  priocclComm_t dead = comm;
+  ASSERT_EQ(priocclCommDestroy(comm), priocclSuccess);
+  comm = nullptr;
+  int x;
+  priocclRequest_t req;
+  EXPECT_EQ(priocclCommRank(dead, &x), priocclInvalidUsage);
+  EXPECT_NE(std::string(priocclGetLastError(dead)).find("not a live communicator"), std::string::npos);
+  EXPECT_EQ(priocclAllReduce(buf, buf, 4, priocclFloat32, priocclSum, dead), priocclInvalidUsage);
+  EXPECT_EQ(priocclAllReduceAsync(buf, buf, 4, priocclFloat32, priocclSum, 0, dead, &req),
+            priocclInvalidUsage);
+  EXPECT_EQ(priocclCommDestroy(dead), priocclInvalidUsage);
+  EXPECT_EQ(priocclCommSize(reinterpret_cast<priocclComm_t>(0x999), &x), priocclInvalidUsage);
+}
+
+TEST_F(BadInput, RequestsOutliveTheirCommunicator) {
+  priocclRequest_t req;
+  std::vector<float> v(100000, 2.0f);
+  ASSERT_EQ(priocclAllReduceAsync(v.data(), v.data(), v.size(), priocclFloat32, priocclSum, 0, comm, &req),
+            priocclSuccess);
+  ASSERT_EQ(priocclCommDestroy(comm), priocclSuccess);  // drains the pending op
+  comm = nullptr;
+  EXPECT_EQ(priocclWait(req), priocclSuccess);
+  int size;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  EXPECT_EQ(v[99999], 2.0f * size);
+}
+
+TEST_F(BadInput, BadConfig) {
+  priocclComm_t other = nullptr;
+  priocclConfig_t cfg = PRIOCCL_CONFIG_INITIALIZER;
+  cfg.chunkBytes = 0;
+  EXPECT_EQ(priocclCommInitMPI(&other, nullptr, &cfg), priocclInvalidArgument);
+  EXPECT_NE(std::string(priocclGetLastError(nullptr)).find("chunkBytes"), std::string::npos);
+  EXPECT_EQ(other, nullptr);
+  priocclConfig_t wrongSize = PRIOCCL_CONFIG_INITIALIZER;
+  wrongSize.size = 3;
+  EXPECT_EQ(priocclCommInitMPI(&other, nullptr, &wrongSize), priocclInvalidArgument);
+  // A valid explicit config works (collective: every rank does the same).
+  priocclConfig_t good = PRIOCCL_CONFIG_INITIALIZER;
+  good.chunkBytes = 1000;
+  good.windowChunks = 4;
+  ASSERT_EQ(priocclCommInitMPI(&other, nullptr, &good), priocclSuccess);
+  std::vector<int64_t> v(12345, 1);
+  EXPECT_EQ(priocclAllReduce(v.data(), v.data(), v.size(), priocclInt64, priocclSum, other), priocclSuccess);
+  int size;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  EXPECT_EQ(v[12344], size);
+  EXPECT_EQ(priocclCommDestroy(other), priocclSuccess);
+}
+
+TEST_F(BadInput, MismatchedCountsFailLoudly) {
+  // Ranks disagree on the count of one op: every rank that receives a wrong-sized message
+  // reports priocclRemoteError instead of hanging or writing out of bounds. Rank counts of 1
+  // cannot disagree.
+  int rank, size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size < 2) GTEST_SKIP() << "needs 2 ranks to disagree";
+  priocclComm_t own;
+  ASSERT_EQ(priocclCommInitWorld(&own), priocclSuccess);
+  std::vector<float> v(rank == 0 ? 1000 : 1200, 1.0f);
+  priocclResult_t r = priocclAllReduce(v.data(), v.data(), v.size(), priocclFloat32, priocclSum, own);
+  int failed = r != priocclSuccess, failedSomewhere = 0;
+  MPI_Allreduce(&failed, &failedSomewhere, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  EXPECT_TRUE(failedSomewhere);
+  if (failed) {
+    EXPECT_EQ(r, priocclRemoteError);
+    EXPECT_NE(std::string(priocclGetLastError(own)).find("disagree"), std::string::npos);
+  }
+  (void)priocclCommDestroy(own);
+}
+
+TEST(CppApi, ThrowsTypedExceptions) {
+  prioccl::Communicator comm = prioccl::Communicator::world();
+  float x = 1;
+  EXPECT_THROW(comm.allReduce(&x, &x, 1, static_cast<priocclDataType_t>(99), priocclSum),
+               prioccl::InvalidArgument);
+  prioccl::Request empty;
+  EXPECT_THROW(empty.wait(), prioccl::InvalidUsage);
+  prioccl::Communicator copy = comm;
+  comm.destroy();
+  EXPECT_THROW(copy.rank(), prioccl::InvalidUsage);
+  EXPECT_FALSE(copy.valid());
+}
+
+}  // namespace

@@ -1,0 +1,179 @@
+// MPI transport: MPI_Isend/MPI_Irecv on a private communicator, completions via MPI_Testsome.
+#include "mpi/mpi_transport.h"
+
+#include <climits>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace prioccl {
+
+using detail::concat;
+using detail::fail;
+
+std::string mpiErrorString(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return concat("MPI error ", code);
+  return std::string(text, static_cast<size_t>(len));
+}
+
+namespace {
+const char* threadLevelName(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    default: return "MPI_THREAD_MULTIPLE";
+  }
+}
+}  // namespace
+
+MpiSession openMpiSession(const MPI_Comm* userComm, bool requireThreadMultiple) {
+  MpiSession session;
+  int initialised = 0, finalised = 0;
+  MPI_Initialized(&initialised);
+  MPI_Finalized(&finalised);
+  if (finalised) fail(priocclInvalidUsage, "MPI has already been finalised");
+  int provided = MPI_THREAD_SINGLE;
+  if (!initialised) {
+    int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+    if (rc != MPI_SUCCESS) fail(priocclSystemError, "MPI_Init_thread failed: ", mpiErrorString(rc));
+    session.initialisedByUs = true;
+  } else {
+    MPI_Query_thread(&provided);
+  }
+  // Our progress thread calls MPI while the application's threads may call it too.
+  if (provided < MPI_THREAD_SERIALIZED ||
+      (provided < MPI_THREAD_MULTIPLE && (requireThreadMultiple || session.initialisedByUs))) {
+    std::string msg = concat(
+        "MPI provides ", threadLevelName(provided),
+        ", but prioccl's progress thread calls MPI concurrently with the application and needs "
+        "MPI_THREAD_MULTIPLE: initialise MPI with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...)");
+    if (provided == MPI_THREAD_SERIALIZED)
+      msg += ", or set PRIOCCL_MPI_THREAD_CHECK=0 if the application makes no MPI call while "
+             "prioccl ops are in flight";
+    if (session.initialisedByUs) MPI_Finalize();
+    fail(priocclInvalidUsage, msg);
+  }
+  MPI_Comm base = userComm ? *userComm : MPI_COMM_WORLD;
+  int rc = MPI_Comm_dup(base, &session.dup);
+  if (rc != MPI_SUCCESS) {
+    if (session.initialisedByUs) MPI_Finalize();
+    fail(priocclInvalidArgument, "MPI_Comm_dup of the given communicator failed: ",
+         mpiErrorString(rc));
+  }
+  MPI_Comm_set_errhandler(session.dup, MPI_ERRORS_RETURN);
+  return session;
+}
+
+MpiTransport::MpiTransport(MPI_Comm comm) : comm_(comm) {
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+  int* ub = nullptr;
+  int flag = 0;
+  MPI_Comm_get_attr(comm_, MPI_TAG_UB, &ub, &flag);
+  long long tagUb = flag && ub ? *ub : 32767;  // the standard guarantees at least 32767
+  tagSpace_ = static_cast<uint64_t>(tagUb) + 1;
+}
+
+MpiTransport::~MpiTransport() {
+  cancelAll();
+  MPI_Comm_free(&comm_);
+}
+
+void MpiTransport::post(bool isRecv, int peer, uint64_t tag, void* buf, size_t bytes,
+                        uint64_t cookie) {
+  if (bytes > static_cast<size_t>(INT_MAX))
+    fail(priocclInternalError, "transfer of ", bytes, " bytes exceeds MPI's int count");
+  MPI_Request req = MPI_REQUEST_NULL;
+  int mpiTag = static_cast<int>(tag % tagSpace_);
+  int count = static_cast<int>(bytes);
+  int rc = isRecv ? MPI_Irecv(buf, count, MPI_BYTE, peer, mpiTag, comm_, &req)
+                  : MPI_Isend(buf, count, MPI_BYTE, peer, mpiTag, comm_, &req);
+  if (rc != MPI_SUCCESS)
+    fail(priocclSystemError, isRecv ? "MPI_Irecv from rank " : "MPI_Isend to rank ", peer,
+         " failed: ", mpiErrorString(rc));
+  reqs_.push_back(req);
+  posted_.push_back({cookie, peer, bytes, isRecv});
+}
+
+void MpiTransport::postSend(int peer, uint64_t tag, const void* buf, size_t bytes,
+                            uint64_t cookie) {
+  post(false, peer, tag, const_cast<void*>(buf), bytes, cookie);
+}
+
+void MpiTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes, uint64_t cookie) {
+  post(true, peer, tag, buf, bytes, cookie);
+}
+
+size_t MpiTransport::poll(std::vector<Completion>& out) {
+  if (reqs_.empty()) return 0;
+  indices_.resize(reqs_.size());
+  statuses_.resize(reqs_.size());
+  int done = 0;
+  int rc = MPI_Testsome(static_cast<int>(reqs_.size()), reqs_.data(), &done, indices_.data(),
+                        statuses_.data());
+  if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
+    Completion c;
+    c.ok = false;
+    c.code = priocclSystemError;
+    c.error = concat("MPI_Testsome failed: ", mpiErrorString(rc));
+    out.push_back(c);
+    return 1;
+  }
+  if (done == MPI_UNDEFINED || done == 0) return 0;
+  for (int i = 0; i < done; ++i) {
+    const Posted& p = posted_[indices_[i]];
+    const MPI_Status& st = statuses_[i];
+    Completion c;
+    c.cookie = p.cookie;
+    int err = rc == MPI_ERR_IN_STATUS ? st.MPI_ERROR : MPI_SUCCESS;
+    if (err != MPI_SUCCESS) {
+      c.ok = false;
+      c.code = err == MPI_ERR_TRUNCATE ? priocclRemoteError : priocclSystemError;
+      c.error = concat(p.isRecv ? "receive from rank " : "send to rank ", p.peer, " failed: ",
+                       mpiErrorString(err));
+      if (err == MPI_ERR_TRUNCATE)
+        c.error += " (ranks disagree on the count or datatype of an op, or submitted different ops)";
+    } else if (p.isRecv) {
+      int got = 0;
+      MPI_Get_count(&st, MPI_BYTE, &got);
+      if (static_cast<size_t>(got) != p.bytes) {
+        c.ok = false;
+        c.code = priocclRemoteError;
+        c.error = concat("rank ", p.peer, " sent ", got, " bytes where ", p.bytes,
+                         " were expected: ranks disagree on the count or datatype of an op, or "
+                         "submitted different ops");
+      }
+    }
+    out.push_back(std::move(c));
+  }
+  // Compact: drop the finished requests.
+  finished_.assign(reqs_.size(), 0);
+  for (int i = 0; i < done; ++i) finished_[indices_[i]] = 1;
+  size_t keep = 0;
+  for (size_t i = 0; i < reqs_.size(); ++i) {
+    if (finished_[i]) continue;
+    reqs_[keep] = reqs_[i];
+    posted_[keep] = posted_[i];
+    ++keep;
+  }
+  reqs_.resize(keep);
+  posted_.resize(keep);
+  return static_cast<size_t>(done);
+}
+
+// Receives can be withdrawn; a send's buffer may still be read by MPI after this (see the
+// reliability work: the communicator is unusable once anything fails).
+void MpiTransport::cancelAll() {
+  for (MPI_Request& req : reqs_) {
+    if (req == MPI_REQUEST_NULL) continue;
+    MPI_Cancel(&req);
+    MPI_Request_free(&req);
+  }
+  reqs_.clear();
+  posted_.clear();
+}
+
+}  // namespace prioccl

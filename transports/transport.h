@@ -1,0 +1,46 @@
+// The one point-to-point interface every transport implements (MPI today; UCX, NCCL later).
+//
+// Deliberately tiny, in the spirit of Gloo's transport::Pair: post non-blocking sends and receives
+// of byte ranges with a 64-bit tag, then poll for completions. Every call is made from the engine's
+// progress thread only, so implementations need no locking. Transports know nothing of priorities.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "prioccl/prioccl.h"
+
+namespace prioccl {
+
+struct Completion {
+  uint64_t cookie = 0;  // the caller's value from postSend/postRecv
+  bool ok = true;
+  priocclResult_t code = priocclSuccess;  // when !ok
+  std::string error;                      // when !ok: what went wrong, naming the peer
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual const char* name() const = 0;
+  // Number of distinct tags the wire can tell apart; the caller keeps live tags unique modulo it.
+  virtual uint64_t tagSpace() const = 0;
+
+  // Buffers stay untouched by the caller until the matching completion is polled. A receive
+  // completes with an error unless exactly `bytes` bytes arrive.
+  virtual void postSend(int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t cookie) = 0;
+  virtual void postRecv(int peer, uint64_t tag, void* buf, size_t bytes, uint64_t cookie) = 0;
+
+  // Makes progress and appends finished operations to `out`; returns how many were appended.
+  virtual size_t poll(std::vector<Completion>& out) = 0;
+  // Operations posted and not yet reported by poll().
+  virtual size_t pending() const = 0;
+  // Best effort: withdraw every posted receive (used when the communicator fails).
+  virtual void cancelAll() = 0;
+};
+
+}  // namespace prioccl
