@@ -6,14 +6,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CHECK(call)                                                                   \
-  do {                                                                                \
-    priocclResult_t r_ = (call);                                                      \
-    if (r_ != priocclSuccess) {                                                       \
-      fprintf(stderr, "%s failed: %s (%s)\n", #call, priocclGetErrorString(r_),       \
-              priocclGetLastError(comm));                                             \
-      MPI_Abort(MPI_COMM_WORLD, 1);                                                   \
-    }                                                                                 \
+#define CHECK(call)                                                             \
+  do {                                                                          \
+    priocclResult_t r_ = (call);                                                \
+    if (r_ != priocclSuccess) {                                                 \
+      fprintf(stderr, "%s failed: %s (%s)\n", #call, priocclGetErrorString(r_), \
+              priocclGetLastError(comm));                                       \
+      MPI_Abort(MPI_COMM_WORLD, 1);                                             \
+    }                                                                           \
   } while (0)
 
 int main(int argc, char** argv) {

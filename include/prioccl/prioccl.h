@@ -53,15 +53,16 @@ typedef enum { priocclSum, priocclProd, priocclMin, priocclMax, priocclAvg } pri
 /* Tuning knobs. Start from PRIOCCL_CONFIG_INITIALIZER: a field left at its initial value (-1)
  * takes the PRIOCCL_* environment variable, or the built-in default when that is unset. */
 typedef struct {
-  size_t size;          /* sizeof(priocclConfig_t), for ABI evolution */
-  long long chunkBytes; /* PRIOCCL_CHUNK_BYTES: largest slice of an op scheduled as one unit */
-  long long creditBytes;  /* PRIOCCL_CREDIT_BYTES: most bytes of sends in flight at once */
-  long long windowChunks; /* PRIOCCL_WINDOW_CHUNKS: most chunks with posted receives at once */
+  size_t size;               /* sizeof(priocclConfig_t), for ABI evolution */
+  long long chunkBytes;      /* PRIOCCL_CHUNK_BYTES: largest slice of an op scheduled as one unit */
+  long long creditBytes;     /* PRIOCCL_CREDIT_BYTES: most bytes of sends in flight at once */
+  long long windowChunks;    /* PRIOCCL_WINDOW_CHUNKS: most chunks with posted receives at once */
   int requireThreadMultiple; /* PRIOCCL_MPI_THREAD_CHECK: 1 = demand MPI_THREAD_MULTIPLE from an
                                 application that initialised MPI itself; 0 = accept SERIALIZED */
 } priocclConfig_t;
 
-#define PRIOCCL_CONFIG_INITIALIZER {sizeof(priocclConfig_t), -1, -1, -1, -1}
+#define PRIOCCL_CONFIG_INITIALIZER \
+  { sizeof(priocclConfig_t), -1, -1, -1, -1 }
 
 PRIOCCL_API const char* priocclGetErrorString(priocclResult_t result);
 /* Detail of the last failure seen through this communicator (or by this thread when comm is not a

@@ -27,10 +27,10 @@ class PRIOCCL_API Error : public std::runtime_error {
  private:
   priocclResult_t code_;
 };
-#define PRIOCCL_ERROR_CLASS(Name, Code)                                        \
-  class PRIOCCL_API Name : public Error {                                      \
-   public:                                                                     \
-    explicit Name(const std::string& what) : Error(Code, what) {}              \
+#define PRIOCCL_ERROR_CLASS(Name, Code)                           \
+  class PRIOCCL_API Name : public Error {                         \
+   public:                                                        \
+    explicit Name(const std::string& what) : Error(Code, what) {} \
   };
 PRIOCCL_ERROR_CLASS(SystemError, priocclSystemError)
 PRIOCCL_ERROR_CLASS(InternalError, priocclInternalError)
@@ -53,12 +53,30 @@ struct PRIOCCL_API Config {
 // Maps C++ element types to priocclDataType_t for the typed overloads.
 template <typename T>
 struct DataTypeOf;
-template <> struct DataTypeOf<int8_t> { static constexpr priocclDataType_t value = priocclInt8; };
-template <> struct DataTypeOf<uint8_t> { static constexpr priocclDataType_t value = priocclUint8; };
-template <> struct DataTypeOf<int32_t> { static constexpr priocclDataType_t value = priocclInt32; };
-template <> struct DataTypeOf<int64_t> { static constexpr priocclDataType_t value = priocclInt64; };
-template <> struct DataTypeOf<float> { static constexpr priocclDataType_t value = priocclFloat32; };
-template <> struct DataTypeOf<double> { static constexpr priocclDataType_t value = priocclFloat64; };
+template <>
+struct DataTypeOf<int8_t> {
+  static constexpr priocclDataType_t value = priocclInt8;
+};
+template <>
+struct DataTypeOf<uint8_t> {
+  static constexpr priocclDataType_t value = priocclUint8;
+};
+template <>
+struct DataTypeOf<int32_t> {
+  static constexpr priocclDataType_t value = priocclInt32;
+};
+template <>
+struct DataTypeOf<int64_t> {
+  static constexpr priocclDataType_t value = priocclInt64;
+};
+template <>
+struct DataTypeOf<float> {
+  static constexpr priocclDataType_t value = priocclFloat32;
+};
+template <>
+struct DataTypeOf<double> {
+  static constexpr priocclDataType_t value = priocclFloat64;
+};
 
 // Handle on one asynchronous op. Copies share the op; the op itself never depends on the handle
 // staying alive (dropping every handle does not cancel it).
@@ -97,8 +115,9 @@ class PRIOCCL_API Communicator {
   int rank() const;
   int size() const;
   const Config& config() const;
-  // Detail of the last failure seen by this communicator ("" if none).
-  std::string lastError() const;
+  // Detail of the last failure seen by this communicator ("" if none); `serial`, when given,
+  // receives its process-wide order (0 if none).
+  std::string lastError(uint64_t* serial = nullptr) const;
   // Records `message` as this communicator's last failure (the C ABI's priocclGetLastError).
   void recordError(const std::string& message) const;
 

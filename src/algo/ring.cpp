@@ -20,7 +20,9 @@ RingChunk::RingChunk(const ChunkSpec& spec, ScratchPool& pool)
   if (p_ == 1 && !inPlace()) std::memcpy(spec_.recv, spec_.send, spec_.count * elem_);
 }
 
-RingChunk::~RingChunk() { pool_.give(std::move(scratch_)); }
+RingChunk::~RingChunk() {
+  pool_.give(std::move(scratch_));
+}
 
 size_t RingChunk::segCount(int seg) const {
   size_t base = spec_.count / p_, extra = spec_.count % p_;
@@ -40,7 +42,9 @@ const unsigned char* RingChunk::sendSeg(int seg) const {
 }
 
 // Send of step s carries data produced by the receive of step s-1.
-bool RingChunk::sendReady() const { return sendsPosted_ < nsteps_ && sendsPosted_ <= recvsDone_; }
+bool RingChunk::sendReady() const {
+  return sendsPosted_ < nsteps_ && sendsPosted_ <= recvsDone_;
+}
 
 Transfer RingChunk::takeSend() {
   int s = sendsPosted_++;
@@ -107,6 +111,8 @@ void RingChunk::recvDone(int step) {
   if (last) pool_.give(std::move(scratch_));
 }
 
-bool RingChunk::finished() const { return recvsDone_ == nsteps_ && sendsDonePrefix_ == nsteps_; }
+bool RingChunk::finished() const {
+  return recvsDone_ == nsteps_ && sendsDonePrefix_ == nsteps_;
+}
 
 }  // namespace prioccl

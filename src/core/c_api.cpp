@@ -7,11 +7,13 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/op.h"
 
 namespace prioccl {
 namespace {
 
 thread_local std::string t_lastError;      // this thread's most recent failure
+thread_local uint64_t t_lastSerial = 0;    // ... and its place among all recorded failures
 thread_local std::string t_returnedError;  // backing store of priocclGetLastError's result
 
 // Ids are never reused, and the two kinds of handle never share a value.
@@ -59,16 +61,18 @@ Communicator lookup(priocclComm_t comm) {
   Communicator c;
   if (!comm) detail::fail(priocclInvalidArgument, "comm is NULL");
   if (!comms().find(reinterpret_cast<uintptr_t>(comm), &c))
-    detail::fail(priocclInvalidUsage, "comm is not a live communicator (destroyed or never created)");
+    detail::fail(priocclInvalidUsage,
+                 "comm is not a live communicator (destroyed or never created)");
   return c;
 }
 
 // Every failure goes to this thread's record and, for a live communicator, to its own log.
 void record(priocclComm_t comm, const std::string& message) {
-  t_lastError = message;
   Communicator c;
   if (comm && comms().find(reinterpret_cast<uintptr_t>(comm), &c) && c.valid())
     c.recordError(message);
+  t_lastError = message;
+  t_lastSerial = detail::nextErrorSerial();
 }
 
 // Runs `body`, turning every exception into a result code and a recorded message.
@@ -92,7 +96,9 @@ priocclResult_t guarded(const char* func, priocclComm_t comm, F&& body) {
   }
 }
 
-priocclComm_t toHandle(uintptr_t id) { return reinterpret_cast<priocclComm_t>(id); }
+priocclComm_t toHandle(uintptr_t id) {
+  return reinterpret_cast<priocclComm_t>(id);
+}
 
 }  // namespace
 }  // namespace prioccl
@@ -103,24 +109,39 @@ extern "C" {
 
 const char* priocclGetErrorString(priocclResult_t result) {
   switch (result) {
-    case priocclSuccess: return "no error";
-    case priocclSystemError: return "system error (MPI, network or memory failure)";
-    case priocclInternalError: return "internal error (a bug in prioccl)";
-    case priocclInvalidArgument: return "invalid argument";
-    case priocclInvalidUsage: return "invalid usage";
-    case priocclRemoteError: return "remote error (another rank failed or disagreed)";
-    case priocclTimeout: return "timeout";
-    case priocclInProgress: return "operation in progress";
+    case priocclSuccess:
+      return "no error";
+    case priocclSystemError:
+      return "system error (MPI, network or memory failure)";
+    case priocclInternalError:
+      return "internal error (a bug in prioccl)";
+    case priocclInvalidArgument:
+      return "invalid argument";
+    case priocclInvalidUsage:
+      return "invalid usage";
+    case priocclRemoteError:
+      return "remote error (another rank failed or disagreed)";
+    case priocclTimeout:
+      return "timeout";
+    case priocclInProgress:
+      return "operation in progress";
   }
   return "unknown result code";
 }
 
+// The newer of this thread's last failure and the communicator's (which includes failures of
+// its ops found by the progress thread).
 const char* priocclGetLastError(priocclComm_t comm) {
   Communicator c;
-  if (comm && comms().find(reinterpret_cast<uintptr_t>(comm), &c) && c.valid())
-    t_returnedError = c.lastError();
-  else
-    t_returnedError = t_lastError;
+  t_returnedError = t_lastError;
+  uint64_t serial = 0;
+  try {
+    if (comm && comms().find(reinterpret_cast<uintptr_t>(comm), &c) && c.valid()) {
+      std::string own = c.lastError(&serial);
+      if (serial > t_lastSerial) t_returnedError = own;
+    }
+  } catch (...) {  // destroyed meanwhile: this thread's record stands
+  }
   return t_returnedError.c_str();
 }
 
@@ -143,13 +164,15 @@ priocclResult_t priocclCommInitMPI(priocclComm_t* comm, const void* mpiComm,
                      sizeof(priocclConfig_t), ": initialise it with PRIOCCL_CONFIG_INITIALIZER");
       auto take = [](long long v, size_t& field, const char* name) {
         if (v == -1) return;
-        if (v <= 0) detail::fail(priocclInvalidArgument, "config->", name, " = ", v, " must be > 0");
+        if (v <= 0)
+          detail::fail(priocclInvalidArgument, "config->", name, " = ", v, " must be > 0");
         field = static_cast<size_t>(v);
       };
       take(config->chunkBytes, c.chunkBytes, "chunkBytes");
       take(config->creditBytes, c.creditBytes, "creditBytes");
       take(config->windowChunks, c.windowChunks, "windowChunks");
-      if (config->requireThreadMultiple != -1) c.requireThreadMultiple = config->requireThreadMultiple != 0;
+      if (config->requireThreadMultiple != -1)
+        c.requireThreadMultiple = config->requireThreadMultiple != 0;
     }
     *comm = toHandle(comms().add(Communicator::fromMpi(mpiComm, c)));
   });
@@ -200,9 +223,8 @@ priocclResult_t priocclAllReduceAsync(const void* sendbuf, void* recvbuf, size_t
 priocclResult_t priocclAllReduce(const void* sendbuf, void* recvbuf, size_t count,
                                  priocclDataType_t datatype, priocclRedOp_t op,
                                  priocclComm_t comm) {
-  return guarded(__func__, comm, [&] {
-    lookup(comm).allReduce(sendbuf, recvbuf, count, datatype, op);
-  });
+  return guarded(__func__, comm,
+                 [&] { lookup(comm).allReduce(sendbuf, recvbuf, count, datatype, op); });
 }
 
 priocclResult_t priocclTest(priocclRequest_t request, int* done) {

@@ -12,6 +12,11 @@
 namespace prioccl {
 namespace detail {
 
+uint64_t nextErrorSerial() {
+  static std::atomic<uint64_t> serial{0};
+  return ++serial;
+}
+
 void OpState::finish(priocclResult_t code, const std::string& message) {
   std::vector<Request::Callback> run;
   {
@@ -57,8 +62,9 @@ class CommImpl {
     auto transport = std::make_unique<MpiTransport>(session.dup);
     rank_ = transport->rank();
     size_ = transport->size();
-    if (rank_ == 0) log(LogLevel::kInfo, "prioccl ", PRIOCCL_MAJOR, ".", PRIOCCL_MINOR, ".",
-                        PRIOCCL_PATCH, " nranks=", size_, " transport=mpi ", config_.describe());
+    if (rank_ == 0)
+      log(LogLevel::kInfo, "prioccl ", PRIOCCL_MAJOR, ".", PRIOCCL_MINOR, ".", PRIOCCL_PATCH,
+          " nranks=", size_, " transport=mpi ", config_.describe());
     engine_ = std::make_unique<Engine>(std::move(transport), config_, errors_);
   }
   ~CommImpl() { destroy(); }
@@ -66,14 +72,15 @@ class CommImpl {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const Config& config() const { return config_; }
-  std::string lastError() const { return errors_->get(); }
+  std::string lastError(uint64_t* serial) const { return errors_->get(serial); }
   void recordError(const std::string& message) { errors_->set(message); }
 
   Request allReduceAsync(const void* send, void* recv, size_t count, priocclDataType_t dtype,
                          priocclRedOp_t op, int priority) {
     if (!reduce::isValidDtype(dtype))
       fail(priocclInvalidArgument, "invalid datatype ", static_cast<int>(dtype));
-    if (!reduce::isValidOp(op)) fail(priocclInvalidArgument, "invalid reduction op ", static_cast<int>(op));
+    if (!reduce::isValidOp(op))
+      fail(priocclInvalidArgument, "invalid reduction op ", static_cast<int>(op));
     size_t elem = reduce::dtypeSize(dtype);
     if (count > SIZE_MAX / elem)
       fail(priocclInvalidArgument, "count ", count, " of ", reduce::dtypeName(dtype),
@@ -188,7 +195,9 @@ void Request::onComplete(Callback cb) const {
 
 // ---- Communicator ----
 
-Communicator Communicator::world(const Config& config) { return fromMpi(nullptr, config); }
+Communicator Communicator::world(const Config& config) {
+  return fromMpi(nullptr, config);
+}
 
 Communicator Communicator::fromMpi(const void* mpiComm, const Config& config) {
   return Communicator(std::make_shared<detail::CommImpl>(mpiComm, config));
@@ -201,12 +210,24 @@ detail::CommImpl& Communicator::impl() const {
   return *impl_;
 }
 
-bool Communicator::valid() const noexcept { return impl_ && !impl_->destroyed(); }
-int Communicator::rank() const { return impl().rank(); }
-int Communicator::size() const { return impl().size(); }
-const Config& Communicator::config() const { return impl().config(); }
-std::string Communicator::lastError() const { return impl().lastError(); }
-void Communicator::recordError(const std::string& message) const { impl().recordError(message); }
+bool Communicator::valid() const noexcept {
+  return impl_ && !impl_->destroyed();
+}
+int Communicator::rank() const {
+  return impl().rank();
+}
+int Communicator::size() const {
+  return impl().size();
+}
+const Config& Communicator::config() const {
+  return impl().config();
+}
+std::string Communicator::lastError(uint64_t* serial) const {
+  return impl().lastError(serial);
+}
+void Communicator::recordError(const std::string& message) const {
+  impl().recordError(message);
+}
 
 Request Communicator::allReduceAsync(const void* sendbuf, void* recvbuf, size_t count,
                                      priocclDataType_t datatype, priocclRedOp_t op, int priority) {

@@ -22,10 +22,20 @@ unsigned long long parseSize(const char* name, const char* text, unsigned long l
   if (ok && *end) {
     unsigned shift = 0;
     switch (*end) {
-      case 'k': case 'K': shift = 10; break;
-      case 'm': case 'M': shift = 20; break;
-      case 'g': case 'G': shift = 30; break;
-      default: ok = false;
+      case 'k':
+      case 'K':
+        shift = 10;
+        break;
+      case 'm':
+      case 'M':
+        shift = 20;
+        break;
+      case 'g':
+      case 'G':
+        shift = 30;
+        break;
+      default:
+        ok = false;
     }
     if (ok && (end[1] == 'i' || end[1] == 'I')) ++end;  // accept KiB-style "Ki"
     if (ok && (end[1] == 'b' || end[1] == 'B')) ++end;
@@ -40,13 +50,15 @@ unsigned long long parseSize(const char* name, const char* text, unsigned long l
 
 bool parseBool(const char* name, const char* text) {
   if (!std::strcmp(text, "1") || !strcasecmp(text, "true") || !strcasecmp(text, "yes")) return true;
-  if (!std::strcmp(text, "0") || !strcasecmp(text, "false") || !strcasecmp(text, "no")) return false;
+  if (!std::strcmp(text, "0") || !strcasecmp(text, "false") || !strcasecmp(text, "no"))
+    return false;
   fail(priocclInvalidArgument, name, "='", text, "' is not a boolean (1/0, true/false, yes/no)");
 }
 
 template <typename T>
 void readSize(const char* name, T& field, unsigned long long lo, unsigned long long hi) {
-  if (const char* v = std::getenv(name); v && *v) field = static_cast<T>(parseSize(name, v, lo, hi));
+  if (const char* v = std::getenv(name); v && *v)
+    field = static_cast<T>(parseSize(name, v, lo, hi));
 }
 
 }  // namespace

@@ -20,8 +20,8 @@
 namespace prioccl::detail {
 namespace {
 
-constexpr unsigned kSpinRounds = 64;    // yields before the first sleep while peers are behind
-constexpr unsigned kMaxSleepUs = 256;   // longest nap between polls while ops are in flight
+constexpr unsigned kSpinRounds = 64;   // yields before the first sleep while peers are behind
+constexpr unsigned kMaxSleepUs = 256;  // longest nap between polls while ops are in flight
 
 uint64_t bitsFor(uint64_t values) {
   uint64_t bits = 0;
@@ -46,7 +46,8 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
       scratch_(RingChunk::scratchBytes(config.chunkBytes, transport_->size())) {
   uint64_t window = std::max<uint64_t>(1, config_.windowChunks);
   tagChunks_ = stepBits_ >= 64 ? 0 : transport_->tagSpace() >> stepBits_;
-  if (tagChunks_ < 2) fail(priocclInternalError, "transport tag space too small for ", nranks_, " ranks");
+  if (tagChunks_ < 2)
+    fail(priocclInternalError, "transport tag space too small for ", nranks_, " ranks");
   if (2 * window > tagChunks_) {
     window = tagChunks_ / 2;
     log(LogLevel::kWarn, "window limited to ", window, " chunks by the transport's tag space");
@@ -55,7 +56,9 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
   thread_ = std::thread([this] { run(); });
 }
 
-Engine::~Engine() { drainAndStop(); }
+Engine::~Engine() {
+  drainAndStop();
+}
 
 void Engine::submit(std::shared_ptr<OpState> op) {
   {
@@ -84,7 +87,9 @@ uint64_t Engine::tagOf(uint64_t gid, int step) const {
   return ((gid % tagChunks_) << stepBits_) | static_cast<uint64_t>(step);
 }
 
-bool Engine::idle() const { return live_.empty() && transport_->pending() == 0; }
+bool Engine::idle() const {
+  return live_.empty() && transport_->pending() == 0;
+}
 
 void Engine::run() {
   unsigned quiet = 0;

@@ -35,12 +35,18 @@ void logLine(LogLevel level, const std::string& message) {
 
 void raise(priocclResult_t code, const std::string& message) {
   switch (code) {
-    case priocclSystemError: throw SystemError(message);
-    case priocclInvalidArgument: throw InvalidArgument(message);
-    case priocclInvalidUsage: throw InvalidUsage(message);
-    case priocclRemoteError: throw RemoteError(message);
-    case priocclTimeout: throw Timeout(message);
-    default: throw InternalError(message);
+    case priocclSystemError:
+      throw SystemError(message);
+    case priocclInvalidArgument:
+      throw InvalidArgument(message);
+    case priocclInvalidUsage:
+      throw InvalidUsage(message);
+    case priocclRemoteError:
+      throw RemoteError(message);
+    case priocclTimeout:
+      throw Timeout(message);
+    default:
+      throw InternalError(message);
   }
 }
 

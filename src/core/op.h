@@ -14,21 +14,27 @@
 
 namespace prioccl::detail {
 
+// Process-wide order of recorded failures, so the newest of several records can be picked.
+uint64_t nextErrorSerial();
+
 // Last failure seen by a communicator, readable from any thread.
 class ErrorLog {
  public:
   void set(const std::string& message) {
     std::lock_guard<std::mutex> lock(mutex_);
     last_ = message;
+    serial_ = nextErrorSerial();
   }
-  std::string get() const {
+  std::string get(uint64_t* serial = nullptr) const {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (serial) *serial = serial_;
     return last_;
   }
 
  private:
   mutable std::mutex mutex_;
   std::string last_;
+  uint64_t serial_ = 0;
 };
 
 struct OpState {

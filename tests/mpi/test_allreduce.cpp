@@ -27,13 +27,22 @@ const priocclRedOp_t kOps[] = {priocclSum, priocclProd, priocclMin, priocclMax, 
 
 size_t sizeOf(priocclDataType_t dt) {
   switch (dt) {
-    case priocclInt8: case priocclUint8: return 1;
-    case priocclFloat16: case priocclBfloat16: return 2;
-    case priocclInt32: case priocclFloat32: return 4;
-    default: return 8;
+    case priocclInt8:
+    case priocclUint8:
+      return 1;
+    case priocclFloat16:
+    case priocclBfloat16:
+      return 2;
+    case priocclInt32:
+    case priocclFloat32:
+      return 4;
+    default:
+      return 8;
   }
 }
-bool isFloat(priocclDataType_t dt) { return dt >= priocclFloat16; }
+bool isFloat(priocclDataType_t dt) {
+  return dt >= priocclFloat16;
+}
 
 uint64_t mix(uint64_t x) {  // splitmix64 finaliser
   x += 0x9e3779b97f4a7c15ULL;
@@ -42,8 +51,16 @@ uint64_t mix(uint64_t x) {  // splitmix64 finaliser
   return x ^ (x >> 31);
 }
 
-int worldRank() { int r; MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
-int worldSize() { int s; MPI_Comm_size(MPI_COMM_WORLD, &s); return s; }
+int worldRank() {
+  int r;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int worldSize() {
+  int s;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
 
 struct Case {
   priocclDataType_t dt;
@@ -60,13 +77,36 @@ void writeInput(const Case& c, int rank, size_t i, unsigned char* out) {
   double unit = static_cast<double>(h >> 11) * 0x1.0p-53 * 2.0 - 1.0;  // [-1, 1)
   double f = c.op == priocclProd ? 1.0 + 0.5 * unit : unit;
   switch (c.dt) {
-    case priocclInt8: case priocclUint8: out[0] = static_cast<unsigned char>(h); return;
-    case priocclInt32: { uint32_t v = static_cast<uint32_t>(h); std::memcpy(out, &v, 4); return; }
-    case priocclInt64: std::memcpy(out, &h, 8); return;
-    case priocclFloat16: { uint16_t v = prioccl::reduce::floatToHalf(static_cast<float>(f)); std::memcpy(out, &v, 2); return; }
-    case priocclBfloat16: { uint16_t v = prioccl::reduce::floatToBf16(static_cast<float>(f)); std::memcpy(out, &v, 2); return; }
-    case priocclFloat32: { float v = static_cast<float>(f); std::memcpy(out, &v, 4); return; }
-    case priocclFloat64: std::memcpy(out, &f, 8); return;
+    case priocclInt8:
+    case priocclUint8:
+      out[0] = static_cast<unsigned char>(h);
+      return;
+    case priocclInt32: {
+      uint32_t v = static_cast<uint32_t>(h);
+      std::memcpy(out, &v, 4);
+      return;
+    }
+    case priocclInt64:
+      std::memcpy(out, &h, 8);
+      return;
+    case priocclFloat16: {
+      uint16_t v = prioccl::reduce::floatToHalf(static_cast<float>(f));
+      std::memcpy(out, &v, 2);
+      return;
+    }
+    case priocclBfloat16: {
+      uint16_t v = prioccl::reduce::floatToBf16(static_cast<float>(f));
+      std::memcpy(out, &v, 2);
+      return;
+    }
+    case priocclFloat32: {
+      float v = static_cast<float>(f);
+      std::memcpy(out, &v, 4);
+      return;
+    }
+    case priocclFloat64:
+      std::memcpy(out, &f, 8);
+      return;
   }
 }
 
@@ -75,39 +115,65 @@ double readFloat(priocclDataType_t dt, const unsigned char* p) {
   float f;
   double d;
   switch (dt) {
-    case priocclFloat16: std::memcpy(&h, p, 2); return prioccl::reduce::halfToFloat(h);
-    case priocclBfloat16: std::memcpy(&h, p, 2); return prioccl::reduce::bf16ToFloat(h);
-    case priocclFloat32: std::memcpy(&f, p, 4); return f;
-    default: std::memcpy(&d, p, 8); return d;
+    case priocclFloat16:
+      std::memcpy(&h, p, 2);
+      return prioccl::reduce::halfToFloat(h);
+    case priocclBfloat16:
+      std::memcpy(&h, p, 2);
+      return prioccl::reduce::bf16ToFloat(h);
+    case priocclFloat32:
+      std::memcpy(&f, p, 4);
+      return f;
+    default:
+      std::memcpy(&d, p, 8);
+      return d;
   }
 }
 
 // Integers as their two's-complement bits widened to 64 (sign-extended for signed types).
 int64_t readInt(priocclDataType_t dt, const unsigned char* p) {
   switch (dt) {
-    case priocclInt8: return static_cast<int8_t>(p[0]);
-    case priocclUint8: return p[0];
-    case priocclInt32: { int32_t v; std::memcpy(&v, p, 4); return v; }
-    default: { int64_t v; std::memcpy(&v, p, 8); return v; }
+    case priocclInt8:
+      return static_cast<int8_t>(p[0]);
+    case priocclUint8:
+      return p[0];
+    case priocclInt32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    default: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
   }
 }
 
 // Wraps a 64-bit value to the type's width, keeping the type's signedness.
 int64_t wrapTo(priocclDataType_t dt, uint64_t v) {
   switch (dt) {
-    case priocclInt8: return static_cast<int8_t>(static_cast<uint8_t>(v));
-    case priocclUint8: return static_cast<uint8_t>(v);
-    case priocclInt32: return static_cast<int32_t>(static_cast<uint32_t>(v));
-    default: return static_cast<int64_t>(v);
+    case priocclInt8:
+      return static_cast<int8_t>(static_cast<uint8_t>(v));
+    case priocclUint8:
+      return static_cast<uint8_t>(v);
+    case priocclInt32:
+      return static_cast<int32_t>(static_cast<uint32_t>(v));
+    default:
+      return static_cast<int64_t>(v);
   }
 }
 
 double unitRoundoff(priocclDataType_t dt) {
   switch (dt) {
-    case priocclFloat16: return 0x1.0p-11;
-    case priocclBfloat16: return 0x1.0p-8;
-    case priocclFloat32: return 0x1.0p-24;
-    default: return 0x1.0p-53;
+    case priocclFloat16:
+      return 0x1.0p-11;
+    case priocclBfloat16:
+      return 0x1.0p-8;
+    case priocclFloat32:
+      return 0x1.0p-24;
+    default:
+      return 0x1.0p-53;
   }
 }
 
@@ -138,7 +204,10 @@ size_t countWrong(const Case& c, const unsigned char* result, int p, std::string
       for (int r = 0; r < p; ++r) {
         writeInput(c, r, i, in.data());
         long double v = readFloat(c.dt, in.data());
-        if (c.op == priocclProd) acc *= v; else acc += v;
+        if (c.op == priocclProd)
+          acc *= v;
+        else
+          acc += v;
         mag += std::fabs(v);
         if (r == 0 || (c.op == priocclMin ? v < best : v > best)) best = v;
       }
@@ -148,7 +217,10 @@ size_t countWrong(const Case& c, const unsigned char* result, int p, std::string
         ok = g == static_cast<double>(best);  // no rounding involved: exact
         expectShown = static_cast<double>(best);
       } else {
-        if (c.op == priocclAvg) { acc /= p; mag /= p; }
+        if (c.op == priocclAvg) {
+          acc /= p;
+          mag /= p;
+        }
         // Each of the p-1 ring steps (and the final division) rounds once.
         long double bound = (p + 1) * u * (c.op == priocclProd ? std::fabs(acc) : mag) + 1e-300L;
         ok = std::fabs(static_cast<long double>(g) - acc) <= bound;
@@ -233,8 +305,9 @@ void finishAndCheck(Communicator& comm, std::vector<std::unique_ptr<Running>>& o
 }
 
 std::vector<size_t> matrixSizes(int p, size_t big) {
-  std::vector<size_t> s = {0, 1, static_cast<size_t>(p > 1 ? p - 1 : 2), static_cast<size_t>(p + 1),
-                           7, 13, 1009, 65537, big};
+  std::vector<size_t> s = {
+      0,     1,  static_cast<size_t>(p > 1 ? p - 1 : 2), static_cast<size_t>(p + 1), 7, 13, 1009,
+      65537, big};
   std::sort(s.begin(), s.end());
   s.erase(std::unique(s.begin(), s.end()), s.end());
   return s;
@@ -248,7 +321,11 @@ void runMatrix(Communicator& comm, size_t big, uint64_t seedBase) {
     for (auto dt : kDtypes)
       for (auto op : kOps)
         for (bool inPlace : {false, true}) {
-          Case c{dt, op, count, inPlace, seedBase + ops.size() + count * 1000,
+          Case c{dt,
+                 op,
+                 count,
+                 inPlace,
+                 seedBase + ops.size() + count * 1000,
                  static_cast<int>(rng() % 7) - 3};
           ops.push_back(start(comm, c));
         }
@@ -306,12 +383,20 @@ TEST(AllReduce, ThousandsOfConcurrentRandomOps) {
   std::vector<std::unique_ptr<Running>> ops;
   for (int k = 0; k < 3000; ++k) {
     size_t count = rng() % 4 == 0 ? rng() % 200000 : rng() % 2000;
-    Case c{kDtypes[rng() % 8], kOps[rng() % 5], count, rng() % 2 == 0, 5000 + static_cast<uint64_t>(k),
+    Case c{kDtypes[rng() % 8],
+           kOps[rng() % 5],
+           count,
+           rng() % 2 == 0,
+           5000 + static_cast<uint64_t>(k),
            static_cast<int>(rng() % 2001) - 1000};
     ops.push_back(start(comm, c));
   }
-  // Wait in a different order from submission, then verify everything.
-  std::shuffle(ops.begin(), ops.end(), std::mt19937(7 + comm.rank()));
+  // Wait in an order that differs from submission and between ranks, then verify everything
+  // (in submission order, since the cross-rank comparison is collective).
+  std::vector<size_t> order(ops.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937(7 + comm.rank()));
+  for (size_t i : order) ops[i]->req.wait();
   finishAndCheck(comm, ops);
 }
 
@@ -362,10 +447,14 @@ TEST(AllReduce, CompletionCallbackRunsOnce) {
   std::atomic<int> calls{0};
   std::atomic<int> code{-1};
   Request r = comm.allReduceAsync(x.data(), x.data(), x.size(), priocclSum, 0);
-  r.onComplete([&](priocclResult_t c, const std::string&) { code = c; ++calls; });
+  r.onComplete([&](priocclResult_t c, const std::string&) {
+    code = c;
+    ++calls;
+  });
   r.wait();
   // The callback runs on the progress thread before or right after wait() returns.
-  for (int i = 0; i < 1000 && calls.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int i = 0; i < 1000 && calls.load() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_EQ(calls.load(), 1);
   EXPECT_EQ(code.load(), priocclSuccess);
   EXPECT_EQ(x[0], static_cast<float>(comm.size()));

@@ -16,7 +16,9 @@ class BadInput : public testing::Test {
  protected:
   void SetUp() override { ASSERT_EQ(priocclCommInitWorld(&comm), priocclSuccess); }
   void TearDown() override {
-    if (comm) EXPECT_EQ(priocclCommDestroy(comm), priocclSuccess);
+    if (comm) {
+      EXPECT_EQ(priocclCommDestroy(comm), priocclSuccess);
+    }
   }
   // The call failed with `code` and priocclGetLastError names `needle`.
   void expectError(priocclResult_t got, priocclResult_t code, const char* needle) {
@@ -86,16 +88,19 @@ TEST_F(BadInput, RequestReleasedByWait) {
   EXPECT_EQ(priocclWait(req), priocclSuccess);
   expectError(priocclWait(req), priocclInvalidUsage, "not live");
   expectError(priocclTest(req, &done), priocclInvalidUsage, "not live");
-  expectError(priocclWait(reinterpret_cast<priocclRequest_t>(0x1234)), priocclInvalidUsage, "not live");
+  expectError(priocclWait(reinterpret_cast<priocclRequest_t>(0x1234)), priocclInvalidUsage,
+              "not live");
   // A communicator handle is not a request.
-  expectError(priocclWait(reinterpret_cast<priocclRequest_t>(comm)), priocclInvalidUsage, "not live");
+  expectError(priocclWait(reinterpret_cast<priocclRequest_t>(comm)), priocclInvalidUsage,
+              "not live");
   expectStillWorks();
 }
 
 TEST_F(BadInput, TestPollsUntilDone) {
   priocclRequest_t req;
   std::vector<double> v(300000, 1.5);
-  ASSERT_EQ(priocclAllReduceAsync(v.data(), v.data(), v.size(), priocclFloat64, priocclMax, -7, comm, &req),
+  ASSERT_EQ(priocclAllReduceAsync(v.data(), v.data(), v.size(), priocclFloat64, priocclMax, -7,
+                                  comm, &req),
             priocclSuccess);
   int done = 0;
   while (!done) ASSERT_EQ(priocclTest(req, &done), priocclSuccess);
@@ -112,7 +117,8 @@ TEST_F(BadInput, UseAfterDestroy) {
   int x;
   priocclRequest_t req;
   EXPECT_EQ(priocclCommRank(dead, &x), priocclInvalidUsage);
-  EXPECT_NE(std::string(priocclGetLastError(dead)).find("not a live communicator"), std::string::npos);
+  EXPECT_NE(std::string(priocclGetLastError(dead)).find("not a live communicator"),
+            std::string::npos);
   EXPECT_EQ(priocclAllReduce(buf, buf, 4, priocclFloat32, priocclSum, dead), priocclInvalidUsage);
   EXPECT_EQ(priocclAllReduceAsync(buf, buf, 4, priocclFloat32, priocclSum, 0, dead, &req),
             priocclInvalidUsage);
@@ -123,7 +129,8 @@ TEST_F(BadInput, UseAfterDestroy) {
 TEST_F(BadInput, RequestsOutliveTheirCommunicator) {
   priocclRequest_t req;
   std::vector<float> v(100000, 2.0f);
-  ASSERT_EQ(priocclAllReduceAsync(v.data(), v.data(), v.size(), priocclFloat32, priocclSum, 0, comm, &req),
+  ASSERT_EQ(priocclAllReduceAsync(v.data(), v.data(), v.size(), priocclFloat32, priocclSum, 0, comm,
+                                  &req),
             priocclSuccess);
   ASSERT_EQ(priocclCommDestroy(comm), priocclSuccess);  // drains the pending op
   comm = nullptr;
@@ -149,7 +156,8 @@ TEST_F(BadInput, BadConfig) {
   good.windowChunks = 4;
   ASSERT_EQ(priocclCommInitMPI(&other, nullptr, &good), priocclSuccess);
   std::vector<int64_t> v(12345, 1);
-  EXPECT_EQ(priocclAllReduce(v.data(), v.data(), v.size(), priocclInt64, priocclSum, other), priocclSuccess);
+  EXPECT_EQ(priocclAllReduce(v.data(), v.data(), v.size(), priocclInt64, priocclSum, other),
+            priocclSuccess);
   int size;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   EXPECT_EQ(v[12344], size);
@@ -167,7 +175,8 @@ TEST_F(BadInput, MismatchedCountsFailLoudly) {
   priocclComm_t own;
   ASSERT_EQ(priocclCommInitWorld(&own), priocclSuccess);
   std::vector<float> v(rank == 0 ? 1000 : 1200, 1.0f);
-  priocclResult_t r = priocclAllReduce(v.data(), v.data(), v.size(), priocclFloat32, priocclSum, own);
+  priocclResult_t r =
+      priocclAllReduce(v.data(), v.data(), v.size(), priocclFloat32, priocclSum, own);
   int failed = r != priocclSuccess, failedSomewhere = 0;
   MPI_Allreduce(&failed, &failedSomewhere, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   EXPECT_TRUE(failedSomewhere);

@@ -21,10 +21,14 @@ std::string mpiErrorString(int code) {
 namespace {
 const char* threadLevelName(int level) {
   switch (level) {
-    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
-    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
-    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
-    default: return "MPI_THREAD_MULTIPLE";
+    case MPI_THREAD_SINGLE:
+      return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED:
+      return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED:
+      return "MPI_THREAD_SERIALIZED";
+    default:
+      return "MPI_THREAD_MULTIPLE";
   }
 }
 }  // namespace
@@ -51,8 +55,9 @@ MpiSession openMpiSession(const MPI_Comm* userComm, bool requireThreadMultiple) 
         ", but prioccl's progress thread calls MPI concurrently with the application and needs "
         "MPI_THREAD_MULTIPLE: initialise MPI with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...)");
     if (provided == MPI_THREAD_SERIALIZED)
-      msg += ", or set PRIOCCL_MPI_THREAD_CHECK=0 if the application makes no MPI call while "
-             "prioccl ops are in flight";
+      msg +=
+          ", or set PRIOCCL_MPI_THREAD_CHECK=0 if the application makes no MPI call while "
+          "prioccl ops are in flight";
     if (session.initialisedByUs) MPI_Finalize();
     fail(priocclInvalidUsage, msg);
   }
@@ -60,8 +65,8 @@ MpiSession openMpiSession(const MPI_Comm* userComm, bool requireThreadMultiple) 
   int rc = MPI_Comm_dup(base, &session.dup);
   if (rc != MPI_SUCCESS) {
     if (session.initialisedByUs) MPI_Finalize();
-    fail(priocclInvalidArgument, "MPI_Comm_dup of the given communicator failed: ",
-         mpiErrorString(rc));
+    fail(priocclInvalidArgument,
+         "MPI_Comm_dup of the given communicator failed: ", mpiErrorString(rc));
   }
   MPI_Comm_set_errhandler(session.dup, MPI_ERRORS_RETURN);
   return session;
@@ -132,10 +137,11 @@ size_t MpiTransport::poll(std::vector<Completion>& out) {
     if (err != MPI_SUCCESS) {
       c.ok = false;
       c.code = err == MPI_ERR_TRUNCATE ? priocclRemoteError : priocclSystemError;
-      c.error = concat(p.isRecv ? "receive from rank " : "send to rank ", p.peer, " failed: ",
-                       mpiErrorString(err));
+      c.error = concat(p.isRecv ? "receive from rank " : "send to rank ", p.peer,
+                       " failed: ", mpiErrorString(err));
       if (err == MPI_ERR_TRUNCATE)
-        c.error += " (ranks disagree on the count or datatype of an op, or submitted different ops)";
+        c.error +=
+            " (ranks disagree on the count or datatype of an op, or submitted different ops)";
     } else if (p.isRecv) {
       int got = 0;
       MPI_Get_count(&st, MPI_BYTE, &got);

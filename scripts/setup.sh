@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs prioccl's build and test dependencies from Debian's archive. Idempotent and quiet when
+# everything is already present. CUDA/NCCL are optional and never installed here.
+set -euo pipefail
+packages=(build-essential cmake ninja-build pkg-config
+          libopenmpi-dev openmpi-bin libucx-dev libibverbs-dev librdmacm-dev libhwloc-dev
+          googletest libgtest-dev binutils)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+((${#missing[@]} == 0)) && exit 0
+sudo=""
+if [[ $(id -u) != 0 ]]; then
+  command -v sudo >/dev/null || { echo "setup.sh: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  sudo=sudo
+fi
+echo "setup.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

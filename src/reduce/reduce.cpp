@@ -1,0 +1,234 @@
+// Element-wise reduction kernels: templates over (type, op) so each inner loop is simple.
+#include "reduce/reduce.h"
+
+#include <cstdint>
+#include <type_traits>
+
+#include "reduce/half.h"
+
+namespace prioccl {
+namespace reduce {
+namespace {
+
+// Unsigned type for wrapping Sum/Prod, at least as wide as unsigned int: narrower unsigned types
+// would be promoted to (signed) int, where a product could overflow.
+template <class T>
+using Wrap = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+
+// Whether Min/Max picks b over a. For floats a NaN in a wins, then a NaN in b (the negated
+// comparisons are true for NaN b), else the strictly smaller/larger b; ties keep a.
+template <priocclRedOp_t Op, class T>
+inline bool takeSecond(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    return Op == priocclMin ? b < a : b > a;
+  } else if constexpr (Op == priocclMin) {
+    return a == a && !(b >= a);
+  } else {
+    return a == a && !(b <= a);
+  }
+}
+
+template <priocclRedOp_t Op, class T>
+inline T combine(T a, T b) {
+  if constexpr (Op == priocclSum || Op == priocclAvg) {
+    if constexpr (std::is_integral_v<T>) {
+      return static_cast<T>(static_cast<Wrap<T>>(a) + static_cast<Wrap<T>>(b));
+    } else {
+      return a + b;
+    }
+  } else if constexpr (Op == priocclProd) {
+    if constexpr (std::is_integral_v<T>) {
+      return static_cast<T>(static_cast<Wrap<T>>(a) * static_cast<Wrap<T>>(b));
+    } else {
+      return a * b;
+    }
+  } else {
+    return takeSecond<Op>(a, b) ? b : a;
+  }
+}
+
+// No __restrict: dst may be in or local. Each element is read before its own slot is written, so
+// exact aliasing is safe and the compiler's runtime overlap check still takes the vector path.
+template <priocclRedOp_t Op, class T>
+void kernel(T* d, const T* a, const T* b, size_t n) {
+  for (size_t i = 0; i < n; ++i) d[i] = combine<Op>(a[i], b[i]);
+}
+
+// Final step of an Avg (divisor > 1): wrapped sum, then divide.
+template <class T>
+void avgKernel(T* d, const T* a, const T* b, size_t n, int divisor) {
+  if constexpr (std::is_integral_v<T>) {
+    // Divide in the promoted type so a divisor above the range of T (e.g. uint8) stays exact.
+    using D = std::common_type_t<T, int>;
+    const D div = divisor;
+    for (size_t i = 0; i < n; ++i) {
+      d[i] = static_cast<T>(static_cast<D>(combine<priocclSum>(a[i], b[i])) / div);
+    }
+  } else {
+    const T div = static_cast<T>(divisor);
+    for (size_t i = 0; i < n; ++i) d[i] = (a[i] + b[i]) / div;
+  }
+}
+
+struct HalfCodec {
+  static float load(uint16_t v) { return halfToFloat(v); }
+  static uint16_t store(float f) { return floatToHalf(f); }
+};
+
+struct Bf16Codec {
+  static float load(uint16_t v) { return bf16ToFloat(v); }
+  static uint16_t store(float f) { return floatToBf16(f); }
+};
+
+// 16-bit floats: widen, compute in float32, round once. Min/Max copy the chosen operand's bits.
+template <class Codec, priocclRedOp_t Op>
+void kernel16(uint16_t* d, const uint16_t* a, const uint16_t* b, size_t n, float div) {
+  for (size_t i = 0; i < n; ++i) {
+    const uint16_t x = a[i];
+    const uint16_t y = b[i];
+    const float fx = Codec::load(x);
+    const float fy = Codec::load(y);
+    if constexpr (Op == priocclMin || Op == priocclMax) {
+      d[i] = takeSecond<Op>(fx, fy) ? y : x;
+    } else if constexpr (Op == priocclAvg) {
+      d[i] = Codec::store((fx + fy) / div);
+    } else {
+      d[i] = Codec::store(combine<Op>(fx, fy));
+    }
+  }
+}
+
+template <class T>
+void applyTyped(void* dst, const void* in, const void* local, size_t n, priocclRedOp_t op,
+                int divisor) {
+  T* d = static_cast<T*>(dst);
+  const T* a = static_cast<const T*>(in);
+  const T* b = static_cast<const T*>(local);
+  switch (op) {
+    case priocclSum:
+      return kernel<priocclSum>(d, a, b, n);
+    case priocclProd:
+      return kernel<priocclProd>(d, a, b, n);
+    case priocclMin:
+      return kernel<priocclMin>(d, a, b, n);
+    case priocclMax:
+      return kernel<priocclMax>(d, a, b, n);
+    case priocclAvg:
+      if (divisor > 1) return avgKernel(d, a, b, n, divisor);
+      return kernel<priocclSum>(d, a, b, n);
+  }
+}
+
+template <class Codec>
+void apply16(void* dst, const void* in, const void* local, size_t n, priocclRedOp_t op,
+             int divisor) {
+  uint16_t* d = static_cast<uint16_t*>(dst);
+  const uint16_t* a = static_cast<const uint16_t*>(in);
+  const uint16_t* b = static_cast<const uint16_t*>(local);
+  switch (op) {
+    case priocclSum:
+      return kernel16<Codec, priocclSum>(d, a, b, n, 1.0f);
+    case priocclProd:
+      return kernel16<Codec, priocclProd>(d, a, b, n, 1.0f);
+    case priocclMin:
+      return kernel16<Codec, priocclMin>(d, a, b, n, 1.0f);
+    case priocclMax:
+      return kernel16<Codec, priocclMax>(d, a, b, n, 1.0f);
+    case priocclAvg:
+      if (divisor > 1) {
+        return kernel16<Codec, priocclAvg>(d, a, b, n, static_cast<float>(divisor));
+      }
+      return kernel16<Codec, priocclSum>(d, a, b, n, 1.0f);
+  }
+}
+
+}  // namespace
+
+size_t dtypeSize(priocclDataType_t dt) {
+  switch (dt) {
+    case priocclInt8:
+    case priocclUint8:
+      return 1;
+    case priocclFloat16:
+    case priocclBfloat16:
+      return 2;
+    case priocclInt32:
+    case priocclFloat32:
+      return 4;
+    case priocclInt64:
+    case priocclFloat64:
+      return 8;
+  }
+  return 0;
+}
+
+bool isValidDtype(int dt) {
+  return dt >= priocclInt8 && dt <= priocclFloat64;
+}
+
+bool isValidOp(int op) {
+  return op >= priocclSum && op <= priocclAvg;
+}
+
+const char* dtypeName(priocclDataType_t dt) {
+  switch (dt) {
+    case priocclInt8:
+      return "int8";
+    case priocclUint8:
+      return "uint8";
+    case priocclInt32:
+      return "int32";
+    case priocclInt64:
+      return "int64";
+    case priocclFloat16:
+      return "float16";
+    case priocclBfloat16:
+      return "bfloat16";
+    case priocclFloat32:
+      return "float32";
+    case priocclFloat64:
+      return "float64";
+  }
+  return "invalid";
+}
+
+const char* opName(priocclRedOp_t op) {
+  switch (op) {
+    case priocclSum:
+      return "sum";
+    case priocclProd:
+      return "prod";
+    case priocclMin:
+      return "min";
+    case priocclMax:
+      return "max";
+    case priocclAvg:
+      return "avg";
+  }
+  return "invalid";
+}
+
+void apply(void* dst, const void* in, const void* local, size_t n, priocclDataType_t dt,
+           priocclRedOp_t op, int divisor) {
+  switch (dt) {
+    case priocclInt8:
+      return applyTyped<int8_t>(dst, in, local, n, op, divisor);
+    case priocclUint8:
+      return applyTyped<uint8_t>(dst, in, local, n, op, divisor);
+    case priocclInt32:
+      return applyTyped<int32_t>(dst, in, local, n, op, divisor);
+    case priocclInt64:
+      return applyTyped<int64_t>(dst, in, local, n, op, divisor);
+    case priocclFloat16:
+      return apply16<HalfCodec>(dst, in, local, n, op, divisor);
+    case priocclBfloat16:
+      return apply16<Bf16Codec>(dst, in, local, n, op, divisor);
+    case priocclFloat32:
+      return applyTyped<float>(dst, in, local, n, op, divisor);
+    case priocclFloat64:
+      return applyTyped<double>(dst, in, local, n, op, divisor);
+  }
+}
+
+}  // namespace reduce
+}  // namespace prioccl

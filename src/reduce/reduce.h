@@ -1,0 +1,40 @@
+// Element-wise reduction kernels for every prioccl data type and reduction op.
+#ifndef PRIOCCL_REDUCE_REDUCE_H_
+#define PRIOCCL_REDUCE_REDUCE_H_
+
+#include <cstddef>
+
+#include "prioccl/prioccl.h"
+
+namespace prioccl {
+namespace reduce {
+
+size_t dtypeSize(priocclDataType_t dt);  // 0 for an invalid type
+bool isValidDtype(int dt);
+bool isValidOp(int op);
+const char* dtypeName(priocclDataType_t dt);  // "float32", ...; "invalid" otherwise
+const char* opName(priocclRedOp_t op);        // "sum", ...; "invalid" otherwise
+
+// dst[i] = op(in[i], local[i]) for i in [0, n). dst may be in or local (or both), but must not
+// overlap either partially.
+//
+// divisor is 1 on every step except the last one of an Avg, where the sum is then divided by it
+// (the rank count). Values below 1 are treated as 1. With divisor 1, Avg is exactly Sum.
+//
+// Semantics, the library's definition:
+// - int8/uint8/int32/int64: Sum and Prod wrap modulo 2^bits; Min/Max exact; Avg divides the
+//   wrapped sum with C++ integer division (truncating toward zero).
+// - float32/float64: computed in the type. Min/Max return a NaN operand if there is one (in's
+//   first), else the smaller/larger, in's on ties (so min(+0, -0) is in's zero). Avg: sum, then
+//   divide by divisor in the type.
+// - float16/bfloat16: both operands widened to float32, computed there as above (Avg divides by
+//   (float)divisor), result rounded once to the 16-bit type, nearest even. Min/Max return the
+//   chosen operand's bits unchanged.
+// Invalid dt or op (the caller validates): does nothing.
+void apply(void* dst, const void* in, const void* local, size_t n, priocclDataType_t dt,
+           priocclRedOp_t op, int divisor);
+
+}  // namespace reduce
+}  // namespace prioccl
+
+#endif  // PRIOCCL_REDUCE_REDUCE_H_
