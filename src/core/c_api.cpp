@@ -214,6 +214,7 @@ priocclResult_t priocclAllReduceAsync(const void* sendbuf, void* recvbuf, size_t
   return guarded(__func__, comm, [&] {
     if (!request) detail::fail(priocclInvalidArgument, "request is NULL");
     *request = nullptr;
+    detail::validateEnums(datatype, op);  // before any C++ load of possibly invalid enum values
     Communicator c = lookup(comm);
     Request r = c.allReduceAsync(sendbuf, recvbuf, count, datatype, op, priority);
     *request = reinterpret_cast<priocclRequest_t>(requests().add(std::move(r)));
@@ -223,8 +224,10 @@ priocclResult_t priocclAllReduceAsync(const void* sendbuf, void* recvbuf, size_t
 priocclResult_t priocclAllReduce(const void* sendbuf, void* recvbuf, size_t count,
                                  priocclDataType_t datatype, priocclRedOp_t op,
                                  priocclComm_t comm) {
-  return guarded(__func__, comm,
-                 [&] { lookup(comm).allReduce(sendbuf, recvbuf, count, datatype, op); });
+  return guarded(__func__, comm, [&] {
+    detail::validateEnums(datatype, op);  // before any C++ load of possibly invalid enum values
+    lookup(comm).allReduce(sendbuf, recvbuf, count, datatype, op);
+  });
 }
 
 priocclResult_t priocclTest(priocclRequest_t request, int* done) {

@@ -49,6 +49,13 @@ void validate(const Config& c) {
 
 }  // namespace
 
+void validateEnums(const priocclDataType_t& dtype, const priocclRedOp_t& op) {
+  if (!reduce::isValidDtype(enumBits(dtype)))
+    fail(priocclInvalidArgument, "invalid datatype ", enumBits(dtype));
+  if (!reduce::isValidOp(enumBits(op)))
+    fail(priocclInvalidArgument, "invalid reduction op ", enumBits(op));
+}
+
 class CommImpl {
  public:
   CommImpl(const void* mpiComm, const Config& config)
@@ -77,10 +84,6 @@ class CommImpl {
 
   Request allReduceAsync(const void* send, void* recv, size_t count, priocclDataType_t dtype,
                          priocclRedOp_t op, int priority) {
-    if (!reduce::isValidDtype(dtype))
-      fail(priocclInvalidArgument, "invalid datatype ", static_cast<int>(dtype));
-    if (!reduce::isValidOp(op))
-      fail(priocclInvalidArgument, "invalid reduction op ", static_cast<int>(op));
     size_t elem = reduce::dtypeSize(dtype);
     if (count > SIZE_MAX / elem)
       fail(priocclInvalidArgument, "count ", count, " of ", reduce::dtypeName(dtype),
@@ -231,11 +234,13 @@ void Communicator::recordError(const std::string& message) const {
 
 Request Communicator::allReduceAsync(const void* sendbuf, void* recvbuf, size_t count,
                                      priocclDataType_t datatype, priocclRedOp_t op, int priority) {
+  detail::validateEnums(datatype, op);  // first: later code loads them as enums
   return impl().allReduceAsync(sendbuf, recvbuf, count, datatype, op, priority);
 }
 
 void Communicator::allReduce(const void* sendbuf, void* recvbuf, size_t count,
                              priocclDataType_t datatype, priocclRedOp_t op) {
+  detail::validateEnums(datatype, op);
   allReduceAsync(sendbuf, recvbuf, count, datatype, op, 0).wait();
 }
 

@@ -91,14 +91,27 @@ bool Engine::idle() const {
   return live_.empty() && transport_->pending() == 0;
 }
 
-void Engine::run() {
-  unsigned quiet = 0;
-  for (;;) {
+// One round of progress; a transport failure fails the communicator rather than the process.
+bool Engine::step() {
+  try {
     bool moved = takeSubmissions();
     moved |= activate();
     moved |= pollTransport();
     moved |= postSends();
     retireOps();
+    return moved;
+  } catch (const Error& e) {
+    failAll(e.code(), e.what());
+  } catch (const std::exception& e) {
+    failAll(priocclInternalError, e.what());
+  }
+  return true;
+}
+
+void Engine::run() {
+  unsigned quiet = 0;
+  for (;;) {
+    bool moved = step();
     if (moved) {
       quiet = 0;
       continue;

@@ -65,6 +65,7 @@ class Engine {
   };
 
   void run();
+  bool step();
   bool takeSubmissions();
   bool activate();
   bool pollTransport();

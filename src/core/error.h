@@ -1,6 +1,7 @@
 // Internal error helper: throw the typed exceptions of the public C++ API with a formatted message.
 #pragma once
 
+#include <cstring>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -15,6 +16,19 @@ std::string concat(Args&&... args) {
   (os << ... << std::forward<Args>(args));
   return os.str();
 }
+
+// The bits of an enum argument as an int, without loading it as the enum: callers from C or
+// ctypes may pass any int, and a C++ load of an out-of-range enum value is undefined.
+template <typename E>
+int enumBits(const E& e) {
+  static_assert(sizeof(E) == sizeof(int), "enum must be int-sized");
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
+// Throws InvalidArgument unless both are among the enums' declared values.
+void validateEnums(const priocclDataType_t& dtype, const priocclRedOp_t& op);
 
 // Throws the exception class that matches `code` (InvalidArgument for priocclInvalidArgument, ...).
 [[noreturn]] void raise(priocclResult_t code, const std::string& message);

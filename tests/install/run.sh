@@ -5,7 +5,9 @@
 # Usage: run.sh BUILD_DIR SOURCE_DIR   (MPIRUN may name the mpirun wrapper)
 set -euo pipefail
 build=$1 src=$2
-mpirun=${MPIRUN:-$src/scripts/mpirun-local}
+mpirun=(${MPIRUN:-$src/scripts/mpirun-local})
+# Sanitizer builds: the consumers are not instrumented, so each rank preloads the runtime.
+[[ -n ${PRIOCCL_RANK_PRELOAD:-} ]] && mpirun+=(-x "LD_PRELOAD=$PRIOCCL_RANK_PRELOAD")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
@@ -15,8 +17,8 @@ objdump -p "$lib" | grep -q 'SONAME.*libprioccl\.so\.0' || { echo "bad SONAME in
 
 cmake -S "$src/examples" -B "$work/ex" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 cmake --build "$work/ex" >/dev/null
-"$mpirun" -np 4 "$work/ex/allreduce_example"
-"$mpirun" -np 4 "$work/ex/async_priorities"
+"${mpirun[@]}" -np 4 "$work/ex/allreduce_example"
+"${mpirun[@]}" -np 4 "$work/ex/async_priorities"
 
 export PKG_CONFIG_PATH=$(dirname "$(find "$work/prefix" -name prioccl.pc)")
 mpicc -std=c11 -Wall -Wextra -Werror -O2 "$src/tests/install/stress_consumer.c" \
@@ -24,4 +26,4 @@ mpicc -std=c11 -Wall -Wextra -Werror -O2 "$src/tests/install/stress_consumer.c" 
 # Open MPI 4.1's AVX reduction component saturates 8-bit integer sums instead of wrapping
 # (open-mpi/ompi#8045, closed as wontfix); prioccl wraps like C and NCCL, so the MPI reference
 # runs with that component off.
-OMPI_MCA_op=^avx "$mpirun" -np 4 "$work/stress_consumer" 2000
+OMPI_MCA_op=^avx "${mpirun[@]}" -np 4 "$work/stress_consumer" 2000

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <random>
 #include <thread>
+#include <ctime>
 
 #include "prioccl/prioccl.hpp"
 #include "reduce/half.h"
@@ -461,6 +462,26 @@ TEST(AllReduce, CompletionCallbackRunsOnce) {
   int late = 0;
   r.onComplete([&](priocclResult_t, const std::string&) { ++late; });  // already done: runs now
   EXPECT_EQ(late, 1);
+}
+
+double processCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+TEST(AllReduce, IdleProgressThreadDoesNotSpin) {
+  // Ranks share cores (5 on 2 here): an idle communicator must block, not poll. CPU time, not
+  // wall time, is measured, so a loaded machine cannot make this pass or fail by luck.
+  Communicator comm = Communicator::world();
+  std::vector<float> x(1000, 1.0f);
+  comm.allReduce(x.data(), x.data(), x.size(), priocclSum);  // the engine has run at least once
+  MPI_Barrier(MPI_COMM_WORLD);
+  double before = processCpuSeconds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  double used = processCpuSeconds() - before;
+  EXPECT_LT(used, 0.05) << "process used " << used << " s of CPU in 1 s of idling";
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 }  // namespace

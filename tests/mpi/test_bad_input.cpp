@@ -12,6 +12,15 @@
 
 namespace {
 
+// An enum holding an arbitrary int, as C or ctypes callers can pass (a static_cast to an
+// out-of-range value would itself be undefined in C++).
+template <typename E>
+E rawEnum(int v) {
+  E e;
+  std::memcpy(&e, &v, sizeof e);
+  return e;
+}
+
 class BadInput : public testing::Test {
  protected:
   void SetUp() override { ASSERT_EQ(priocclCommInitWorld(&comm), priocclSuccess); }
@@ -63,11 +72,11 @@ TEST_F(BadInput, NullPointers) {
 }
 
 TEST_F(BadInput, InvalidEnums) {
-  expectError(priocclAllReduce(buf, buf, 4, static_cast<priocclDataType_t>(42), priocclSum, comm),
+  expectError(priocclAllReduce(buf, buf, 4, rawEnum<priocclDataType_t>(42), priocclSum, comm),
               priocclInvalidArgument, "invalid datatype 42");
-  expectError(priocclAllReduce(buf, buf, 4, static_cast<priocclDataType_t>(-1), priocclSum, comm),
+  expectError(priocclAllReduce(buf, buf, 4, rawEnum<priocclDataType_t>(-1), priocclSum, comm),
               priocclInvalidArgument, "invalid datatype -1");
-  expectError(priocclAllReduce(buf, buf, 4, priocclFloat32, static_cast<priocclRedOp_t>(9), comm),
+  expectError(priocclAllReduce(buf, buf, 4, priocclFloat32, rawEnum<priocclRedOp_t>(9), comm),
               priocclInvalidArgument, "invalid reduction op 9");
   expectStillWorks();
 }
@@ -190,7 +199,7 @@ TEST_F(BadInput, MismatchedCountsFailLoudly) {
 TEST(CppApi, ThrowsTypedExceptions) {
   prioccl::Communicator comm = prioccl::Communicator::world();
   float x = 1;
-  EXPECT_THROW(comm.allReduce(&x, &x, 1, static_cast<priocclDataType_t>(99), priocclSum),
+  EXPECT_THROW(comm.allReduce(&x, &x, 1, rawEnum<priocclDataType_t>(99), priocclSum),
                prioccl::InvalidArgument);
   prioccl::Request empty;
   EXPECT_THROW(empty.wait(), prioccl::InvalidUsage);
