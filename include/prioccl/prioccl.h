@@ -50,6 +50,10 @@ typedef enum {
 
 typedef enum { priocclSum, priocclProd, priocclMin, priocclMax, priocclAvg } priocclRedOp_t;
 
+/* Order in which ready chunks get the wire: by priority (the default), or first-in first-out by
+ * op (the baseline that ignores priorities). */
+typedef enum { priocclSchedulePriority = 0, priocclScheduleFifo = 1 } priocclSchedule_t;
+
 /* Tuning knobs. Start from PRIOCCL_CONFIG_INITIALIZER: a field left at its initial value (-1)
  * takes the PRIOCCL_* environment variable, or the built-in default when that is unset. */
 typedef struct {
@@ -59,10 +63,26 @@ typedef struct {
   long long windowChunks;    /* PRIOCCL_WINDOW_CHUNKS: most chunks with posted receives at once */
   int requireThreadMultiple; /* PRIOCCL_MPI_THREAD_CHECK: 1 = demand MPI_THREAD_MULTIPLE from an
                                 application that initialised MPI itself; 0 = accept SERIALIZED */
+  int schedule;              /* PRIOCCL_SCHEDULE: a priocclSchedule_t ("priority" or "fifo") */
 } priocclConfig_t;
 
 #define PRIOCCL_CONFIG_INITIALIZER \
-  { sizeof(priocclConfig_t), -1, -1, -1, -1 }
+  { sizeof(priocclConfig_t), -1, -1, -1, -1, -1 }
+
+/* What a communicator's engine has done so far (monotonic counters). */
+typedef struct {
+  unsigned long long opsSubmitted;
+  unsigned long long opsCompleted; /* successfully */
+  unsigned long long opsFailed;
+  unsigned long long chunksCompleted;
+  unsigned long long sendsPosted;
+  unsigned long long bytesSent;
+  unsigned long long bytesReceived;
+  unsigned long long preemptions; /* times the wire went to a more urgent chunk while a less
+                                     urgent one it had been serving still had sends to make */
+  double queueWaitSeconds;        /* summed over ops: submission until every rank had submitted
+                                     it and it was matched (negotiation and peers' lateness) */
+} priocclCounters_t;
 
 PRIOCCL_API const char* priocclGetErrorString(priocclResult_t result);
 /* Detail of the last failure seen through this communicator (or by this thread when comm is not a
@@ -87,12 +107,24 @@ PRIOCCL_API priocclResult_t priocclAllReduce(const void* sendbuf, void* recvbuf,
                                              priocclDataType_t datatype, priocclRedOp_t op,
                                              priocclComm_t comm);
 /* Non-blocking all-reduce. priority: smaller = more urgent, any int; ties go in submission order.
- * Every rank must submit the same ops (count, datatype, op) in the same order. The buffers must
- * stay untouched until the request completes. */
+ * Unnamed ops match across ranks by submission order: every rank submits the same unnamed ops in
+ * the same order (a disagreement on count, datatype or op fails that op on every rank). The
+ * buffers must stay untouched until the request completes. */
 PRIOCCL_API priocclResult_t priocclAllReduceAsync(const void* sendbuf, void* recvbuf, size_t count,
                                                   priocclDataType_t datatype, priocclRedOp_t op,
                                                   int priority, priocclComm_t comm,
                                                   priocclRequest_t* request);
+/* As priocclAllReduceAsync, with the op named by `key` (a NUL-terminated string, copied): ranks
+ * may submit keyed ops in different orders; the n-th op named K on one rank matches the n-th op
+ * named K on every other. Ranks that disagree on an op's count, datatype or reduction op all get
+ * priocclInvalidUsage from it, with a message naming both sides; other ops are unaffected. */
+PRIOCCL_API priocclResult_t priocclAllReduceNamedAsync(const void* sendbuf, void* recvbuf,
+                                                       size_t count, priocclDataType_t datatype,
+                                                       priocclRedOp_t op, int priority,
+                                                       const char* key, priocclComm_t comm,
+                                                       priocclRequest_t* request);
+PRIOCCL_API priocclResult_t priocclGetCounters(priocclComm_t comm, priocclCounters_t* counters);
+
 /* Non-blocking; sets *done to 1 when finished and returns the op's result. Never releases. */
 PRIOCCL_API priocclResult_t priocclTest(priocclRequest_t request, int* done);
 /* Blocks until done, returns the op's result and releases the request: call it once per request. */

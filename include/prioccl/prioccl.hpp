@@ -42,12 +42,14 @@ PRIOCCL_ERROR_CLASS(Timeout, priocclTimeout)
 
 // Effective tuning of a communicator. fromEnv() applies PRIOCCL_* variables over the defaults.
 struct PRIOCCL_API Config {
-  size_t chunkBytes = 512 * 1024;     // PRIOCCL_CHUNK_BYTES
-  size_t creditBytes = 4 << 20;       // PRIOCCL_CREDIT_BYTES
-  size_t windowChunks = 256;          // PRIOCCL_WINDOW_CHUNKS
-  bool requireThreadMultiple = true;  // PRIOCCL_MPI_THREAD_CHECK
-  static Config fromEnv();            // throws InvalidArgument on a malformed variable
-  std::string describe() const;       // one line, for logs
+  size_t chunkBytes = 512 * 1024;                        // PRIOCCL_CHUNK_BYTES
+  size_t creditBytes = 4 << 20;                          // PRIOCCL_CREDIT_BYTES
+  size_t windowChunks = 256;                             // PRIOCCL_WINDOW_CHUNKS
+  bool requireThreadMultiple = true;                     // PRIOCCL_MPI_THREAD_CHECK
+  priocclSchedule_t schedule = priocclSchedulePriority;  // PRIOCCL_SCHEDULE=priority|fifo
+  std::string timelinePath;      // PRIOCCL_TIMELINE: Chrome-trace JSON, one file per rank
+  static Config fromEnv();       // throws InvalidArgument on a malformed variable
+  std::string describe() const;  // one line, for logs
 };
 
 // Maps C++ element types to priocclDataType_t for the typed overloads.
@@ -123,6 +125,11 @@ class PRIOCCL_API Communicator {
 
   Request allReduceAsync(const void* sendbuf, void* recvbuf, size_t count,
                          priocclDataType_t datatype, priocclRedOp_t op, int priority = 0);
+  // Named op: matched across ranks by (key, occurrence), so ranks may submit in any order.
+  Request allReduceAsync(const void* sendbuf, void* recvbuf, size_t count,
+                         priocclDataType_t datatype, priocclRedOp_t op, int priority,
+                         const std::string& key);
+  priocclCounters_t counters() const;
   void allReduce(const void* sendbuf, void* recvbuf, size_t count, priocclDataType_t datatype,
                  priocclRedOp_t op);
 

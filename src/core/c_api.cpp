@@ -171,6 +171,12 @@ priocclResult_t priocclCommInitMPI(priocclComm_t* comm, const void* mpiComm,
       take(config->chunkBytes, c.chunkBytes, "chunkBytes");
       take(config->creditBytes, c.creditBytes, "creditBytes");
       take(config->windowChunks, c.windowChunks, "windowChunks");
+      if (config->schedule != -1) {
+        if (config->schedule != priocclSchedulePriority && config->schedule != priocclScheduleFifo)
+          detail::fail(priocclInvalidArgument, "config->schedule = ", config->schedule,
+                       " is not a priocclSchedule_t");
+        c.schedule = static_cast<priocclSchedule_t>(config->schedule);
+      }
       if (config->requireThreadMultiple != -1)
         c.requireThreadMultiple = config->requireThreadMultiple != 0;
     }
@@ -218,6 +224,28 @@ priocclResult_t priocclAllReduceAsync(const void* sendbuf, void* recvbuf, size_t
     Communicator c = lookup(comm);
     Request r = c.allReduceAsync(sendbuf, recvbuf, count, datatype, op, priority);
     *request = reinterpret_cast<priocclRequest_t>(requests().add(std::move(r)));
+  });
+}
+
+priocclResult_t priocclAllReduceNamedAsync(const void* sendbuf, void* recvbuf, size_t count,
+                                           priocclDataType_t datatype, priocclRedOp_t op,
+                                           int priority, const char* key, priocclComm_t comm,
+                                           priocclRequest_t* request) {
+  return guarded(__func__, comm, [&] {
+    if (!request) detail::fail(priocclInvalidArgument, "request is NULL");
+    *request = nullptr;
+    if (!key) detail::fail(priocclInvalidArgument, "key is NULL");
+    detail::validateEnums(datatype, op);
+    Communicator c = lookup(comm);
+    Request r = c.allReduceAsync(sendbuf, recvbuf, count, datatype, op, priority, std::string(key));
+    *request = reinterpret_cast<priocclRequest_t>(requests().add(std::move(r)));
+  });
+}
+
+priocclResult_t priocclGetCounters(priocclComm_t comm, priocclCounters_t* counters) {
+  return guarded(__func__, comm, [&] {
+    if (!counters) detail::fail(priocclInvalidArgument, "counters is NULL");
+    *counters = lookup(comm).counters();
   });
 }
 

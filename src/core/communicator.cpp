@@ -83,7 +83,7 @@ class CommImpl {
   void recordError(const std::string& message) { errors_->set(message); }
 
   Request allReduceAsync(const void* send, void* recv, size_t count, priocclDataType_t dtype,
-                         priocclRedOp_t op, int priority) {
+                         priocclRedOp_t op, int priority, const std::string* key) {
     size_t elem = reduce::dtypeSize(dtype);
     if (count > SIZE_MAX / elem)
       fail(priocclInvalidArgument, "count ", count, " of ", reduce::dtypeName(dtype),
@@ -102,11 +102,21 @@ class CommImpl {
     state->dtype = dtype;
     state->op = op;
     state->priority = priority;
+    if (key) {
+      state->named = true;
+      state->key = *key;
+    }
     state->errorLog = errors_;
     std::lock_guard<std::mutex> lock(mutex_);
     if (!engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
     engine_->submit(state);
     return Request(state);
+  }
+
+  priocclCounters_t counters() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
+    return engine_->counters();
   }
 
   void destroy() {
@@ -235,7 +245,18 @@ void Communicator::recordError(const std::string& message) const {
 Request Communicator::allReduceAsync(const void* sendbuf, void* recvbuf, size_t count,
                                      priocclDataType_t datatype, priocclRedOp_t op, int priority) {
   detail::validateEnums(datatype, op);  // first: later code loads them as enums
-  return impl().allReduceAsync(sendbuf, recvbuf, count, datatype, op, priority);
+  return impl().allReduceAsync(sendbuf, recvbuf, count, datatype, op, priority, nullptr);
+}
+
+Request Communicator::allReduceAsync(const void* sendbuf, void* recvbuf, size_t count,
+                                     priocclDataType_t datatype, priocclRedOp_t op, int priority,
+                                     const std::string& key) {
+  detail::validateEnums(datatype, op);
+  return impl().allReduceAsync(sendbuf, recvbuf, count, datatype, op, priority, &key);
+}
+
+priocclCounters_t Communicator::counters() const {
+  return impl().counters();
 }
 
 void Communicator::allReduce(const void* sendbuf, void* recvbuf, size_t count,

@@ -70,12 +70,23 @@ Config Config::fromEnv() {
   readSize("PRIOCCL_WINDOW_CHUNKS", c.windowChunks, 1, 1ULL << 20);
   if (const char* v = std::getenv("PRIOCCL_MPI_THREAD_CHECK"); v && *v)
     c.requireThreadMultiple = parseBool("PRIOCCL_MPI_THREAD_CHECK", v);
+  if (const char* v = std::getenv("PRIOCCL_SCHEDULE"); v && *v) {
+    if (!strcasecmp(v, "priority"))
+      c.schedule = priocclSchedulePriority;
+    else if (!strcasecmp(v, "fifo"))
+      c.schedule = priocclScheduleFifo;
+    else
+      fail(priocclInvalidArgument, "PRIOCCL_SCHEDULE='", v, "' is not 'priority' or 'fifo'");
+  }
+  if (const char* v = std::getenv("PRIOCCL_TIMELINE")) c.timelinePath = v;
   return c;
 }
 
 std::string Config::describe() const {
   return concat("chunkBytes=", chunkBytes, " creditBytes=", creditBytes,
-                " windowChunks=", windowChunks, " requireThreadMultiple=", requireThreadMultiple);
+                " windowChunks=", windowChunks, " requireThreadMultiple=", requireThreadMultiple,
+                " schedule=", schedule == priocclScheduleFifo ? "fifo" : "priority",
+                " timeline=", timelinePath.empty() ? "off" : timelinePath);
 }
 
 }  // namespace prioccl

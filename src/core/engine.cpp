@@ -1,17 +1,16 @@
 // Progress loop, chunk activation window and the priority/credit send scheduler.
 //
-// Deadlock freedom. Chunk identities (gids) follow submission order, which is the same on every
-// rank. A rank keeps receives posted for every chunk in [oldest unfinished, oldest + window), and
-// the oldest unfinished chunk may always post its sends, credit or not. The globally oldest
-// unfinished chunk is therefore live with receives posted on every rank that still needs it, so it
-// always completes, and by induction every chunk does. The same argument bounds every live gid to
-// [global oldest, global oldest + 2 * window), which is why tags only need to be unique modulo
-// 2 * window chunks.
+// Deadlock freedom. Chunk identities (gids) follow the coordinator's decision order, which is the
+// same on every rank. A rank keeps receives posted for every chunk in [oldest unfinished,
+// oldest + window), and the oldest unfinished chunk may always post its sends, credit or not.
+// The globally oldest unfinished chunk is therefore live with receives posted on every rank that
+// still needs it, so it always completes, and by induction every chunk does. The same argument
+// bounds every live gid to [global oldest, global oldest + 2 * window), which is why tags only
+// need to be unique modulo 2 * window chunks.
 #include "core/engine.h"
 
 #include <algorithm>
 #include <chrono>
-#include <tuple>
 
 #include "algo/ring.h"
 #include "core/log.h"
@@ -29,11 +28,25 @@ uint64_t bitsFor(uint64_t values) {
   return bits;
 }
 
-}  // namespace
-
-bool Engine::ReadyEntry::operator>(const ReadyEntry& o) const {
-  return std::tie(priority, seq, chunkIndex) > std::tie(o.priority, o.seq, o.chunkIndex);
+// Named ops hash their key; unnamed ops all share key 0 and match by submission order.
+uint64_t keyHash(const OpState& op) {
+  if (!op.named) return 0;
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : op.key) h = (h ^ c) * 1099511628211ULL;
+  return h | 1;  // never 0
 }
+
+std::string describeOp(const OpState& op, uint64_t occurrence) {
+  if (op.named) return concat("'", op.key, "' (occurrence ", occurrence, ")");
+  return concat("#", occurrence, " (unnamed, matched by submission order)");
+}
+
+std::string describeArgs(const Announce& a) {
+  return concat("count ", a.count, ", ", reduce::dtypeName(static_cast<priocclDataType_t>(a.dtype)),
+                ", ", reduce::opName(static_cast<priocclRedOp_t>(a.op)));
+}
+
+}  // namespace
 
 Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
                std::shared_ptr<ErrorLog> errorLog)
@@ -43,9 +56,13 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
       rank_(transport_->rank()),
       nranks_(transport_->size()),
       stepBits_(bitsFor(static_cast<uint64_t>(std::max(1, RingChunk::steps(nranks_))))),
-      scratch_(RingChunk::scratchBytes(config.chunkBytes, transport_->size())) {
+      negotiator_(rank_, nranks_),
+      scratch_(RingChunk::scratchBytes(config.chunkBytes, transport_->size())),
+      timeline_(config.timelinePath, rank_, nranks_) {
+  // The top tag is the control channel's; data tags stay below it.
+  controlTag_ = transport_->tagSpace() - 1;
   uint64_t window = std::max<uint64_t>(1, config_.windowChunks);
-  tagChunks_ = stepBits_ >= 64 ? 0 : transport_->tagSpace() >> stepBits_;
+  tagChunks_ = controlTag_ >> stepBits_;
   if (tagChunks_ < 2)
     fail(priocclInternalError, "transport tag space too small for ", nranks_, " ranks");
   if (2 * window > tagChunks_) {
@@ -53,6 +70,13 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
     log(LogLevel::kWarn, "window limited to ", window, " chunks by the transport's tag space");
   }
   slots_.resize(window);
+  controlPeers_ = negotiator_.controlPeers();
+  controlRecv_.resize(controlPeers_.size(), std::vector<unsigned char>(kControlBytes));
+  for (size_t i = 0; i < controlPeers_.size(); ++i) {
+    uint64_t cookie = post(Kind::kControlRecv, controlPeers_[i], controlTag_,
+                           controlRecv_[i].data(), kControlBytes);
+    posted_[cookie].step = static_cast<int>(i);
+  }
   thread_ = std::thread([this] { run(); });
 }
 
@@ -61,16 +85,18 @@ Engine::~Engine() {
 }
 
 void Engine::submit(std::shared_ptr<OpState> op) {
+  op->submitted = Clock::now();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_) fail(priocclInvalidUsage, "communicator is being destroyed");
+    counters_.opsSubmitted.fetch_add(1, std::memory_order_relaxed);
     if (!failed_) {
-      op->seq = nextSeq_++;
       incoming_.push_back(std::move(op));
       wake_.notify_one();
       return;
     }
   }
+  counters_.opsFailed.fetch_add(1, std::memory_order_relaxed);
   op->finish(failCode_, failMessage_);  // a failed communicator fails every later op at once
 }
 
@@ -83,20 +109,37 @@ void Engine::drainAndStop() {
   if (thread_.joinable()) thread_.join();
 }
 
+priocclCounters_t Engine::counters() const {
+  priocclCounters_t c{};
+  auto get = [](const std::atomic<uint64_t>& v) { return v.load(std::memory_order_relaxed); };
+  c.opsSubmitted = get(counters_.opsSubmitted);
+  c.opsCompleted = get(counters_.opsCompleted);
+  c.opsFailed = get(counters_.opsFailed);
+  c.chunksCompleted = get(counters_.chunksCompleted);
+  c.sendsPosted = get(counters_.sendsPosted);
+  c.bytesSent = get(counters_.bytesSent);
+  c.bytesReceived = get(counters_.bytesReceived);
+  c.preemptions = get(counters_.preemptions);
+  c.queueWaitSeconds = 1e-9 * static_cast<double>(get(counters_.queueWaitNs));
+  return c;
+}
+
 uint64_t Engine::tagOf(uint64_t gid, int step) const {
   return ((gid % tagChunks_) << stepBits_) | static_cast<uint64_t>(step);
 }
 
+// Idle: nothing to do but wait for submissions (the standing control receives do not count).
 bool Engine::idle() const {
-  return live_.empty() && transport_->pending() == 0;
+  return live_.empty() && negotiating_.empty() && transport_->pending() == controlPeers_.size();
 }
 
 // One round of progress; a transport failure fails the communicator rather than the process.
 bool Engine::step() {
   try {
     bool moved = takeSubmissions();
-    moved |= activate();
     moved |= pollTransport();
+    moved |= exchangeControl();
+    moved |= activate();
     moved |= postSends();
     retireOps();
     return moved;
@@ -118,7 +161,8 @@ void Engine::run() {
     }
     std::unique_lock<std::mutex> lock(mutex_);
     if (!incoming_.empty()) continue;
-    if (idle()) {
+    if (idle() || failed_) {
+      timeline_.flush();
       if (stopping_) return;
       wake_.wait(lock, [&] { return !incoming_.empty() || stopping_; });
       continue;
@@ -142,18 +186,68 @@ bool Engine::takeSubmissions() {
     fresh.swap(incoming_);
   }
   for (auto& op : fresh) {
-    if (op->count == 0) {
-      op->finish(priocclSuccess, "");
+    if (op->count == 0) {  // nothing to move or to match
+      finishOp(*op, priocclSuccess, "");
       continue;
     }
-    size_t perChunk = std::max<size_t>(1, config_.chunkBytes / reduce::dtypeSize(op->dtype));
-    LiveOp live;
-    live.chunks = (op->count + perChunk - 1) / perChunk;
-    op->chunksLeft = live.chunks;
-    live.op = std::move(op);
-    live_.push_back(std::move(live));
+    Announce a;
+    a.key = keyHash(*op);
+    a.occurrence = occurrences_[a.key]++;
+    a.count = op->count;
+    a.dtype = enumBits(op->dtype);
+    a.op = enumBits(op->op);
+    negotiating_.emplace(Identity{a.key, a.occurrence}, std::move(op));
+    negotiator_.submit(a);
   }
   return true;
+}
+
+// Sends what the negotiator has to say and turns its decisions into live ops, in global order.
+bool Engine::exchangeControl() {
+  bool any = false;
+  for (Negotiator::Outgoing& out : negotiator_.takeOutgoing()) {
+    uint64_t cookie =
+        post(Kind::kControlSend, out.peer, controlTag_, out.bytes.data(), out.bytes.size());
+    controlSends_.emplace(cookie, std::move(out.bytes));  // the buffer's heap block does not move
+    any = true;
+  }
+  for (const Decision& d : negotiator_.takeDecisions()) {
+    applyDecision(d);
+    any = true;
+  }
+  return any;
+}
+
+void Engine::applyDecision(const Decision& d) {
+  auto it = negotiating_.find({d.key, d.occurrence});
+  if (it == negotiating_.end())
+    fail(priocclInternalError, "decision for an op this rank never submitted (key ", d.key,
+         ", occurrence ", d.occurrence, ")");
+  std::shared_ptr<OpState> op = std::move(it->second);
+  negotiating_.erase(it);
+  op->globalSeq = decidedOps_++;
+  Clock::time_point now = Clock::now();
+  counters_.queueWaitNs.fetch_add(
+      static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(now - op->submitted).count()),
+      std::memory_order_relaxed);
+  if (timeline_.enabled())
+    timeline_.span("QUEUE", op->globalSeq, op->submitted, now,
+                   concat("\"priority\":", op->priority, ",\"count\":", op->count, ",\"key\":\"",
+                          op->named ? op->key : "", "\""));
+  if (!d.ok) {
+    finishOp(
+        *op, priocclInvalidUsage,
+        concat("Mismatched allreduce ", describeOp(*op, d.occurrence), ": rank ", d.rankA, " had ",
+               describeArgs(d.a), ", but rank ", d.rankB, " had ", describeArgs(d.b)));
+    return;
+  }
+  LiveOp live;
+  size_t perChunk = std::max<size_t>(1, config_.chunkBytes / reduce::dtypeSize(op->dtype));
+  live.chunks = (op->count + perChunk - 1) / perChunk;
+  op->chunksLeft = live.chunks;
+  live.op = std::move(op);
+  live_.push_back(std::move(live));
 }
 
 bool Engine::activate() {
@@ -189,18 +283,18 @@ bool Engine::activate() {
 // retires it when done.
 void Engine::pump(Slot& slot) {
   ChunkAlgo& algo = *slot.algo;
-  while (algo.recvReady()) post(slot, algo.takeRecv(), true);
+  while (algo.recvReady()) postData(slot, algo.takeRecv(), true);
   if (algo.finished()) {
     finishChunk(slot);
     return;
   }
   if (algo.sendReady() && !slot.queued) {
-    ready_.push({slot.op->priority, slot.op->seq, slot.chunkIndex, slot.gid});
+    ready_.push({schedulingPriority(*slot.op), slot.gid});
     slot.queued = true;
   }
 }
 
-void Engine::post(Slot& slot, const Transfer& t, bool isRecv) {
+uint64_t Engine::post(Kind kind, int peer, uint64_t tag, void* buf, size_t bytes) {
   uint64_t cookie;
   if (freePosted_.empty()) {
     cookie = posted_.size();
@@ -209,14 +303,31 @@ void Engine::post(Slot& slot, const Transfer& t, bool isRecv) {
     cookie = freePosted_.back();
     freePosted_.pop_back();
   }
-  posted_[cookie] = {slot.gid, t.step, isRecv, t.bytes};
-  uint64_t tag = tagOf(slot.gid, t.step);
-  if (isRecv) {
-    transport_->postRecv(t.peer, tag, t.buf, t.bytes, cookie);
-  } else {
-    inflightBytes_ += t.bytes;
-    transport_->postSend(t.peer, tag, t.buf, t.bytes, cookie);
+  posted_[cookie] = {kind, 0, 0, bytes, Clock::now()};
+  if (kind == Kind::kDataRecv || kind == Kind::kControlRecv)
+    transport_->postRecv(peer, tag, buf, bytes, cookie);
+  else
+    transport_->postSend(peer, tag, buf, bytes, cookie);
+  return cookie;
+}
+
+void Engine::postData(Slot& slot, const Transfer& t, bool isRecv) {
+  uint64_t cookie = post(isRecv ? Kind::kDataRecv : Kind::kDataSend, t.peer,
+                         tagOf(slot.gid, t.step), t.buf, t.bytes);
+  posted_[cookie].gid = slot.gid;
+  posted_[cookie].step = t.step;
+  if (isRecv) return;
+  inflightBytes_ += t.bytes;
+  counters_.sendsPosted.fetch_add(1, std::memory_order_relaxed);
+  // A preemption: the wire moves to a more urgent chunk while the one it served still has work.
+  int priority = schedulingPriority(*slot.op);
+  if (lastSentGid_ != slot.gid && lastSentGid_ != UINT64_MAX && priority < lastSentPriority_) {
+    Slot& last = slotOf(lastSentGid_);
+    if (last.algo && last.gid == lastSentGid_)
+      counters_.preemptions.fetch_add(1, std::memory_order_relaxed);
   }
+  lastSentGid_ = slot.gid;
+  lastSentPriority_ = priority;
 }
 
 bool Engine::pollTransport() {
@@ -237,16 +348,36 @@ void Engine::onCompletion(const Completion& c) {
   }
   Posted p = posted_[c.cookie];
   freePosted_.push_back(c.cookie);
-  Slot& slot = slotOf(p.gid);
-  if (!slot.algo || slot.gid != p.gid) {
-    failAll(priocclInternalError, concat("completion for chunk ", p.gid, " that is not live"));
+  if (p.kind == Kind::kControlSend) {
+    controlSends_.erase(c.cookie);
     return;
   }
-  if (p.isRecv) {
+  if (p.kind == Kind::kControlRecv) {
+    size_t i = static_cast<size_t>(p.step);
+    negotiator_.onMessage(controlPeers_[i], controlRecv_[i].data(), kControlBytes);
+    uint64_t cookie = post(Kind::kControlRecv, controlPeers_[i], controlTag_,
+                           controlRecv_[i].data(), kControlBytes);
+    posted_[cookie].step = p.step;
+    return;
+  }
+  Slot& slot = slotOf(p.gid);
+  if (!slot.algo || slot.gid != p.gid)
+    fail(priocclInternalError, "completion for chunk ", p.gid, " that is not live");
+  bool isRecv = p.kind == Kind::kDataRecv;
+  Clock::time_point done = Clock::now();
+  if (isRecv) {
+    counters_.bytesReceived.fetch_add(p.bytes, std::memory_order_relaxed);
     slot.algo->recvDone(p.step);
   } else {
     inflightBytes_ -= p.bytes;
+    counters_.bytesSent.fetch_add(p.bytes, std::memory_order_relaxed);
     slot.algo->sendDone(p.step);
+  }
+  if (timeline_.enabled()) {
+    std::string args = concat("\"priority\":", slot.op->priority, ",\"chunk\":", slot.chunkIndex,
+                              ",\"step\":", p.step, ",\"bytes\":", p.bytes);
+    timeline_.span(isRecv ? "RECV" : "SEND", slot.op->globalSeq, p.start, done, args);
+    if (isRecv) timeline_.span("REDUCE", slot.op->globalSeq, done, Clock::now(), args);
   }
   pump(slot);
 }
@@ -258,7 +389,7 @@ bool Engine::postSends() {
   if (oldestGid_ < nextGid_) {
     Slot& oldest = slotOf(oldestGid_);
     while (oldest.algo && oldest.gid == oldestGid_ && oldest.algo->sendReady()) {
-      post(oldest, oldest.algo->takeSend(), false);
+      postData(oldest, oldest.algo->takeSend(), false);
       any = true;
       pump(oldest);
     }
@@ -275,7 +406,7 @@ bool Engine::postSends() {
     if (inflightBytes_ >= config_.creditBytes) break;
     ready_.pop();
     slot.queued = false;
-    post(slot, slot.algo->takeSend(), false);
+    postData(slot, slot.algo->takeSend(), false);
     any = true;
     pump(slot);
   }
@@ -288,7 +419,14 @@ void Engine::finishChunk(Slot& slot) {
   slot.op = nullptr;
   slot.queued = false;  // any entry left in ready_ is now stale
   while (oldestGid_ < nextGid_ && !slotOf(oldestGid_).algo) ++oldestGid_;
-  if (--op->chunksLeft == 0) op->finish(priocclSuccess, "");
+  counters_.chunksCompleted.fetch_add(1, std::memory_order_relaxed);
+  if (--op->chunksLeft == 0) finishOp(*op, priocclSuccess, "");
+}
+
+void Engine::finishOp(OpState& op, priocclResult_t code, const std::string& message) {
+  (code == priocclSuccess ? counters_.opsCompleted : counters_.opsFailed)
+      .fetch_add(1, std::memory_order_relaxed);
+  op.finish(code, message);
 }
 
 void Engine::retireOps() {
@@ -302,13 +440,13 @@ void Engine::failAll(priocclResult_t code, const std::string& message) {
   std::string full = concat("rank ", rank_, ": ", message);
   log(LogLevel::kWarn, full);
   errorLog_->set(full);
+  std::vector<std::shared_ptr<OpState>> doomed;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     failed_ = true;
     failCode_ = code;
     failMessage_ = full;
-    for (auto& op : incoming_) live_.push_back({std::move(op), 0, 0});
-    incoming_.clear();
+    doomed.swap(incoming_);
   }
   transport_->cancelAll();
   for (Slot& slot : slots_) {
@@ -318,13 +456,16 @@ void Engine::failAll(priocclResult_t code, const std::string& message) {
   ready_ = {};
   posted_.clear();
   freePosted_.clear();
+  controlSends_.clear();
   inflightBytes_ = 0;
-  for (LiveOp& live : live_) {
-    if (!live.op->done.load()) live.op->finish(code, full);
-  }
+  for (LiveOp& live : live_) doomed.push_back(std::move(live.op));
+  for (auto& entry : negotiating_) doomed.push_back(std::move(entry.second));
   live_.clear();
+  negotiating_.clear();
   activating_ = 0;
   oldestGid_ = nextGid_;
+  for (auto& op : doomed)
+    if (!op->done.load()) finishOp(*op, code, full);
 }
 
 }  // namespace prioccl::detail

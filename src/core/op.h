@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -44,9 +45,14 @@ struct OpState {
   priocclDataType_t dtype = priocclFloat32;
   priocclRedOp_t op = priocclSum;
   int priority = 0;
-  uint64_t seq = 0;  // submission order on this communicator: the op's identity across ranks
+  bool named = false;
+  std::string key;  // named ops: matched across ranks by (key, occurrence)
   std::shared_ptr<ErrorLog> errorLog;
-  uint64_t chunksLeft = 0;  // progress thread only
+
+  // Progress thread only.
+  std::chrono::steady_clock::time_point submitted;
+  uint64_t globalSeq = 0;  // order of the coordinator's decision: the same on every rank
+  uint64_t chunksLeft = 0;
 
   // Completion: written once by finish(), then read by anyone.
   std::atomic<bool> done{false};

@@ -9,9 +9,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <ctime>
+#include <mutex>
 #include <random>
 #include <thread>
-#include <ctime>
 
 #include "prioccl/prioccl.hpp"
 #include "reduce/half.h"
@@ -462,6 +463,95 @@ TEST(AllReduce, CompletionCallbackRunsOnce) {
   int late = 0;
   r.onComplete([&](priocclResult_t, const std::string&) { ++late; });  // already done: runs now
   EXPECT_EQ(late, 1);
+}
+
+TEST(AllReduce, NamedOpsMatchAcrossDifferentSubmissionOrders) {
+  // Each rank submits the same named ops in its own random order, from two threads; ops are
+  // matched by (key, occurrence), so every result is still right.
+  Communicator comm = Communicator::world();
+  const int kCount = 400;
+  std::vector<std::unique_ptr<Running>> ops(kCount);
+  std::vector<Case> cases;
+  std::mt19937_64 rng(4242);  // cases identical on every rank
+  for (int k = 0; k < kCount; ++k)
+    cases.push_back(Case{kDtypes[rng() % 8], kOps[rng() % 5],
+                         rng() % 3 == 0 ? rng() % 150000 : rng() % 3000, rng() % 2 == 0, 7000u + k,
+                         static_cast<int>(rng() % 11)});
+  // Ops sharing a key keep their relative order on every rank; distinct keys go in any order.
+  std::vector<std::vector<int>> byKey(50);
+  for (int k = 0; k < kCount; ++k) byKey[k % 50].push_back(k);
+  std::vector<int> keyOrder(50);
+  for (int i = 0; i < 50; ++i) keyOrder[i] = i;
+  std::shuffle(keyOrder.begin(), keyOrder.end(), std::mt19937(comm.rank() * 31 + 5));
+  std::mutex m;
+  auto submitter = [&](int half) {
+    for (int i = half; i < 50; i += 2)
+      for (int k : byKey[keyOrder[i]]) {
+        const Case& c = cases[k];
+        auto r = std::make_unique<Running>();
+        r->c = c;
+        size_t es = sizeOf(c.dt);
+        r->send.resize(c.count * es + 1);
+        for (size_t e = 0; e < c.count; ++e) writeInput(c, comm.rank(), e, r->send.data() + e * es);
+        if (!c.inPlace) r->recv.assign(c.count * es + 1, 0);
+        void* out = c.inPlace ? r->send.data() : r->recv.data();
+        r->req = comm.allReduceAsync(r->send.data(), out, c.count, c.dt, c.op, c.priority,
+                                     "layer" + std::to_string(k % 50));
+        std::lock_guard<std::mutex> lock(m);
+        ops[k] = std::move(r);
+      }
+  };
+  std::thread a(submitter, 0), b(submitter, 1);
+  a.join();
+  b.join();
+  finishAndCheck(comm, ops);
+}
+
+TEST(AllReduce, FifoAndPriorityGiveIdenticalBits) {
+  std::vector<uint64_t> hashes[2];
+  for (int fifo = 0; fifo < 2; ++fifo) {
+    prioccl::Config cfg = prioccl::Config::fromEnv();
+    cfg.schedule = fifo ? priocclScheduleFifo : priocclSchedulePriority;
+    Communicator comm = Communicator::world(cfg);
+    std::vector<std::unique_ptr<Running>> ops;
+    for (int k = 0; k < 24; ++k)
+      ops.push_back(start(comm, Case{kDtypes[4 + k % 4], priocclSum, 100000u + 977u * k, k % 2 == 0,
+                                     333u + k, (k * 7) % 5}));
+    finishAndCheck(comm, ops, &hashes[fifo]);
+  }
+  EXPECT_EQ(hashes[0], hashes[1]);
+}
+
+TEST(AllReduce, UrgentOpPreemptsARunningLowPriorityOp) {
+  // A 64 MiB low-priority op is on the wire on every rank; then a 256 KiB urgent op arrives.
+  // Under priority scheduling the urgent op finishes while the low one is still running (on
+  // every rank) and the engine counts preemptions; under FIFO it counts none. Both stay correct.
+  for (int fifo = 0; fifo < 2; ++fifo) {
+    prioccl::Config cfg = prioccl::Config::fromEnv();
+    cfg.schedule = fifo ? priocclScheduleFifo : priocclSchedulePriority;
+    Communicator comm = Communicator::world(cfg);
+    if (comm.size() == 1) GTEST_SKIP() << "one rank has no wire to preempt";
+    std::vector<std::unique_ptr<Running>> low, urgent;
+    low.push_back(start(comm, Case{priocclFloat32, priocclSum, 16u << 20, false, 11, 100}));
+    while (comm.counters().sendsPosted == 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    MPI_Barrier(MPI_COMM_WORLD);  // the low op is under way everywhere
+    urgent.push_back(start(comm, Case{priocclFloat32, priocclSum, 64u << 10, false, 12, -1}));
+    urgent[0]->req.wait();
+    int lowStillRunning = !low[0]->req.test(), everywhere = 0;
+    MPI_Allreduce(&lowStillRunning, &everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    finishAndCheck(comm, low);
+    finishAndCheck(comm, urgent);
+    priocclCounters_t c = comm.counters();
+    if (fifo) {
+      EXPECT_EQ(c.preemptions, 0u);
+    } else {
+      EXPECT_TRUE(everywhere) << "the low-priority op finished before the urgent one on some rank";
+      EXPECT_GT(c.preemptions, 0u);
+    }
+    EXPECT_EQ(c.opsCompleted, 2u);
+    EXPECT_EQ(c.opsFailed, 0u);
+  }
 }
 
 double processCpuSeconds() {

@@ -173,27 +173,45 @@ TEST_F(BadInput, BadConfig) {
   EXPECT_EQ(priocclCommDestroy(other), priocclSuccess);
 }
 
-TEST_F(BadInput, MismatchedCountsFailLoudly) {
-  // Ranks disagree on the count of one op: every rank that receives a wrong-sized message
-  // reports priocclRemoteError instead of hanging or writing out of bounds. Rank counts of 1
-  // cannot disagree.
+TEST_F(BadInput, MismatchedOpsFailOnEveryRankAndSpareTheRest) {
+  // Ranks disagree on the count of one op: every rank gets priocclInvalidUsage from that op with
+  // a message naming both sides, before any data moves; the ops around it are unaffected.
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (size < 2) GTEST_SKIP() << "needs 2 ranks to disagree";
-  priocclComm_t own;
-  ASSERT_EQ(priocclCommInitWorld(&own), priocclSuccess);
-  std::vector<float> v(rank == 0 ? 1000 : 1200, 1.0f);
-  priocclResult_t r =
-      priocclAllReduce(v.data(), v.data(), v.size(), priocclFloat32, priocclSum, own);
-  int failed = r != priocclSuccess, failedSomewhere = 0;
-  MPI_Allreduce(&failed, &failedSomewhere, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  EXPECT_TRUE(failedSomewhere);
-  if (failed) {
-    EXPECT_EQ(r, priocclRemoteError);
-    EXPECT_NE(std::string(priocclGetLastError(own)).find("disagree"), std::string::npos);
-  }
-  (void)priocclCommDestroy(own);
+  std::vector<float> before(5000, 1.0f), bad(rank == 0 ? 1000 : 1200, 1.0f), after(7000, 2.0f);
+  std::vector<int32_t> named(64, rank);
+  priocclRequest_t r1, r2, r3, r4;
+  ASSERT_EQ(priocclAllReduceAsync(before.data(), before.data(), before.size(), priocclFloat32,
+                                  priocclSum, 3, comm, &r1),
+            priocclSuccess);
+  ASSERT_EQ(priocclAllReduceAsync(bad.data(), bad.data(), bad.size(), priocclFloat32, priocclSum, 0,
+                                  comm, &r2),
+            priocclSuccess);
+  ASSERT_EQ(priocclAllReduceAsync(after.data(), after.data(), after.size(), priocclFloat32,
+                                  priocclSum, 1, comm, &r3),
+            priocclSuccess);
+  // A named op whose datatype differs on the last rank.
+  ASSERT_EQ(priocclAllReduceNamedAsync(named.data(), named.data(), named.size(),
+                                       rank == size - 1 ? priocclUint8 : priocclInt32, priocclMax,
+                                       0, "layer7.bias", comm, &r4),
+            priocclSuccess);
+  EXPECT_EQ(priocclWait(r1), priocclSuccess);
+  EXPECT_EQ(priocclWait(r2), priocclInvalidUsage);
+  std::string msg = priocclGetLastError(comm);
+  EXPECT_NE(msg.find("Mismatched allreduce #1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("had count 1000"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("had count 1200"), std::string::npos) << msg;
+  EXPECT_EQ(priocclWait(r3), priocclSuccess);
+  EXPECT_EQ(priocclWait(r4), priocclInvalidUsage);
+  msg = priocclGetLastError(comm);
+  EXPECT_NE(msg.find("Mismatched allreduce 'layer7.bias'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("int32"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("uint8"), std::string::npos) << msg;
+  EXPECT_EQ(before[4999], 1.0f * size);
+  EXPECT_EQ(after[6999], 2.0f * size);
+  expectStillWorks();
 }
 
 TEST(CppApi, ThrowsTypedExceptions) {

@@ -1,0 +1,92 @@
+// The coordinator protocol; see negotiator.h.
+#include "core/negotiator.h"
+
+#include "core/error.h"
+
+namespace prioccl::detail {
+
+std::vector<int> Negotiator::controlPeers() const {
+  std::vector<int> peers;
+  if (rank_ == kCoordinator) {
+    for (int r = 0; r < nranks_; ++r)
+      if (r != kCoordinator) peers.push_back(r);
+  } else {
+    peers.push_back(kCoordinator);
+  }
+  return peers;
+}
+
+void Negotiator::submit(const Announce& a) {
+  if (rank_ == kCoordinator)
+    record(rank_, a);
+  else
+    announces_.push_back(a);
+}
+
+void Negotiator::record(int rank, const Announce& a) {
+  Pending& p = pending_[{a.key, a.occurrence}];
+  if (p.reported == 0) {
+    p.firstRank = rank;
+    p.first = a;
+  } else if (!p.mismatch &&
+             (a.count != p.first.count || a.dtype != p.first.dtype || a.op != p.first.op)) {
+    p.mismatch = true;
+    p.otherRank = rank;
+    p.other = a;
+  }
+  if (++p.reported < nranks_) return;
+  Decision d;
+  d.key = a.key;
+  d.occurrence = a.occurrence;
+  d.ok = p.mismatch ? 0 : 1;
+  d.rankA = p.firstRank;
+  d.a = p.first;
+  d.rankB = p.otherRank;
+  d.b = p.other;
+  pending_.erase({a.key, a.occurrence});
+  decided_.push_back(d);
+  if (nranks_ > 1) broadcast_.push_back(d);
+}
+
+void Negotiator::onMessage(int from, const unsigned char* buf, size_t bytes) {
+  ControlKind kind;
+  std::vector<Announce> announces;
+  std::vector<Decision> decisions;
+  std::string error;
+  if (!decodeControl(buf, bytes, &kind, &announces, &decisions, &error))
+    fail(priocclRemoteError, "bad control message from rank ", from, ": ", error);
+  if (rank_ == kCoordinator && kind == ControlKind::kAnnounce) {
+    for (const Announce& a : announces) record(from, a);
+  } else if (rank_ != kCoordinator && from == kCoordinator && kind == ControlKind::kDecision) {
+    decided_.insert(decided_.end(), decisions.begin(), decisions.end());
+  } else {
+    fail(priocclRemoteError, "unexpected control message of kind ", static_cast<int>(kind),
+         " from rank ", from);
+  }
+}
+
+std::vector<Negotiator::Outgoing> Negotiator::takeOutgoing() {
+  for (size_t i = 0; i < announces_.size(); i += kAnnouncesPerMessage) {
+    size_t n = std::min(kAnnouncesPerMessage, announces_.size() - i);
+    out_.push_back({kCoordinator, encodeAnnounces(announces_.data() + i, n)});
+  }
+  announces_.clear();
+  for (size_t i = 0; i < broadcast_.size(); i += kDecisionsPerMessage) {
+    size_t n = std::min(kDecisionsPerMessage, broadcast_.size() - i);
+    std::vector<unsigned char> msg = encodeDecisions(broadcast_.data() + i, n);
+    for (int r = 0; r < nranks_; ++r)
+      if (r != kCoordinator) out_.push_back({r, msg});
+  }
+  broadcast_.clear();
+  std::vector<Outgoing> out;
+  out.swap(out_);
+  return out;
+}
+
+std::vector<Decision> Negotiator::takeDecisions() {
+  std::vector<Decision> d;
+  d.swap(decided_);
+  return d;
+}
+
+}  // namespace prioccl::detail

@@ -1,0 +1,66 @@
+// Op identity across ranks: ranks submit the same ops at different moments and, with keys, in
+// different orders. Every op is announced to a coordinator (rank 0), which decides it once every
+// rank has announced it, checks that they agree on count, datatype and reduction op, and
+// broadcasts its decisions in one order. That order is the op's global sequence on every rank,
+// so chunk identities (and the engine's window) stay consistent, and a mismatched op is failed
+// everywhere before any of its data moves, leaving other ops untouched.
+//
+// Pure logic: messages go out and come in as byte buffers; the engine carries them.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/wire.h"
+
+namespace prioccl::detail {
+
+class Negotiator {
+ public:
+  Negotiator(int rank, int nranks) : rank_(rank), nranks_(nranks) {}
+
+  static constexpr int kCoordinator = 0;
+  // Peers this rank receives control messages from.
+  std::vector<int> controlPeers() const;
+
+  // A local op entered the negotiation.
+  void submit(const Announce& a);
+  // A control message arrived from `from`; throws Error on a malformed or unexpected message.
+  void onMessage(int from, const unsigned char* buf, size_t bytes);
+
+  struct Outgoing {
+    int peer;
+    std::vector<unsigned char> bytes;  // exactly kControlBytes
+  };
+  // Messages to send now.
+  std::vector<Outgoing> takeOutgoing();
+  // Decisions in global order (the same order on every rank).
+  std::vector<Decision> takeDecisions();
+
+  // Coordinator only: ops some ranks have announced and others not (for stall reports).
+  size_t undecided() const { return pending_.size(); }
+
+ private:
+  void record(int rank, const Announce& a);  // coordinator
+
+  struct Pending {
+    int reported = 0;
+    int firstRank = -1;
+    Announce first{};
+    bool mismatch = false;
+    int otherRank = -1;
+    Announce other{};
+  };
+
+  int rank_, nranks_;
+  std::vector<Announce> announces_;                           // not yet sent to the coordinator
+  std::vector<Decision> broadcast_;                           // coordinator: decided, not yet sent
+  std::vector<Decision> decided_;                             // ready for the engine
+  std::map<std::pair<uint64_t, uint64_t>, Pending> pending_;  // coordinator, by (key, occurrence)
+  std::vector<Outgoing> out_;
+};
+
+}  // namespace prioccl::detail

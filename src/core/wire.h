@@ -1,0 +1,49 @@
+// Control messages between engines: fixed-size buffers with a validated header. Everything read
+// off the wire is checked (magic, version, kind, entry count) before use.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace prioccl::detail {
+
+constexpr size_t kControlBytes = 4096;
+constexpr uint32_t kControlMagic = 0x50434331;  // "PCC1"
+constexpr uint16_t kControlVersion = 1;
+
+enum class ControlKind : uint16_t { kAnnounce = 1, kDecision = 2 };
+
+// What a rank says of one op it submitted.
+struct Announce {
+  uint64_t key = 0;         // hash of the op's key; unkeyed ops share one reserved key
+  uint64_t occurrence = 0;  // how many earlier ops with this key this rank submitted
+  uint64_t count = 0;
+  int32_t dtype = 0;
+  int32_t op = 0;
+};
+
+// The coordinator's verdict on one op. On a mismatch, the two disagreeing announcements.
+struct Decision {
+  uint64_t key = 0;
+  uint64_t occurrence = 0;
+  uint32_t ok = 1;
+  int32_t rankA = -1, rankB = -1;
+  uint32_t reserved = 0;  // keeps the layout free of padding
+  Announce a{}, b{};
+};
+
+static_assert(sizeof(Announce) == 32 && sizeof(Decision) == 96, "wire layout");
+
+std::vector<unsigned char> encodeAnnounces(const Announce* entries, size_t n);
+std::vector<unsigned char> encodeDecisions(const Decision* entries, size_t n);
+constexpr size_t kAnnouncesPerMessage = (kControlBytes - 16) / sizeof(Announce);
+constexpr size_t kDecisionsPerMessage = (kControlBytes - 16) / sizeof(Decision);
+
+// Decodes a control message; returns false with `error` set when it is not a valid one.
+bool decodeControl(const unsigned char* buf, size_t bytes, ControlKind* kind,
+                   std::vector<Announce>* announces, std::vector<Decision>* decisions,
+                   std::string* error);
+
+}  // namespace prioccl::detail
