@@ -1,0 +1,227 @@
+// priority_perf: how long an urgent (priority 0) all-reduce takes while a large low-priority
+// (priority 100) one is in flight, under the priority scheduler and under the FIFO baseline.
+//   mpirun -np 4 priority_perf [--high 1M] [--low 64M] [--reps 5] [--delay-ms D]
+// float32 sum. Ends with exactly one line starting "RESULT " (see the end of main).
+#include <getopt.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "perf_common.h"
+
+namespace {
+
+struct Options {
+  long long high = 1 << 20, low = 64 << 20;
+  int reps = 5;
+  double delayMs = -1;  // < 0: 25% of the priority mode's low-alone median
+};
+
+const char kUsage[] =
+    "usage: priority_perf [--high BYTES] [--low BYTES] [--reps N] [--delay-ms D]\n"
+    "  defaults: --high 1M --low 64M --reps 5; --delay-ms: 25% of the low op's time alone\n"
+    "  PRIOCCL_* variables set the configuration (the schedule is set per mode)\n";
+
+std::string parseOptions(int argc, char** argv, Options* o) {
+  static const option longOpts[] = {
+      {"high", required_argument, nullptr, 1}, {"low", required_argument, nullptr, 2},
+      {"reps", required_argument, nullptr, 3}, {"delay-ms", required_argument, nullptr, 4},
+      {"help", no_argument, nullptr, 'h'},     {nullptr, 0, nullptr, 0}};
+  int c;
+  while ((c = getopt_long(argc, argv, "h", longOpts, nullptr)) != -1) {
+    std::string arg = optarg ? optarg : "";
+    char* end = nullptr;
+    bool ok = true;
+    switch (c) {
+      case 1:
+        ok = perf::parseBytes(optarg, &o->high) && o->high > 0;
+        break;
+      case 2:
+        ok = perf::parseBytes(optarg, &o->low) && o->low > 0;
+        break;
+      case 3:
+        ok = perf::parseInt(optarg, &o->reps) && o->reps > 0;
+        break;
+      case 4:
+        o->delayMs = std::strtod(optarg, &end);
+        ok = end != optarg && !*end && o->delayMs >= 0;
+        break;
+      case 'h':
+        return "help";
+      default:
+        return "unknown option";
+    }
+    if (!ok) return "bad value '" + arg + "'";
+  }
+  if (optind < argc) return std::string("unexpected argument '") + argv[optind] + "'";
+  return "ok";
+}
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// One op's buffers. Inputs (rank + base) * (i % period + 1) are small integers, so float32 sums
+// are exact and the check is equality; the two ops use different formulas so a mix-up shows.
+struct Op {
+  std::vector<float> send, recv;
+  int base, period;
+  Op(long long bytes, int rank, int b, int per)
+      : send(std::max<size_t>(1, bytes / sizeof(float))), recv(send.size()), base(b), period(per) {
+    for (size_t i = 0; i < send.size(); ++i)
+      send[i] = static_cast<float>((rank + base) * static_cast<int>(i % period + 1));
+  }
+  void poison() { std::fill(recv.begin(), recv.end(), NAN); }
+  long long wrong(int p) const {
+    double rankSum = 0;
+    for (int r = 0; r < p; ++r) rankSum += r + base;
+    long long w = 0;
+    for (size_t i = 0; i < recv.size(); ++i) w += recv[i] != rankSum * (i % period + 1);
+    return w;
+  }
+};
+
+// An in-flight op and when its completion callback ran, i.e. when the engine finished it: a
+// thread blocked in wait() on an oversubscribed machine may only see that milliseconds later.
+// Ops alone and loaded are timed the same way, so their ratio is fair.
+struct Timed {
+  prioccl::Request req;
+  double start = 0;
+  std::shared_ptr<std::atomic<double>> end = std::make_shared<std::atomic<double>>(0.0);
+  // Waits (throwing the op's error); seconds from submission to completion.
+  double finish() {
+    req.wait();
+    while (end->load() == 0.0) std::this_thread::yield();  // the callback runs right after done
+    return end->load() - start;
+  }
+};
+
+Timed submit(prioccl::Communicator& comm, Op& op, int priority) {
+  Timed t;
+  t.start = now();
+  t.req = comm.allReduceAsync(op.send.data(), op.recv.data(), op.send.size(), priocclFloat32,
+                              priocclSum, priority);
+  auto end = t.end;
+  t.req.onComplete([end](priocclResult_t, const std::string&) { end->store(now()); });
+  return t;
+}
+
+struct ModeResult {
+  double highAlone, lowAlone, highLoaded, lowLoaded;  // medians over reps, ms
+};
+
+constexpr int kHighPriority = 0, kLowPriority = 100;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!perf::initMpi(&argc, &argv)) {
+    std::fprintf(stderr, "priority_perf: MPI does not provide MPI_THREAD_MULTIPLE\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  int rank = 0, p = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &p);
+  Options o;
+  std::string err = parseOptions(argc, argv, &o);
+  if (err != "ok") {
+    if (rank == 0 && err == "help") std::fputs(kUsage, stdout);
+    if (rank == 0 && err != "help")
+      std::fprintf(stderr, "priority_perf: %s\n%s", err.c_str(), kUsage);
+    MPI_Finalize();
+    return err == "help" ? 0 : 2;
+  }
+
+  Op high(o.high, rank, 1, 5), low(o.low, rank, 2, 3);
+  ModeResult res[2] = {};
+  double delay = o.delayMs / 1e3;
+  long long wrong = 0;
+  if (rank == 0) {
+    std::printf(
+        "# prioccl priority_perf: nranks %d, float32 sum, high %zu B (priority %d), "
+        "low %zu B (priority %d), reps %d\n",
+        p, high.send.size() * sizeof(float), kHighPriority, low.send.size() * sizeof(float),
+        kLowPriority, o.reps);
+    std::printf("# times: submission to completion callback, slowest rank; medians over reps\n");
+  }
+  try {
+    for (int mode = 0; mode < 2; ++mode) {
+      prioccl::Config cfg = prioccl::Config::fromEnv();
+      cfg.schedule = mode ? priocclScheduleFifo : priocclSchedulePriority;
+      prioccl::Communicator comm = prioccl::Communicator::world(cfg);
+      // Untimed warm-up: first-touch page faults and the transport's first messages.
+      submit(comm, high, kHighPriority).finish();
+      submit(comm, low, kLowPriority).finish();
+      std::vector<double> ha, la, hl, ll;
+      for (int rep = 0; rep < o.reps; ++rep) {
+        high.poison();
+        MPI_Barrier(MPI_COMM_WORLD);
+        ha.push_back(perf::maxOverRanks(submit(comm, high, kHighPriority).finish()));
+        wrong += high.wrong(p);
+        low.poison();
+        MPI_Barrier(MPI_COMM_WORLD);
+        la.push_back(perf::maxOverRanks(submit(comm, low, kLowPriority).finish()));
+        wrong += low.wrong(p);
+      }
+      // Chosen once, in priority mode (la is the same on every rank: a max over ranks); FIFO
+      // reuses it so both modes submit the urgent op at the same point of the large one.
+      if (delay < 0) delay = 0.25 * perf::median(la);
+      priocclCounters_t before = comm.counters();
+      for (int rep = 0; rep < o.reps; ++rep) {
+        high.poison();
+        low.poison();
+        MPI_Barrier(MPI_COMM_WORLD);
+        Timed l = submit(comm, low, kLowPriority);
+        std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+        Timed h = submit(comm, high, kHighPriority);
+        double th = h.finish(), tl = l.finish();
+        hl.push_back(perf::maxOverRanks(th));
+        ll.push_back(perf::maxOverRanks(tl));
+        wrong += high.wrong(p) + low.wrong(p);
+      }
+      priocclCounters_t after = comm.counters();
+      long long loadedPre = perf::sumOverRanks(static_cast<long long>(after.preemptions) -
+                                               static_cast<long long>(before.preemptions));
+      long long allPre = perf::sumOverRanks(static_cast<long long>(after.preemptions));
+      res[mode] = {perf::median(ha) * 1e3, perf::median(la) * 1e3, perf::median(hl) * 1e3,
+                   perf::median(ll) * 1e3};
+      if (rank == 0) {
+        std::printf("#\n# mode %s: %s\n", mode ? "fifo" : "priority", cfg.describe().c_str());
+        std::printf("# high op submitted %.3f ms after the low one\n", delay * 1e3);
+        std::printf("#%5s  %14s  %13s  %15s  %14s\n", "rep", "high_alone(ms)", "low_alone(ms)",
+                    "high_loaded(ms)", "low_loaded(ms)");
+        for (int rep = 0; rep < o.reps; ++rep)
+          std::printf("%6d  %14.3f  %13.3f  %15.3f  %14.3f\n", rep, ha[rep] * 1e3, la[rep] * 1e3,
+                      hl[rep] * 1e3, ll[rep] * 1e3);
+        std::printf("%6s  %14.3f  %13.3f  %15.3f  %14.3f\n", "median", res[mode].highAlone,
+                    res[mode].lowAlone, res[mode].highLoaded, res[mode].lowLoaded);
+        std::printf("# preemptions (summed over ranks): %lld in the loaded reps, %lld in all\n",
+                    loadedPre, allPre);
+        std::fflush(stdout);
+      }
+      comm.destroy();
+    }
+  } catch (const prioccl::Error& e) {
+    std::fprintf(stderr, "priority_perf: rank %d: %s\n", rank, e.what());
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  }
+  wrong = perf::sumOverRanks(wrong);
+  if (rank == 0) {
+    if (wrong) std::printf("# FAILED: #wrong %lld result elements in total\n", wrong);
+    // Both slowdowns divide by the priority mode's high-alone time: the op alone runs on an idle
+    // engine in either mode, and one reference keeps slowdown/slowdown_fifo directly comparable.
+    double alone = res[0].highAlone;
+    std::printf(
+        "RESULT high_alone_ms=%.3f high_loaded_ms=%.3f high_loaded_fifo_ms=%.3f "
+        "slowdown=%.2f slowdown_fifo=%.2f low_ms=%.3f low_fifo_ms=%.3f\n",
+        alone, res[0].highLoaded, res[1].highLoaded, res[0].highLoaded / alone,
+        res[1].highLoaded / alone, res[0].lowLoaded, res[1].lowLoaded);
+  }
+  MPI_Finalize();
+  return wrong ? 1 : 0;
+}
