@@ -55,7 +55,8 @@ typedef enum { priocclSum, priocclProd, priocclMin, priocclMax, priocclAvg } pri
 typedef enum { priocclSchedulePriority = 0, priocclScheduleFifo = 1 } priocclSchedule_t;
 
 /* Tuning knobs. Start from PRIOCCL_CONFIG_INITIALIZER: a field left at its initial value (-1)
- * takes the PRIOCCL_* environment variable, or the built-in default when that is unset. */
+ * takes the PRIOCCL_* environment variable, or the built-in default when that is unset.
+ * chunkBytes and creditBytes may be 0: derived from a measurement of the links at creation. */
 typedef struct {
   size_t size;               /* sizeof(priocclConfig_t), for ABI evolution */
   long long chunkBytes;      /* PRIOCCL_CHUNK_BYTES: largest slice of an op scheduled as one unit */

@@ -42,14 +42,21 @@ PRIOCCL_ERROR_CLASS(Timeout, priocclTimeout)
 
 // Effective tuning of a communicator. fromEnv() applies PRIOCCL_* variables over the defaults.
 struct PRIOCCL_API Config {
-  size_t chunkBytes = 512 * 1024;                        // PRIOCCL_CHUNK_BYTES
-  size_t creditBytes = 4 << 20;                          // PRIOCCL_CREDIT_BYTES
-  size_t windowChunks = 256;                             // PRIOCCL_WINDOW_CHUNKS
+  // 0 = auto: derived at communicator creation from a measurement of the ring's links (see
+  // README, "Configuration"); Communicator::config() reports the values in force.
+  size_t chunkBytes = 0;                                 // PRIOCCL_CHUNK_BYTES (or "auto")
+  size_t creditBytes = 0;                                // PRIOCCL_CREDIT_BYTES (or "auto")
+  size_t windowChunks = 1024;                            // PRIOCCL_WINDOW_CHUNKS
   bool requireThreadMultiple = true;                     // PRIOCCL_MPI_THREAD_CHECK
   priocclSchedule_t schedule = priocclSchedulePriority;  // PRIOCCL_SCHEDULE=priority|fifo
   std::string timelinePath;      // PRIOCCL_TIMELINE: Chrome-trace JSON, one file per rank
   static Config fromEnv();       // throws InvalidArgument on a malformed variable
   std::string describe() const;  // one line, for logs
+  // Fills chunkBytes/creditBytes left at 0 from a link measurement (bytes/s <= 0: unmeasured).
+  void resolveAuto(double bytesPerSecond, double latencySeconds, int nranks);
+  // What the ring's links measured at communicator creation (0 when not measured).
+  double linkBytesPerSecond = 0;
+  double linkLatencySeconds = 0;
 };
 
 // Maps C++ element types to priocclDataType_t for the typed overloads.

@@ -162,15 +162,16 @@ priocclResult_t priocclCommInitMPI(priocclComm_t* comm, const void* mpiComm,
       if (config->size != sizeof(priocclConfig_t))
         detail::fail(priocclInvalidArgument, "config->size is ", config->size, ", expected ",
                      sizeof(priocclConfig_t), ": initialise it with PRIOCCL_CONFIG_INITIALIZER");
-      auto take = [](long long v, size_t& field, const char* name) {
+      auto take = [](long long v, size_t& field, const char* name, bool zeroIsAuto) {
         if (v == -1) return;
-        if (v <= 0)
-          detail::fail(priocclInvalidArgument, "config->", name, " = ", v, " must be > 0");
+        if (v < 0 || (v == 0 && !zeroIsAuto))
+          detail::fail(priocclInvalidArgument, "config->", name, " = ", v,
+                       zeroIsAuto ? " must be >= 0 (0 = auto)" : " must be > 0");
         field = static_cast<size_t>(v);
       };
-      take(config->chunkBytes, c.chunkBytes, "chunkBytes");
-      take(config->creditBytes, c.creditBytes, "creditBytes");
-      take(config->windowChunks, c.windowChunks, "windowChunks");
+      take(config->chunkBytes, c.chunkBytes, "chunkBytes", true);
+      take(config->creditBytes, c.creditBytes, "creditBytes", true);
+      take(config->windowChunks, c.windowChunks, "windowChunks", false);
       if (config->schedule != -1) {
         if (config->schedule != priocclSchedulePriority && config->schedule != priocclScheduleFifo)
           detail::fail(priocclInvalidArgument, "config->schedule = ", config->schedule,

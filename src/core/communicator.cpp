@@ -40,9 +40,8 @@ int g_liveComms = 0;
 bool g_mpiInitialisedByUs = false;
 
 void validate(const Config& c) {
-  if (c.chunkBytes < 1 || c.chunkBytes > (size_t{1} << 30))
-    fail(priocclInvalidArgument, "chunkBytes=", c.chunkBytes, " is outside [1, 1 GiB]");
-  if (c.creditBytes < 1) fail(priocclInvalidArgument, "creditBytes must be at least 1");
+  if (c.chunkBytes > (size_t{1} << 30))
+    fail(priocclInvalidArgument, "chunkBytes=", c.chunkBytes, " is above 1 GiB");
   if (c.windowChunks < 1 || c.windowChunks > (size_t{1} << 20))
     fail(priocclInvalidArgument, "windowChunks=", c.windowChunks, " is outside [1, 1048576]");
 }
@@ -66,6 +65,8 @@ class CommImpl {
         openMpiSession(static_cast<const MPI_Comm*>(mpiComm), config_.requireThreadMultiple);
     g_mpiInitialisedByUs = g_mpiInitialisedByUs || session.initialisedByUs;
     ++g_liveComms;
+    LinkEstimate link = measureRingLink(session.dup);
+    config_.resolveAuto(link.bytesPerSecond, link.latencySeconds, link.nranks);
     auto transport = std::make_unique<MpiTransport>(session.dup);
     rank_ = transport->rank();
     size_ = transport->size();

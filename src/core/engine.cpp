@@ -19,7 +19,13 @@
 namespace prioccl::detail {
 namespace {
 
-constexpr unsigned kSpinRounds = 64;   // yields before the first sleep while peers are behind
+// A wire with the credit full and no send completing for this long may be waiting on peers that
+// have not reached those chunks yet; then the oldest chunk may send regardless.
+constexpr int kStallMs = 2;
+// While a more urgent chunk waits on its peers, less urgent ones may use 1/kFillDivisor of the
+// credit: enough to keep the wire busy, little enough not to delay the urgent chunk's next step.
+constexpr size_t kFillDivisor = 4;
+constexpr unsigned kSpinRounds = 64;   // yields before the first nap while peers are behind
 constexpr unsigned kMaxSleepUs = 256;  // longest nap between polls while ops are in flight
 
 uint64_t bitsFor(uint64_t values) {
@@ -272,6 +278,7 @@ bool Engine::activate() {
     slot.gid = nextGid_++;
     slot.chunkIndex = live.nextChunk++;
     slot.queued = false;
+    ++activePriorities_[schedulingPriority(op)];
     if (live.nextChunk == live.chunks) ++activating_;
     pump(slot);
     any = true;
@@ -370,6 +377,7 @@ void Engine::onCompletion(const Completion& c) {
     slot.algo->recvDone(p.step);
   } else {
     inflightBytes_ -= p.bytes;
+    lastSendDone_ = done;
     counters_.bytesSent.fetch_add(p.bytes, std::memory_order_relaxed);
     slot.algo->sendDone(p.step);
   }
@@ -385,8 +393,12 @@ void Engine::onCompletion(const Completion& c) {
 // The scheduler: most urgent ready send first, while fewer than creditBytes are in flight.
 bool Engine::postSends() {
   bool any = false;
-  // The oldest live chunk ignores the credit: see the deadlock argument at the top of this file.
-  if (oldestGid_ < nextGid_) {
+  // The oldest live chunk ignores the credit when the wire has stalled: see the deadlock argument
+  // at the top of this file. Only then: a less urgent oldest chunk that always bypassed the
+  // credit would keep the queue below the scheduler full ahead of urgent chunks.
+  bool stalled = inflightBytes_ >= config_.creditBytes &&
+                 Clock::now() - lastSendDone_ > std::chrono::milliseconds(kStallMs);
+  if (stalled && oldestGid_ < nextGid_) {
     Slot& oldest = slotOf(oldestGid_);
     while (oldest.algo && oldest.gid == oldestGid_ && oldest.algo->sendReady()) {
       postData(oldest, oldest.algo->takeSend(), false);
@@ -403,7 +415,13 @@ bool Engine::postSends() {
       if (current) slot.queued = false;
       continue;
     }
-    if (inflightBytes_ >= config_.creditBytes) break;
+    // Less urgent chunks may fill the wire while a more urgent one waits on its peers, but only
+    // with a quarter of the credit: whatever they put in flight delays the urgent chunk's next
+    // step.
+    bool urgentWaiting = e.priority > activePriorities_.begin()->first;
+    size_t credit = urgentWaiting ? std::max<size_t>(1, config_.creditBytes / kFillDivisor)
+                                  : config_.creditBytes;
+    if (inflightBytes_ >= credit) break;
     ready_.pop();
     slot.queued = false;
     postData(slot, slot.algo->takeSend(), false);
@@ -415,6 +433,8 @@ bool Engine::postSends() {
 
 void Engine::finishChunk(Slot& slot) {
   OpState* op = slot.op;
+  auto active = activePriorities_.find(schedulingPriority(*op));
+  if (--active->second == 0) activePriorities_.erase(active);
   slot.algo.reset();
   slot.op = nullptr;
   slot.queued = false;  // any entry left in ready_ is now stale
@@ -454,6 +474,7 @@ void Engine::failAll(priocclResult_t code, const std::string& message) {
     slot.op = nullptr;
   }
   ready_ = {};
+  activePriorities_.clear();
   posted_.clear();
   freePosted_.clear();
   controlSends_.clear();

@@ -132,7 +132,9 @@ class Engine {
   std::vector<Slot> slots_;
   std::priority_queue<ReadyEntry, std::vector<ReadyEntry>, std::greater<ReadyEntry>> ready_;
   size_t inflightBytes_ = 0;
-  uint64_t lastSentGid_ = UINT64_MAX;  // chunk of the last send posted, to count preemptions
+  Clock::time_point lastSendDone_ = Clock::now();
+  std::map<int, uint64_t> activePriorities_;  // scheduling priority -> active chunks with it
+  uint64_t lastSentGid_ = UINT64_MAX;         // chunk of the last send posted, to count preemptions
   int lastSentPriority_ = 0;
   std::vector<Posted> posted_;
   std::vector<uint64_t> freePosted_;

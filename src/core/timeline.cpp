@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 
 #include "core/log.h"
@@ -27,6 +28,16 @@ Timeline::Timeline(const std::string& path, int rank, int nranks)
     : rank_(rank), origin_(Clock::now()) {
   if (path.empty()) return;
   path_ = pathFor(path, rank, nranks);
+  // A second communicator in the same process must not truncate the first one's file.
+  static std::atomic<int> communicators{0};
+  if (int n = communicators.fetch_add(1); n > 0) {
+    size_t dot = path_.rfind('.');
+    std::string suffix = ".comm" + std::to_string(n);
+    if (dot == std::string::npos || path_.find('/', dot) != std::string::npos)
+      path_ += suffix;
+    else
+      path_.insert(dot, suffix);
+  }
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     log(LogLevel::kWarn, "cannot write timeline ", path_, ": ", std::strerror(errno));

@@ -12,7 +12,8 @@ namespace prioccl::detail {
 class Timeline {
  public:
   // `path` may contain %r, replaced by the rank; without it, ranks other than 0 write
-  // path with ".rank<r>" inserted before its extension. An empty path disables the timeline.
+  // path with ".rank<r>" inserted before its extension, and the n-th further communicator of a
+  // process inserts ".comm<n>". An empty path disables the timeline.
   Timeline(const std::string& path, int rank, int nranks);
   ~Timeline();
   Timeline(const Timeline&) = delete;

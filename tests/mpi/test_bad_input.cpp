@@ -152,7 +152,7 @@ TEST_F(BadInput, RequestsOutliveTheirCommunicator) {
 TEST_F(BadInput, BadConfig) {
   priocclComm_t other = nullptr;
   priocclConfig_t cfg = PRIOCCL_CONFIG_INITIALIZER;
-  cfg.chunkBytes = 0;
+  cfg.chunkBytes = -5;
   EXPECT_EQ(priocclCommInitMPI(&other, nullptr, &cfg), priocclInvalidArgument);
   EXPECT_NE(std::string(priocclGetLastError(nullptr)).find("chunkBytes"), std::string::npos);
   EXPECT_EQ(other, nullptr);

@@ -34,7 +34,7 @@ TEST(Config, SizesAndSuffixes) {
 }
 
 TEST(Config, MalformedValuesAreErrorsNamingTheVariable) {
-  for (const char* bad : {"abc", "-5", "0", "12q", "4MX", "2G0", "99999999999999999999"}) {
+  for (const char* bad : {"abc", "-5", "12q", "4MX", "2G0", "99999999999999999999"}) {
     EnvVar a("PRIOCCL_CHUNK_BYTES", bad);
     try {
       prioccl::Config::fromEnv();
@@ -46,6 +46,23 @@ TEST(Config, MalformedValuesAreErrorsNamingTheVariable) {
   }
   EnvVar t("PRIOCCL_MPI_THREAD_CHECK", "maybe");
   EXPECT_THROW(prioccl::Config::fromEnv(), prioccl::InvalidArgument);
+}
+
+TEST(Config, AutoTuningFollowsTheMeasuredLink) {
+  EnvVar a("PRIOCCL_CHUNK_BYTES", "auto");
+  prioccl::Config c = prioccl::Config::fromEnv();
+  EXPECT_EQ(c.chunkBytes, 0u);
+  prioccl::Config slow = c, fast = c, fixed = c;
+  slow.resolveAuto(117e6, 100e-6, 4);  // a 1 Gbit/s link: segments of ~30 KB
+  EXPECT_EQ(slow.chunkBytes, 128u << 10);
+  EXPECT_EQ(slow.creditBytes, 128u << 10);
+  fast.resolveAuto(3e9, 5e-6, 4);  // shared memory: capped chunks, a few MiB of credit
+  EXPECT_EQ(fast.chunkBytes, 1u << 20);
+  EXPECT_EQ(fast.creditBytes, 4u << 20);
+  fixed.chunkBytes = 4096;  // explicit values are kept
+  fixed.resolveAuto(3e9, 5e-6, 4);
+  EXPECT_EQ(fixed.chunkBytes, 4096u);
+  EXPECT_GE(fixed.creditBytes, fixed.chunkBytes);
 }
 
 TEST(Config, ChunkAboveOneGiBRejected) {

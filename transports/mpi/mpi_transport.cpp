@@ -72,6 +72,34 @@ MpiSession openMpiSession(const MPI_Comm* userComm, bool requireThreadMultiple) 
   return session;
 }
 
+LinkEstimate measureRingLink(MPI_Comm comm) {
+  LinkEstimate e;
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &e.nranks);
+  if (e.nranks == 1) return e;
+  int next = (rank + 1) % e.nranks, prev = (rank + e.nranks - 1) % e.nranks;
+  constexpr int kTag = 0, kSmallRounds = 16, kBigRounds = 3;
+  constexpr int kBig = 1 << 20;  // long enough to see bandwidth, short enough for slow links
+  std::vector<char> out(kBig, 1), in(kBig);
+  auto exchange = [&](int bytes, int rounds) {
+    MPI_Barrier(comm);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < rounds; ++i)
+      MPI_Sendrecv(out.data(), bytes, MPI_BYTE, next, kTag, in.data(), bytes, MPI_BYTE, prev, kTag,
+                   comm, MPI_STATUS_IGNORE);
+    return (MPI_Wtime() - t0) / rounds;
+  };
+  exchange(kBig, 1);  // warm-up: connections, registration
+  double latency = exchange(8, kSmallRounds);
+  double big = exchange(kBig, kBigRounds);
+  double mine[2] = {latency, -kBig / std::max(big, 1e-9)}, worst[2];
+  MPI_Allreduce(mine, worst, 2, MPI_DOUBLE, MPI_MAX, comm);
+  e.latencySeconds = worst[0];
+  e.bytesPerSecond = -worst[1];
+  return e;
+}
+
 MpiTransport::MpiTransport(MPI_Comm comm) : comm_(comm) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);

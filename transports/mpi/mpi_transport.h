@@ -54,4 +54,13 @@ struct MpiSession {
 MpiSession openMpiSession(const MPI_Comm* userComm, bool requireThreadMultiple);
 std::string mpiErrorString(int code);
 
+// What the links between ring neighbours can do, measured with a few blocking exchanges.
+// Collective; every rank gets the slowest rank's figures, so tuning derived from them agrees.
+struct LinkEstimate {
+  double bytesPerSecond = 0;  // 0 with one rank
+  double latencySeconds = 0;
+  int nranks = 1;
+};
+LinkEstimate measureRingLink(MPI_Comm comm);
+
 }  // namespace prioccl
