@@ -22,6 +22,7 @@ namespace {
 // A wire with the credit full and no send completing for this long may be waiting on peers that
 // have not reached those chunks yet; then the oldest chunk may send regardless.
 constexpr int kStallMs = 2;
+constexpr size_t kMinChunksPerOp = 4, kMinChunkBytes = 64 << 10;
 // While a more urgent chunk waits on its peers, less urgent ones may use 1/kFillDivisor of the
 // credit: enough to keep the wire busy, little enough not to delay the urgent chunk's next step.
 constexpr size_t kFillDivisor = 4;
@@ -249,11 +250,21 @@ void Engine::applyDecision(const Decision& d) {
     return;
   }
   LiveOp live;
-  size_t perChunk = std::max<size_t>(1, config_.chunkBytes / reduce::dtypeSize(op->dtype));
-  live.chunks = (op->count + perChunk - 1) / perChunk;
+  live.chunkCount = chunkElements(*op);
+  live.chunks = (op->count + live.chunkCount - 1) / live.chunkCount;
   op->chunksLeft = live.chunks;
   live.op = std::move(op);
   live_.push_back(std::move(live));
+}
+
+// Elements per chunk of `op`. An op of a few chunks is cut finer (down to kMinChunkBytes) so
+// that several chunks pipeline the ring even then. Depends only on arguments every rank agrees
+// on, so every rank cuts the op alike.
+size_t Engine::chunkElements(const OpState& op) const {
+  size_t elem = reduce::dtypeSize(op.dtype);
+  size_t bytes = op.count * elem;
+  size_t chunk = std::min(config_.chunkBytes, std::max(kMinChunkBytes, bytes / kMinChunksPerOp));
+  return std::max<size_t>(1, chunk / elem);
 }
 
 bool Engine::activate() {
@@ -262,7 +273,7 @@ bool Engine::activate() {
     LiveOp& live = live_[activating_];
     OpState& op = *live.op;
     size_t elem = reduce::dtypeSize(op.dtype);
-    size_t perChunk = std::max<size_t>(1, config_.chunkBytes / elem);
+    size_t perChunk = live.chunkCount;
     size_t first = live.nextChunk * perChunk;
     ChunkSpec spec;
     spec.send = static_cast<const unsigned char*>(op.send) + first * elem;

@@ -63,6 +63,7 @@ class Engine {
   struct LiveOp {
     std::shared_ptr<OpState> op;
     uint64_t chunks = 0;
+    size_t chunkCount = 0;   // elements per chunk (the last may have fewer)
     uint64_t nextChunk = 0;  // next chunk to activate
   };
   // A transfer handed to the transport; its index is the transport cookie.
@@ -93,6 +94,7 @@ class Engine {
   void retireOps();
   void failAll(priocclResult_t code, const std::string& message);
   bool idle() const;
+  size_t chunkElements(const OpState& op) const;
   // FIFO mode schedules every op alike; ties then go by global op order.
   int schedulingPriority(const OpState& op) const {
     return config_.schedule == priocclScheduleFifo ? 0 : op.priority;

@@ -7,7 +7,7 @@ mpirun=$1 prog=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-PRIOCCL_TIMELINE="$work/trace.json" "$mpirun" -np 2 -x PRIOCCL_TIMELINE "$prog" 1
+PRIOCCL_TIMELINE="$work/trace.json" "$mpirun" -np 2 -x PRIOCCL_TIMELINE "$prog" 100
 python3 - "$work/trace.json" "$work/trace.rank1.json" <<'PY'
 import json, sys
 for path in sys.argv[1:]:
@@ -23,10 +23,15 @@ for path in sys.argv[1:]:
     print(f"{path}: {len(spans)} spans on {len(tracks)} op tracks, valid JSON")
 PY
 
-# One rank, killed with SIGKILL while it writes: the file must still parse.
-PRIOCCL_TIMELINE="$work/killed.json" "$prog" 20 &
-pid=$!
+# One rank, killed with SIGKILL while it writes: the file must still parse. It runs under mpirun
+# (a singleton would leave Open MPI's helper daemon holding our output open), and only the rank
+# process is killed.
+PRIOCCL_TIMELINE="$work/killed.json" "$mpirun" -np 1 -x PRIOCCL_TIMELINE "$prog" 1000000 \
+  </dev/null >/dev/null 2>&1 &
+launcher=$!
 sleep 3
-kill -9 "$pid"
-wait "$pid" 2>/dev/null || true
+rank=$(pgrep -P "$launcher" -f timeline_loop || true)
+[[ -n $rank ]] || { echo "rank process not found"; kill "$launcher"; exit 1; }
+kill -9 "$rank"
+wait "$launcher" 2>/dev/null || true
 python3 -c 'import json,sys; e=json.load(open(sys.argv[1])); print(f"killed run: {len(e)} events, valid JSON"); assert len(e) > 10' "$work/killed.json"
