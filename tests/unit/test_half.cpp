@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "float16_reference.h"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -15,6 +17,10 @@
 #endif
 
 namespace {
+
+using prioccl_test::bf16Magnitude;
+using prioccl_test::halfMagnitude;
+using prioccl_test::roundSlow;
 
 using prioccl::reduce::bf16ToFloat;
 using prioccl::reduce::floatToBf16;
@@ -31,41 +37,6 @@ float floatOf(uint32_t u) {
   float f;
   std::memcpy(&f, &u, sizeof f);
   return f;
-}
-
-// Magnitude of a finite, non-negative 16-bit pattern, from its fields (exact in double).
-double halfMagnitude(uint16_t h) {
-  const int e = (h >> 10) & 0x1F;
-  const int m = h & 0x3FF;
-  return e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25);
-}
-
-double bf16Magnitude(uint16_t b) {
-  const int e = (b >> 7) & 0xFF;
-  const int m = b & 0x7F;
-  return e == 0 ? std::ldexp(m, -133) : std::ldexp(128 + m, e - 134);
-}
-
-// Slow reference rounding: the nearest pattern to the finite magnitude v, found by bisection over
-// the ordered non-negative patterns, ties to the even pattern. The infinity pattern stands for
-// the next power of two past the largest finite value, which is where IEEE rounds to infinity.
-uint16_t roundSlow(double v, uint16_t infPattern, double infValue, double (*magnitude)(uint16_t)) {
-  auto value = [&](uint32_t p) { return p == infPattern ? infValue : magnitude(uint16_t(p)); };
-  if (v >= infValue) return infPattern;
-  uint32_t lo = 0, hi = infPattern;  // value(lo) <= v < value(hi)
-  while (hi - lo > 1) {
-    const uint32_t mid = (lo + hi) / 2;
-    if (value(mid) <= v) {
-      lo = mid;
-    } else {
-      hi = mid;
-    }
-  }
-  const double below = v - value(lo);  // exact: neighbours of a float differ by few bits in double
-  const double above = value(hi) - v;
-  if (below < above) return uint16_t(lo);
-  if (above < below) return uint16_t(hi);
-  return uint16_t((lo & 1) ? hi : lo);
 }
 
 // Reference for finite or infinite f (NaN is checked separately).

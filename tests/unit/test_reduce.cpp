@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "float16_reference.h"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -127,38 +129,9 @@ struct FloatModel {
 
 // ---- 16-bit floats: the test's own conversions.
 
-[[maybe_unused]] double halfMagnitude(uint16_t h) {
-  const int e = (h >> 10) & 0x1F;
-  const int m = h & 0x3FF;
-  return e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25);
-}
-
-double bf16Magnitude(uint16_t b) {
-  const int e = (b >> 7) & 0xFF;
-  const int m = b & 0x7F;
-  return e == 0 ? std::ldexp(m, -133) : std::ldexp(128 + m, e - 134);
-}
-
-// Nearest pattern to the finite magnitude v by bisection over the ordered patterns, ties to even;
-// the infinity pattern stands for the next power of two past the largest finite value.
-uint16_t roundSlow(double v, uint16_t infPattern, double infValue, double (*magnitude)(uint16_t)) {
-  auto value = [&](uint32_t p) { return p == infPattern ? infValue : magnitude(uint16_t(p)); };
-  if (v >= infValue) return infPattern;
-  uint32_t lo = 0, hi = infPattern;
-  while (hi - lo > 1) {
-    const uint32_t mid = (lo + hi) / 2;
-    if (value(mid) <= v) {
-      lo = mid;
-    } else {
-      hi = mid;
-    }
-  }
-  const double below = v - value(lo);
-  const double above = value(hi) - v;
-  if (below < above) return uint16_t(lo);
-  if (above < below) return uint16_t(hi);
-  return uint16_t((lo & 1) ? hi : lo);
-}
+using prioccl_test::bf16Magnitude;
+using prioccl_test::halfMagnitude;
+using prioccl_test::roundSlow;
 
 struct HalfRef {
   static constexpr uint16_t kExpMask = 0x7C00;
