@@ -60,11 +60,15 @@ class CommImpl {
   CommImpl(const void* mpiComm, const Config& config)
       : config_(config), errors_(std::make_shared<ErrorLog>()) {
     validate(config_);
-    std::lock_guard<std::mutex> lock(g_mpiMutex);
-    MpiSession session =
-        openMpiSession(static_cast<const MPI_Comm*>(mpiComm), config_.requireThreadMultiple);
-    g_mpiInitialisedByUs = g_mpiInitialisedByUs || session.initialisedByUs;
-    ++g_liveComms;
+    MpiSession session;
+    {
+      std::lock_guard<std::mutex> lock(g_mpiMutex);
+      session =
+          openMpiSession(static_cast<const MPI_Comm*>(mpiComm), config_.requireThreadMultiple);
+      g_mpiInitialisedByUs = g_mpiInitialisedByUs || session.initialisedByUs;
+      ++g_liveComms;
+    }
+    // Outside the lock: a collective that takes milliseconds on a slow link.
     LinkEstimate link = measureRingLink(session.dup);
     config_.resolveAuto(link.bytesPerSecond, link.latencySeconds, link.nranks);
     auto transport = std::make_unique<MpiTransport>(session.dup);
