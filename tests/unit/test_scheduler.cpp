@@ -205,14 +205,15 @@ int lowMessagesWhileUrgentRuns(priocclSchedule_t schedule) {
 
 TEST(Scheduler, UrgentOpTakesTheWireFromARunningLowPriorityOp) {
   // Priority: once matched, the urgent op's 64 KiB goes out after at most the low-priority bytes
-  // already in flight (the 64 KiB credit: 2 messages) plus one fill-in while its own next step
-  // waits on the peer. FIFO: it waits for (nearly) all of the 4 MiB op's remaining messages.
+  // already in flight (the 64 KiB credit: 2 messages) plus one fill-in per step boundary where
+  // its next send waits on the peer (2 ring steps): at most 4. FIFO: it waits for (nearly) all
+  // of the 4 MiB op's remaining messages.
   int withPriority = lowMessagesWhileUrgentRuns(priocclSchedulePriority);
   int withFifo = lowMessagesWhileUrgentRuns(priocclScheduleFifo);
   std::printf(
       "low-priority messages on the wire while the urgent op ran: %d (priority), %d (fifo)\n",
       withPriority, withFifo);
-  EXPECT_LE(withPriority, 3);
+  EXPECT_LE(withPriority, 4);
   EXPECT_GE(withFifo, 40);
 }
 
