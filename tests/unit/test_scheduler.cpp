@@ -150,9 +150,9 @@ std::shared_ptr<OpState> makeOp(std::vector<float>& data, int priority) {
 template <typename Pred>
 void run(Fabric& fabric, Pred until) {
   for (int i = 0; i < 100000 && !until(); ++i) {
-    while (fabric.deliver(false) > 0) std::this_thread::sleep_for(std::chrono::microseconds(300));
+    while (fabric.deliver(false) > 0) std::this_thread::sleep_for(std::chrono::microseconds(1000));
     fabric.deliver(true);
-    std::this_thread::sleep_for(std::chrono::microseconds(300));
+    std::this_thread::sleep_for(std::chrono::microseconds(1000));
   }
   ASSERT_TRUE(until()) << "the fabric stalled";
 }
