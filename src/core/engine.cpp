@@ -2,9 +2,11 @@
 //
 // Deadlock freedom. Chunk identities (gids) follow the coordinator's decision order, which is the
 // same on every rank. A rank keeps receives posted for every chunk in [oldest unfinished,
-// oldest + window), and the oldest unfinished chunk may always post its sends, credit or not.
-// The globally oldest unfinished chunk is therefore live with receives posted on every rank that
-// still needs it, so it always completes, and by induction every chunk does. The same argument
+// oldest + window), and once the wire has stalled (credit full, no send completing for kStallMs)
+// the oldest unfinished chunk may post its sends, credit or not. The credit can only stay full
+// of sends whose receivers have not reached those chunks yet; the globally oldest unfinished
+// chunk is live with receives posted on every rank that still needs it, so within a stall period
+// it can always move, and by induction every chunk completes. The same argument
 // bounds every live gid to [global oldest, global oldest + 2 * window), which is why tags only
 // need to be unique modulo 2 * window chunks.
 #include "core/engine.h"

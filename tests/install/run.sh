@@ -26,4 +26,4 @@ mpicc -std=c11 -Wall -Wextra -Werror -O2 "$src/tests/install/stress_consumer.c" 
 # Open MPI 4.1's AVX reduction component saturates 8-bit integer sums instead of wrapping
 # (open-mpi/ompi#8045, closed as wontfix); prioccl wraps like C and NCCL, so the MPI reference
 # runs with that component off.
-OMPI_MCA_op=^avx "${mpirun[@]}" -np 4 "$work/stress_consumer" 2000
+OMPI_MCA_op=^avx "${mpirun[@]}" -np 4 "$work/stress_consumer" "${STRESS_OPS:-2000}"
