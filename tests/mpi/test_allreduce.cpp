@@ -543,11 +543,16 @@ TEST(AllReduce, UrgentOpPreemptsARunningLowPriorityOp) {
     finishAndCheck(comm, low);
     finishAndCheck(comm, urgent);
     priocclCounters_t c = comm.counters();
+    // A rank whose low chunks all happened to wait on peers when the urgent op arrived switched
+    // nothing, so preemptions are counted over all ranks (the exact order on the wire is
+    // unit.test_scheduler's job).
+    unsigned long long preemptions = 0;
+    MPI_Allreduce(&c.preemptions, &preemptions, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (fifo) {
-      EXPECT_EQ(c.preemptions, 0u);
+      EXPECT_EQ(preemptions, 0u);
     } else {
       EXPECT_TRUE(everywhere) << "the low-priority op finished before the urgent one on some rank";
-      EXPECT_GT(c.preemptions, 0u);
+      EXPECT_GT(preemptions, 0u);
     }
     EXPECT_EQ(c.opsCompleted, 2u);
     EXPECT_EQ(c.opsFailed, 0u);
