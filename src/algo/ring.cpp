@@ -29,16 +29,18 @@ size_t RingChunk::segCount(int seg) const {
   return base + (static_cast<size_t>(seg) < extra ? 1 : 0);
 }
 
-unsigned char* RingChunk::recvSeg(int seg) const {
+// Byte offset of segment `seg`: the first count % p segments hold one extra element.
+size_t RingChunk::segOffset(int seg) const {
   size_t base = spec_.count / p_, extra = spec_.count % p_;
-  size_t first = seg * base + std::min<size_t>(seg, extra);
-  return static_cast<unsigned char*>(spec_.recv) + first * elem_;
+  return (seg * base + std::min<size_t>(seg, extra)) * elem_;
+}
+
+unsigned char* RingChunk::recvSeg(int seg) const {
+  return static_cast<unsigned char*>(spec_.recv) + segOffset(seg);
 }
 
 const unsigned char* RingChunk::sendSeg(int seg) const {
-  size_t base = spec_.count / p_, extra = spec_.count % p_;
-  size_t first = seg * base + std::min<size_t>(seg, extra);
-  return static_cast<const unsigned char*>(spec_.send) + first * elem_;
+  return static_cast<const unsigned char*>(spec_.send) + segOffset(seg);
 }
 
 // Send of step s carries data produced by the receive of step s-1.

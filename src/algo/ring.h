@@ -30,6 +30,7 @@ class RingChunk final : public ChunkAlgo {
 
  private:
   int mod(int x) const { return ((x % p_) + p_) % p_; }
+  size_t segOffset(int seg) const;
   unsigned char* recvSeg(int seg) const;
   const unsigned char* sendSeg(int seg) const;
   size_t segCount(int seg) const;

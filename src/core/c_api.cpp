@@ -96,6 +96,19 @@ priocclResult_t guarded(const char* func, priocclComm_t comm, F&& body) {
   }
 }
 
+// The body of both async entry points; key == nullptr for an unnamed op.
+void submitAsync(const void* sendbuf, void* recvbuf, size_t count,
+                 const priocclDataType_t& datatype, const priocclRedOp_t& op, int priority,
+                 const char* key, priocclComm_t comm, priocclRequest_t* request) {
+  if (!request) detail::fail(priocclInvalidArgument, "request is NULL");
+  *request = nullptr;
+  detail::validateEnums(datatype, op);  // before any C++ load of possibly invalid enum values
+  Communicator c = lookup(comm);
+  Request r = key ? c.allReduceAsync(sendbuf, recvbuf, count, datatype, op, priority, key)
+                  : c.allReduceAsync(sendbuf, recvbuf, count, datatype, op, priority);
+  *request = reinterpret_cast<priocclRequest_t>(requests().add(std::move(r)));
+}
+
 priocclComm_t toHandle(uintptr_t id) {
   return reinterpret_cast<priocclComm_t>(id);
 }
@@ -219,12 +232,7 @@ priocclResult_t priocclAllReduceAsync(const void* sendbuf, void* recvbuf, size_t
                                       priocclDataType_t datatype, priocclRedOp_t op, int priority,
                                       priocclComm_t comm, priocclRequest_t* request) {
   return guarded(__func__, comm, [&] {
-    if (!request) detail::fail(priocclInvalidArgument, "request is NULL");
-    *request = nullptr;
-    detail::validateEnums(datatype, op);  // before any C++ load of possibly invalid enum values
-    Communicator c = lookup(comm);
-    Request r = c.allReduceAsync(sendbuf, recvbuf, count, datatype, op, priority);
-    *request = reinterpret_cast<priocclRequest_t>(requests().add(std::move(r)));
+    submitAsync(sendbuf, recvbuf, count, datatype, op, priority, nullptr, comm, request);
   });
 }
 
@@ -233,13 +241,8 @@ priocclResult_t priocclAllReduceNamedAsync(const void* sendbuf, void* recvbuf, s
                                            int priority, const char* key, priocclComm_t comm,
                                            priocclRequest_t* request) {
   return guarded(__func__, comm, [&] {
-    if (!request) detail::fail(priocclInvalidArgument, "request is NULL");
-    *request = nullptr;
     if (!key) detail::fail(priocclInvalidArgument, "key is NULL");
-    detail::validateEnums(datatype, op);
-    Communicator c = lookup(comm);
-    Request r = c.allReduceAsync(sendbuf, recvbuf, count, datatype, op, priority, std::string(key));
-    *request = reinterpret_cast<priocclRequest_t>(requests().add(std::move(r)));
+    submitAsync(sendbuf, recvbuf, count, datatype, op, priority, key, comm, request);
   });
 }
 

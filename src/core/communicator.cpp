@@ -266,7 +266,7 @@ priocclCounters_t Communicator::counters() const {
 
 void Communicator::allReduce(const void* sendbuf, void* recvbuf, size_t count,
                              priocclDataType_t datatype, priocclRedOp_t op) {
-  detail::validateEnums(datatype, op);
+  detail::validateEnums(datatype, op);  // before passing them on by value (a load)
   allReduceAsync(sendbuf, recvbuf, count, datatype, op, 0).wait();
 }
 

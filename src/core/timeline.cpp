@@ -12,16 +12,22 @@
 
 namespace prioccl::detail {
 
+namespace {
+// "dir/trace.json" + ".rank1" -> "dir/trace.rank1.json"; appended when the name has no extension.
+std::string insertBeforeExtension(std::string path, const std::string& suffix) {
+  size_t dot = path.rfind('.');
+  size_t slash = path.rfind('/');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return path + suffix;
+  return path.insert(dot, suffix);
+}
+}  // namespace
+
 std::string Timeline::pathFor(const std::string& path, int rank, int nranks) {
   std::string p = path;
   size_t at = p.find("%r");
   if (at != std::string::npos) return p.replace(at, 2, std::to_string(rank));
   if (nranks <= 1 || rank == 0) return p;
-  size_t dot = p.rfind('.');
-  size_t slash = p.rfind('/');
-  std::string suffix = ".rank" + std::to_string(rank);
-  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return p + suffix;
-  return p.insert(dot, suffix);
+  return insertBeforeExtension(p, ".rank" + std::to_string(rank));
 }
 
 Timeline::Timeline(const std::string& path, int rank, int nranks)
@@ -30,14 +36,8 @@ Timeline::Timeline(const std::string& path, int rank, int nranks)
   path_ = pathFor(path, rank, nranks);
   // A second communicator in the same process must not truncate the first one's file.
   static std::atomic<int> communicators{0};
-  if (int n = communicators.fetch_add(1); n > 0) {
-    size_t dot = path_.rfind('.');
-    std::string suffix = ".comm" + std::to_string(n);
-    if (dot == std::string::npos || path_.find('/', dot) != std::string::npos)
-      path_ += suffix;
-    else
-      path_.insert(dot, suffix);
-  }
+  if (int n = communicators.fetch_add(1); n > 0)
+    path_ = insertBeforeExtension(path_, ".comm" + std::to_string(n));
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     log(LogLevel::kWarn, "cannot write timeline ", path_, ": ", std::strerror(errno));
