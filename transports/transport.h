@@ -16,6 +16,7 @@ namespace prioccl {
 
 struct Completion {
   uint64_t cookie = 0;  // the caller's value from postSend/postRecv
+  size_t bytes = 0;     // a receive's: how many bytes arrived
   bool ok = true;
   priocclResult_t code = priocclSuccess;  // when !ok
   std::string error;                      // when !ok: what went wrong, naming the peer
@@ -31,7 +32,8 @@ class Transport {
   virtual uint64_t tagSpace() const = 0;
 
   // Buffers stay untouched by the caller until the matching completion is polled. A receive
-  // completes with an error unless exactly `bytes` bytes arrive.
+  // accepts up to `bytes` bytes (a longer message completes it with an error); the completion
+  // says how many arrived, and the caller checks that it is what it expected.
   virtual void postSend(int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t cookie) = 0;
   virtual void postRecv(int peer, uint64_t tag, void* buf, size_t bytes, uint64_t cookie) = 0;
 

@@ -54,6 +54,16 @@ typedef enum { priocclSum, priocclProd, priocclMin, priocclMax, priocclAvg } pri
  * op (the baseline that ignores priorities). */
 typedef enum { priocclSchedulePriority = 0, priocclScheduleFifo = 1 } priocclSchedule_t;
 
+/* All-reduce algorithm. Auto picks per op by size from a cost model calibrated at communicator
+ * creation; the others force one algorithm for every op. */
+typedef enum {
+  priocclAlgoAuto = 0,
+  priocclAlgoRing = 1,              /* bandwidth-optimal, 2(p-1) steps */
+  priocclAlgoTree = 2,              /* pipelined double binary tree */
+  priocclAlgoRecursiveDoubling = 3, /* ceil(log2 p) rounds: latency-optimal for small ops */
+  priocclNumAlgos = 4
+} priocclAlgorithm_t;
+
 /* Tuning knobs. Start from PRIOCCL_CONFIG_INITIALIZER: a field left at its initial value (-1)
  * takes the PRIOCCL_* environment variable, or the built-in default when that is unset.
  * chunkBytes and creditBytes may be 0: derived from a measurement of the links at creation. */
@@ -65,10 +75,11 @@ typedef struct {
   int requireThreadMultiple; /* PRIOCCL_MPI_THREAD_CHECK: 1 = demand MPI_THREAD_MULTIPLE from an
                                 application that initialised MPI itself; 0 = accept SERIALIZED */
   int schedule;              /* PRIOCCL_SCHEDULE: a priocclSchedule_t ("priority" or "fifo") */
+  int algorithm;             /* PRIOCCL_ALGO: a priocclAlgorithm_t ("auto", "ring", "tree", "rd") */
 } priocclConfig_t;
 
 #define PRIOCCL_CONFIG_INITIALIZER \
-  { sizeof(priocclConfig_t), -1, -1, -1, -1, -1 }
+  { sizeof(priocclConfig_t), -1, -1, -1, -1, -1, -1 }
 
 /* What a communicator's engine has done so far (monotonic counters). */
 typedef struct {

@@ -49,6 +49,10 @@ struct PRIOCCL_API Config {
   size_t windowChunks = 1024;                            // PRIOCCL_WINDOW_CHUNKS
   bool requireThreadMultiple = true;                     // PRIOCCL_MPI_THREAD_CHECK
   priocclSchedule_t schedule = priocclSchedulePriority;  // PRIOCCL_SCHEDULE=priority|fifo
+  priocclAlgorithm_t algorithm = priocclAlgoAuto;        // PRIOCCL_ALGO=auto|ring|tree|rd
+  // Auto only: time each algorithm at creation (tens of ms on a slow network) to fit the cost
+  // model; false uses a fixed rule instead.
+  bool calibrate = true;         // PRIOCCL_CALIBRATE
   std::string timelinePath;      // PRIOCCL_TIMELINE: Chrome-trace JSON, one file per rank
   static Config fromEnv();       // throws InvalidArgument on a malformed variable
   std::string describe() const;  // one line, for logs
@@ -58,6 +62,11 @@ struct PRIOCCL_API Config {
   double linkBytesPerSecond = 0;
   double linkLatencySeconds = 0;
 };
+
+// "auto", "ring", "tree", "rd"; parseAlgorithm also takes "recursive_doubling" and returns
+// priocclNumAlgos for an unknown name.
+PRIOCCL_API const char* algorithmName(priocclAlgorithm_t a);
+PRIOCCL_API priocclAlgorithm_t parseAlgorithm(const std::string& name);
 
 // Maps C++ element types to priocclDataType_t for the typed overloads.
 template <typename T>
@@ -94,14 +103,16 @@ class PRIOCCL_API Request {
   using Callback = std::function<void(priocclResult_t, const std::string& error)>;
   Request() = default;
   bool valid() const noexcept { return state_ != nullptr; }
-  // Blocks (without spinning) until done; throws the op's error if it failed.
+  // Blocks until done; throws the op's error if it failed. While it waits, this thread drives the
+  // communicator's progress in place of its progress thread (spinning briefly, then napping).
   void wait() const;
   // True when done; throws the op's error if it failed.
   bool test() const;
   // Result without throwing: priocclInProgress while running.
   priocclResult_t status(std::string* error = nullptr) const;
-  // Runs `cb` once when the op ends: at once on this thread if it already has, else on the
-  // communicator's progress thread (keep it short and never wait on prioccl there).
+  // Runs `cb` once when the op ends: at once on this thread if it already has, else on the thread
+  // driving the communicator's progress (its progress thread, or a thread blocked in wait()).
+  // Keep it short: progress stops while it runs.
   void onComplete(Callback cb) const;
 
  private:
@@ -127,6 +138,8 @@ class PRIOCCL_API Communicator {
   // Detail of the last failure seen by this communicator ("" if none); `serial`, when given,
   // receives its process-wide order (0 if none).
   std::string lastError(uint64_t* serial = nullptr) const;
+  // The algorithm cost model in force: measured times and the choice by op size.
+  std::string algorithmModel() const;
   // Records `message` as this communicator's last failure (the C ABI's priocclGetLastError).
   void recordError(const std::string& message) const;
 

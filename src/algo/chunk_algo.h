@@ -19,6 +19,9 @@ struct Transfer {
   int step = 0;
   void* buf = nullptr;
   size_t bytes = 0;
+  // A receive: false accepts a shorter message (its length comes through recvLength); true
+  // fails the communicator unless exactly `bytes` arrive.
+  bool exact = true;
 };
 
 // Everything a chunk needs to know about its slice of an op.
@@ -41,6 +44,8 @@ class ChunkAlgo {
   virtual Transfer takeRecv() = 0;  // precondition: recvReady()
   virtual void sendDone(int step) = 0;
   virtual void recvDone(int step) = 0;  // reduces or copies the received data
+  // For receives posted with exact == false: the bytes that arrived, just before recvDone.
+  virtual void recvLength(int /*step*/, size_t /*bytes*/) {}
   virtual bool finished() const = 0;
 };
 

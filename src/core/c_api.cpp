@@ -1,6 +1,7 @@
 // The C ABI: a thin wrapper over the C++ API. Handles are opaque ids looked up in tables, never
 // raw pointers, so a destroyed communicator or an already-waited request is detected and
 // reported as priocclInvalidUsage instead of being dereferenced.
+#include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -172,7 +173,9 @@ priocclResult_t priocclCommInitMPI(priocclComm_t* comm, const void* mpiComm,
     *comm = nullptr;
     Config c = Config::fromEnv();
     if (config) {
-      if (config->size != sizeof(priocclConfig_t))
+      // Configs from before `algorithm` existed end where it starts.
+      bool hasAlgorithm = config->size == sizeof(priocclConfig_t);
+      if (!hasAlgorithm && config->size != offsetof(priocclConfig_t, algorithm))
         detail::fail(priocclInvalidArgument, "config->size is ", config->size, ", expected ",
                      sizeof(priocclConfig_t), ": initialise it with PRIOCCL_CONFIG_INITIALIZER");
       auto take = [](long long v, size_t& field, const char* name, bool zeroIsAuto) {
@@ -193,6 +196,12 @@ priocclResult_t priocclCommInitMPI(priocclComm_t* comm, const void* mpiComm,
       }
       if (config->requireThreadMultiple != -1)
         c.requireThreadMultiple = config->requireThreadMultiple != 0;
+      if (hasAlgorithm && config->algorithm != -1) {
+        if (config->algorithm < priocclAlgoAuto || config->algorithm >= priocclNumAlgos)
+          detail::fail(priocclInvalidArgument, "config->algorithm = ", config->algorithm,
+                       " is not a priocclAlgorithm_t");
+        c.algorithm = static_cast<priocclAlgorithm_t>(config->algorithm);
+      }
     }
     *comm = toHandle(comms().add(Communicator::fromMpi(mpiComm, c)));
   });

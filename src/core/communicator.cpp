@@ -1,8 +1,12 @@
 // The C++ API: Communicator, Request and the op's completion state.
 #include <mpi.h>
 
+#include <algorithm>
+#include <array>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <vector>
 
 #include "core/engine.h"
 #include "core/log.h"
@@ -77,7 +81,16 @@ class CommImpl {
     if (rank_ == 0)
       log(LogLevel::kInfo, "prioccl ", PRIOCCL_MAJOR, ".", PRIOCCL_MINOR, ".", PRIOCCL_PATCH,
           " nranks=", size_, " transport=mpi ", config_.describe());
-    engine_ = std::make_unique<Engine>(std::move(transport), config_, errors_);
+    engine_ = std::make_unique<Engine>(std::move(transport), config_, selector_, errors_);
+    try {
+      agreeAndCalibrate();
+    } catch (...) {
+      engine_.reset();
+      closeMpi();
+      throw;
+    }
+    engine_->resetCounters();  // counters report the application's ops
+    if (rank_ == 0) log(LogLevel::kInfo, "algorithm model: ", selector_.describe());
   }
   ~CommImpl() { destroy(); }
 
@@ -85,10 +98,12 @@ class CommImpl {
   int size() const { return size_; }
   const Config& config() const { return config_; }
   std::string lastError(uint64_t* serial) const { return errors_->get(serial); }
+  std::string algorithmModel() const { return selector_.describe(); }
   void recordError(const std::string& message) { errors_->set(message); }
 
   Request allReduceAsync(const void* send, void* recv, size_t count, priocclDataType_t dtype,
-                         priocclRedOp_t op, int priority, const std::string* key) {
+                         priocclRedOp_t op, int priority, const std::string* key,
+                         bool callerWaits = false) {
     size_t elem = reduce::dtypeSize(dtype);
     if (count > SIZE_MAX / elem)
       fail(priocclInvalidArgument, "count ", count, " of ", reduce::dtypeName(dtype),
@@ -114,7 +129,7 @@ class CommImpl {
     state->errorLog = errors_;
     std::lock_guard<std::mutex> lock(mutex_);
     if (!engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
-    engine_->submit(state);
+    engine_->submit(state, callerWaits);
     return Request(state);
   }
 
@@ -140,11 +155,7 @@ class CommImpl {
       return;
     }
     engine.reset();  // drains pending ops, joins the progress thread, frees the MPI communicator
-    std::lock_guard<std::mutex> lock(g_mpiMutex);
-    if (--g_liveComms == 0 && g_mpiInitialisedByUs) {
-      MPI_Finalize();
-      g_mpiInitialisedByUs = false;
-    }
+    closeMpi();
   }
   bool destroyed() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -152,7 +163,77 @@ class CommImpl {
   }
 
  private:
+  static void closeMpi() {
+    std::lock_guard<std::mutex> lock(g_mpiMutex);
+    if (--g_liveComms == 0 && g_mpiInitialisedByUs) {
+      MPI_Finalize();
+      g_mpiInitialisedByUs = false;
+    }
+  }
+
+  // An op of the communicator's own, on the calling thread; returns its seconds.
+  double runOwn(const void* send, void* recv, size_t count, priocclDataType_t dtype,
+                priocclRedOp_t op, priocclAlgorithm_t algo) {
+    auto state = std::make_shared<OpState>();
+    state->send = send;
+    state->recv = recv;
+    state->count = count;
+    state->dtype = dtype;
+    state->op = op;
+    state->algorithm = algo;
+    auto t0 = std::chrono::steady_clock::now();
+    engine_->submit(state, true);
+    Request(state).wait();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  // Every rank must cut ops alike and choose algorithms alike: check the settings that decide it,
+  // then (auto algorithm) time each algorithm at a few sizes and fit the cost model to the slowest
+  // rank's times, so every rank holds the same model.
+  void agreeAndCalibrate() {
+    double mine[4] = {
+        static_cast<double>(config_.chunkBytes), -static_cast<double>(config_.chunkBytes),
+        static_cast<double>(config_.algorithm), -static_cast<double>(config_.algorithm)};
+    double all[4];
+    runOwn(mine, all, 4, priocclFloat64, priocclMax, priocclAlgoRecursiveDoubling);
+    if (all[0] != -all[1] || all[2] != -all[3])
+      fail(priocclInvalidUsage, "ranks disagree on ",
+           all[0] != -all[1] ? concat("chunkBytes (", -all[1], " to ", all[0], ")")
+                             : std::string("the algorithm (PRIOCCL_ALGO / config.algorithm)"),
+           ": every rank must use the same setting");
+    selector_ = AlgoSelector(config_.algorithm);
+    if (config_.algorithm != priocclAlgoAuto || !config_.calibrate || size_ == 1) return;
+    constexpr int kReps = 5;
+    std::vector<size_t> sizes = AlgoSelector::calibrationSizes(size_);
+    constexpr int kAlgos = AlgoSelector::kAlgos;
+    std::vector<float> in(sizes.back() / sizeof(float), 1.0f), out(in.size());
+    auto run = [&](size_t bytes, priocclAlgorithm_t a) {
+      return runOwn(in.data(), out.data(), std::max<size_t>(1, bytes / sizeof(float)),
+                    priocclFloat32, priocclSum, a);
+    };
+    for (priocclAlgorithm_t a : AlgoSelector::algorithms()) run(sizes.back(), a);  // warm-up
+    std::vector<double> table(kAlgos * sizes.size()), worst(table.size());
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      std::array<std::vector<double>, kAlgos> samples;
+      for (int rep = 0; rep < kReps; ++rep)  // interleaved, so drifting noise hits all alike
+        for (int k = 0; k < kAlgos; ++k)
+          samples[k].push_back(run(sizes[i], AlgoSelector::algorithms()[k]));
+      for (int k = 0; k < kAlgos; ++k) {
+        std::nth_element(samples[k].begin(), samples[k].begin() + kReps / 2, samples[k].end());
+        table[k * sizes.size() + i] = samples[k][kReps / 2];
+      }
+    }
+    runOwn(table.data(), worst.data(), table.size(), priocclFloat64, priocclMax,
+           priocclAlgoRecursiveDoubling);
+    std::array<std::vector<double>, kAlgos> times;
+    for (int k = 0; k < kAlgos; ++k)
+      times[k].assign(worst.begin() + k * sizes.size(), worst.begin() + (k + 1) * sizes.size());
+    selector_.calibrate(sizes, times);
+    engine_->setSelector(selector_);
+  }
+
   Config config_;
+  AlgoSelector selector_;
   std::shared_ptr<ErrorLog> errors_;
   int rank_ = 0, size_ = 1;
   std::mutex mutex_;
@@ -177,6 +258,7 @@ void throwIfFailed(detail::OpState& s) {
 
 void Request::wait() const {
   detail::OpState& s = stateOf(state_);
+  detail::driveUntilDone(s);
   std::unique_lock<std::mutex> lock(s.mutex);
   s.cv.wait(lock, [&] { return s.done.load(std::memory_order_acquire); });
   throwIfFailed(s);
@@ -240,6 +322,9 @@ int Communicator::size() const {
 const Config& Communicator::config() const {
   return impl().config();
 }
+std::string Communicator::algorithmModel() const {
+  return impl().algorithmModel();
+}
 std::string Communicator::lastError(uint64_t* serial) const {
   return impl().lastError(serial);
 }
@@ -267,7 +352,7 @@ priocclCounters_t Communicator::counters() const {
 void Communicator::allReduce(const void* sendbuf, void* recvbuf, size_t count,
                              priocclDataType_t datatype, priocclRedOp_t op) {
   detail::validateEnums(datatype, op);  // before passing them on by value (a load)
-  allReduceAsync(sendbuf, recvbuf, count, datatype, op, 0).wait();
+  Request(impl().allReduceAsync(sendbuf, recvbuf, count, datatype, op, 0, nullptr, true)).wait();
 }
 
 void Communicator::destroy() {

@@ -81,6 +81,29 @@ size_t roundToPowerOfTwo(double bytes) {
 
 }  // namespace
 
+priocclAlgorithm_t parseAlgorithm(const std::string& name) {
+  for (int a = priocclAlgoAuto; a < priocclNumAlgos; ++a)
+    if (!strcasecmp(name.c_str(), algorithmName(static_cast<priocclAlgorithm_t>(a))))
+      return static_cast<priocclAlgorithm_t>(a);
+  if (!strcasecmp(name.c_str(), "recursive_doubling")) return priocclAlgoRecursiveDoubling;
+  return priocclNumAlgos;
+}
+
+const char* algorithmName(priocclAlgorithm_t a) {
+  switch (a) {
+    case priocclAlgoAuto:
+      return "auto";
+    case priocclAlgoRing:
+      return "ring";
+    case priocclAlgoTree:
+      return "tree";
+    case priocclAlgoRecursiveDoubling:
+      return "rd";
+    default:
+      return "invalid";
+  }
+}
+
 Config Config::fromEnv() {
   Config c;
   readSizeOrAuto("PRIOCCL_CHUNK_BYTES", c.chunkBytes, 1, 1ULL << 30);
@@ -95,6 +118,13 @@ Config Config::fromEnv() {
       c.schedule = priocclScheduleFifo;
     else
       fail(priocclInvalidArgument, "PRIOCCL_SCHEDULE='", v, "' is not 'priority' or 'fifo'");
+  }
+  if (const char* v = std::getenv("PRIOCCL_CALIBRATE"); v && *v)
+    c.calibrate = parseBool("PRIOCCL_CALIBRATE", v);
+  if (const char* v = std::getenv("PRIOCCL_ALGO"); v && *v) {
+    c.algorithm = parseAlgorithm(v);
+    if (c.algorithm == priocclNumAlgos)
+      fail(priocclInvalidArgument, "PRIOCCL_ALGO='", v, "' is not 'auto', 'ring', 'tree' or 'rd'");
   }
   if (const char* v = std::getenv("PRIOCCL_TIMELINE")) c.timelinePath = v;
   return c;
@@ -122,6 +152,7 @@ std::string Config::describe() const {
   return concat("chunkBytes=", chunkBytes, " creditBytes=", creditBytes,
                 " windowChunks=", windowChunks, " requireThreadMultiple=", requireThreadMultiple,
                 " schedule=", schedule == priocclScheduleFifo ? "fifo" : "priority",
+                " algorithm=", algorithmName(algorithm), " calibrate=", calibrate,
                 " timeline=", timelinePath.empty() ? "off" : timelinePath,
                 " link=", linkBytesPerSecond / 1e9, "GB/s,", linkLatencySeconds * 1e6, "us");
 }

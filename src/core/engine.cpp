@@ -1,9 +1,10 @@
 // Progress loop, chunk activation window and the priority/credit send scheduler.
 //
-// Deadlock freedom. Chunk identities (gids) follow the coordinator's decision order, which is the
-// same on every rank. A rank keeps receives posted for every chunk in [oldest unfinished,
-// oldest + window), and once the wire has stalled (credit full, no send completing for kStallMs)
-// the oldest unfinished chunk may post its sends, credit or not. The credit can only stay full
+// Deadlock freedom. Chunk identities (gids) of each lane follow an order that is the same on
+// every rank (the coordinator's decisions; unnamed ops' submission order). In each lane a rank
+// keeps receives posted for every chunk in [oldest unfinished, oldest + window), and once the
+// wire has stalled (credit full, no send completing for kStallMs) each lane's oldest unfinished
+// chunk may post its sends, credit or not. The credit can only stay full
 // of sends whose receivers have not reached those chunks yet; the globally oldest unfinished
 // chunk is live with receives posted on every rank that still needs it, so within a stall period
 // it can always move, and by induction every chunk completes. The same argument
@@ -14,7 +15,10 @@
 #include <algorithm>
 #include <chrono>
 
+#include "algo/recursive_doubling.h"
 #include "algo/ring.h"
+#include "algo/tree.h"
+#include "core/agreement.h"
 #include "core/log.h"
 #include "reduce/reduce.h"
 
@@ -28,8 +32,8 @@ constexpr size_t kMinChunksPerOp = 4, kMinChunkBytes = 64 << 10;
 // While a more urgent chunk waits on its peers, less urgent ones may use 1/kFillDivisor of the
 // credit: enough to keep the wire busy, little enough not to delay the urgent chunk's next step.
 constexpr size_t kFillDivisor = 4;
-constexpr unsigned kSpinRounds = 64;   // yields before the first nap while peers are behind
-constexpr unsigned kMaxSleepUs = 256;  // longest nap between polls while ops are in flight
+constexpr unsigned kSpinRounds = 2000;  // yields before the first nap while peers are behind
+constexpr unsigned kMaxSleepUs = 256;   // longest nap between polls while ops are in flight
 
 uint64_t bitsFor(uint64_t values) {
   uint64_t bits = 0;
@@ -58,27 +62,33 @@ std::string describeArgs(const Announce& a) {
 }  // namespace
 
 Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
-               std::shared_ptr<ErrorLog> errorLog)
+               const AlgoSelector& selector, std::shared_ptr<ErrorLog> errorLog)
     : transport_(std::move(transport)),
       config_(config),
+      selector_(selector),
       errorLog_(std::move(errorLog)),
       rank_(transport_->rank()),
       nranks_(transport_->size()),
-      stepBits_(bitsFor(static_cast<uint64_t>(std::max(1, RingChunk::steps(nranks_))))),
+      stepBits_(bitsFor(
+          static_cast<uint64_t>(std::max({1, RingChunk::steps(nranks_), TreeChunk::steps(nranks_),
+                                          RecursiveDoublingChunk::steps(nranks_)})))),
       negotiator_(rank_, nranks_),
-      scratch_(RingChunk::scratchBytes(config.chunkBytes, transport_->size())),
+      scratch_(std::max({RingChunk::scratchBytes(config.chunkBytes, nranks_),
+                         TreeChunk::scratchBytes(config.chunkBytes, nranks_),
+                         RecursiveDoublingChunk::scratchBytes(config.chunkBytes, nranks_)})),
+      agreeScratch_(AgreementChunk::scratchBytes(kCarryMaxBytes)),
       timeline_(config.timelinePath, rank_, nranks_) {
-  // The top tag is the control channel's; data tags stay below it.
+  // The top tag is the control channel's; each lane's data tags get an equal share below it.
   controlTag_ = transport_->tagSpace() - 1;
   uint64_t window = std::max<uint64_t>(1, config_.windowChunks);
-  tagChunks_ = controlTag_ >> stepBits_;
+  tagChunks_ = (controlTag_ >> stepBits_) / kLanes;
   if (tagChunks_ < 2)
     fail(priocclInternalError, "transport tag space too small for ", nranks_, " ranks");
   if (2 * window > tagChunks_) {
     window = tagChunks_ / 2;
     log(LogLevel::kWarn, "window limited to ", window, " chunks by the transport's tag space");
   }
-  slots_.resize(window);
+  for (LaneState& lane : lanes_) lane.slots.resize(window);
   controlPeers_ = negotiator_.controlPeers();
   controlRecv_.resize(controlPeers_.size(), std::vector<unsigned char>(kControlBytes));
   for (size_t i = 0; i < controlPeers_.size(); ++i) {
@@ -86,22 +96,45 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
                            controlRecv_[i].data(), kControlBytes);
     posted_[cookie].step = static_cast<int>(i);
   }
+  gate_->engine = this;
   thread_ = std::thread([this] { run(); });
 }
 
 Engine::~Engine() {
   drainAndStop();
+  // Every op is done; wait for the drivers still on their way out of drive().
+  std::unique_lock<std::mutex> lock(gate_->mutex);
+  gate_->engine = nullptr;
+  gate_->cv.wait(lock, [&] { return gate_->drivers == 0; });
 }
 
-void Engine::submit(std::shared_ptr<OpState> op) {
+void driveUntilDone(OpState& op) {
+  if (!op.gate || op.done.load(std::memory_order_acquire)) return;
+  ProgressGate& gate = *op.gate;
+  Engine* engine;
+  {
+    std::lock_guard<std::mutex> lock(gate.mutex);
+    if (!(engine = gate.engine)) return;
+    ++gate.drivers;
+  }
+  engine->drive(op);
+  {
+    std::lock_guard<std::mutex> lock(gate.mutex);
+    --gate.drivers;
+  }
+  gate.cv.notify_all();
+}
+
+void Engine::submit(std::shared_ptr<OpState> op, bool callerWaits) {
   op->submitted = Clock::now();
+  op->gate = gate_;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_) fail(priocclInvalidUsage, "communicator is being destroyed");
     counters_.opsSubmitted.fetch_add(1, std::memory_order_relaxed);
     if (!failed_) {
       incoming_.push_back(std::move(op));
-      wake_.notify_one();
+      if (!callerWaits && drivers_ == 0) wake_.notify_one();  // a driver takes it itself
       return;
     }
   }
@@ -133,13 +166,23 @@ priocclCounters_t Engine::counters() const {
   return c;
 }
 
-uint64_t Engine::tagOf(uint64_t gid, int step) const {
-  return ((gid % tagChunks_) << stepBits_) | static_cast<uint64_t>(step);
+void Engine::resetCounters() {
+  for (std::atomic<uint64_t>* c :
+       {&counters_.opsSubmitted, &counters_.opsCompleted, &counters_.opsFailed,
+        &counters_.chunksCompleted, &counters_.sendsPosted, &counters_.bytesSent,
+        &counters_.bytesReceived, &counters_.preemptions, &counters_.queueWaitNs})
+    c->store(0, std::memory_order_relaxed);
+}
+
+uint64_t Engine::tagOf(uint8_t lane, uint64_t gid, int step) const {
+  return ((lane * tagChunks_ + gid % tagChunks_) << stepBits_) | static_cast<uint64_t>(step);
 }
 
 // Idle: nothing to do but wait for submissions (the standing control receives do not count).
 bool Engine::idle() const {
-  return live_.empty() && negotiating_.empty() && transport_->pending() == controlPeers_.size();
+  for (const LaneState& lane : lanes_)
+    if (!lane.live.empty()) return false;
+  return negotiating_.empty() && agreed_.empty() && transport_->pending() == controlPeers_.size();
 }
 
 // One round of progress; a transport failure fails the communicator rather than the process.
@@ -160,31 +203,76 @@ bool Engine::step() {
   return true;
 }
 
+bool Engine::progressOnce(bool* idleNow) {
+  bool moved;
+  std::vector<Ended> ended;
+  {
+    std::lock_guard<std::mutex> lock(progress_);
+    moved = step();
+    ended.swap(ended_);
+    *idleNow = idle();
+    if (*idleNow) timeline_.flush();
+  }
+  for (Ended& e : ended) e.op->finish(e.code, e.message);
+  return moved || !ended.empty();
+}
+
+// Polls while ops are in flight: a few yields, then naps growing to kMaxSleepUs, so that
+// oversubscribed ranks get the cores. `quiet` counts rounds without progress.
+template <typename Nap>
+void pauseBriefly(unsigned& quiet, Nap nap) {
+  if (++quiet < kSpinRounds) {
+    std::this_thread::yield();
+    return;
+  }
+  nap(std::chrono::microseconds(std::min(kMaxSleepUs, 1u << std::min(quiet - kSpinRounds, 16u))));
+}
+
 void Engine::run() {
   unsigned quiet = 0;
   for (;;) {
-    bool moved = step();
-    if (moved) {
+    bool idleNow = false;
+    if (progressOnce(&idleNow)) {
       quiet = 0;
       continue;
     }
     std::unique_lock<std::mutex> lock(mutex_);
     if (!incoming_.empty()) continue;
-    if (idle() || failed_) {
-      timeline_.flush();
+    if (idleNow || failed_) {
       if (stopping_) return;
       wake_.wait(lock, [&] { return !incoming_.empty() || stopping_; });
       continue;
     }
-    // Peers are behind: poll with a growing nap so oversubscribed ranks get the cores.
-    if (++quiet < kSpinRounds) {
-      lock.unlock();
-      std::this_thread::yield();
+    if (drivers_ > 0) {  // a waiter drives progress: stay off the cores until it leaves
+      wake_.wait(lock, [&] { return drivers_ == 0 || stopping_; });
+      quiet = 0;
       continue;
     }
-    unsigned us = std::min(kMaxSleepUs, 1u << std::min(quiet - kSpinRounds, 16u));
-    wake_.wait_for(lock, std::chrono::microseconds(us));
+    pauseBriefly(quiet, [&](std::chrono::microseconds us) { wake_.wait_for(lock, us); });
   }
+}
+
+void Engine::drive(OpState& op) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++drivers_;
+  }
+  unsigned quiet = 0;
+  bool idleNow = false;
+  while (!op.done.load(std::memory_order_acquire)) {
+    if (progressOnce(&idleNow)) {
+      quiet = 0;
+      continue;
+    }
+    std::unique_lock<std::mutex> lock(op.mutex);
+    pauseBriefly(quiet, [&](std::chrono::microseconds us) {
+      op.cv.wait_for(lock, us, [&] { return op.done.load(std::memory_order_acquire); });
+    });
+  }
+  // The progress thread takes over whatever is still in flight. Only new submissions make an
+  // idle engine busy again, and they wake the progress thread themselves once no driver is left.
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (--drivers_ == 0 && (!idleNow || !incoming_.empty())) wake_.notify_one();
 }
 
 bool Engine::takeSubmissions() {
@@ -195,16 +283,23 @@ bool Engine::takeSubmissions() {
     fresh.swap(incoming_);
   }
   for (auto& op : fresh) {
+    Announce a;
+    a.key = keyHash(*op);
+    a.count = op->count;
+    a.dtype = enumBits(op->dtype);
+    a.op = enumBits(op->op);
+    if (!op->named) {  // agreed among the ranks themselves, in submission order
+      a.occurrence = unnamedOps_++;
+      op->globalSeq = a.occurrence;
+      addLive(kAgreeLane, std::move(op), priocclAlgoRecursiveDoubling);
+      lanes_[kAgreeLane].live.back().announce = a;
+      continue;
+    }
     if (op->count == 0) {  // nothing to move or to match
       finishOp(*op, priocclSuccess, "");
       continue;
     }
-    Announce a;
-    a.key = keyHash(*op);
     a.occurrence = occurrences_[a.key]++;
-    a.count = op->count;
-    a.dtype = enumBits(op->dtype);
-    a.op = enumBits(op->op);
     negotiating_.emplace(Identity{a.key, a.occurrence}, std::move(op));
     negotiator_.submit(a);
   }
@@ -251,52 +346,96 @@ void Engine::applyDecision(const Decision& d) {
                describeArgs(d.a), ", but rank ", d.rankB, " had ", describeArgs(d.b)));
     return;
   }
-  LiveOp live;
-  live.chunkCount = chunkElements(*op);
-  live.chunks = (op->count + live.chunkCount - 1) / live.chunkCount;
-  op->chunksLeft = live.chunks;
-  live.op = std::move(op);
-  live_.push_back(std::move(live));
+  priocclAlgorithm_t algo = algorithmFor(*op);
+  addLive(kNamedLane, std::move(op), algo);
 }
 
-// Elements per chunk of `op`. An op of a few chunks is cut finer (down to kMinChunkBytes) so
-// that several chunks pipeline the ring even then. Depends only on arguments every rank agrees
-// on, so every rank cuts the op alike.
-size_t Engine::chunkElements(const OpState& op) const {
+void Engine::addLive(Lane lane, std::shared_ptr<OpState> op, priocclAlgorithm_t algo) {
+  LiveOp live;
+  live.algo = algo;
+  if (lane == kAgreeLane) {
+    live.chunks = 1;
+  } else {
+    live.chunkCount = chunkElements(*op, algo);
+    live.chunks = (op->count + live.chunkCount - 1) / live.chunkCount;
+    op->chunksLeft = live.chunks;
+  }
+  live.op = std::move(op);
+  lanes_[lane].live.push_back(std::move(live));
+}
+
+// The op's own algorithm if it forces one, else the communicator's choice for its size. Depends
+// only on arguments every rank agrees on (and a table every rank holds alike).
+priocclAlgorithm_t Engine::algorithmFor(const OpState& op) const {
+  if (op.algorithm != priocclAlgoAuto) return op.algorithm;
+  return selector_.choose(op.count * reduce::dtypeSize(op.dtype));
+}
+
+// Elements per chunk of `op`. A ring or tree op of a few chunks is cut finer (down to
+// kMinChunkBytes) so that several chunks pipeline even then; recursive doubling moves whole
+// chunks every round, so it gains nothing from cutting. Depends only on arguments every rank
+// agrees on, so every rank cuts the op alike.
+size_t Engine::chunkElements(const OpState& op, priocclAlgorithm_t algo) const {
   size_t elem = reduce::dtypeSize(op.dtype);
   size_t bytes = op.count * elem;
-  size_t chunk = std::min(config_.chunkBytes, std::max(kMinChunkBytes, bytes / kMinChunksPerOp));
+  size_t chunk =
+      algo == priocclAlgoRecursiveDoubling
+          ? config_.chunkBytes
+          : std::min(config_.chunkBytes, std::max(kMinChunkBytes, bytes / kMinChunksPerOp));
   return std::max<size_t>(1, chunk / elem);
 }
 
 bool Engine::activate() {
   bool any = false;
-  while (activating_ < live_.size() && nextGid_ < oldestGid_ + slots_.size()) {
-    LiveOp& live = live_[activating_];
-    OpState& op = *live.op;
-    size_t elem = reduce::dtypeSize(op.dtype);
-    size_t perChunk = live.chunkCount;
-    size_t first = live.nextChunk * perChunk;
-    ChunkSpec spec;
-    spec.send = static_cast<const unsigned char*>(op.send) + first * elem;
-    spec.recv = static_cast<unsigned char*>(op.recv) + first * elem;
-    spec.count = std::min(perChunk, op.count - first);
-    spec.dtype = op.dtype;
-    spec.op = op.op;
-    spec.rank = rank_;
-    spec.nranks = nranks_;
-    Slot& slot = slotOf(nextGid_);
-    slot.algo = std::make_unique<RingChunk>(spec, scratch_);
-    slot.op = &op;
-    slot.gid = nextGid_++;
-    slot.chunkIndex = live.nextChunk++;
-    slot.queued = false;
-    ++activePriorities_[schedulingPriority(op)];
-    if (live.nextChunk == live.chunks) ++activating_;
-    pump(slot);
-    any = true;
+  for (uint8_t l = 0; l < kLanes; ++l) {
+    LaneState& lane = lanes_[l];
+    while (lane.activating < lane.live.size() &&
+           lane.nextGid < lane.oldestGid + lane.slots.size()) {
+      LiveOp& live = lane.live[lane.activating];
+      OpState& op = *live.op;
+      size_t elem = reduce::dtypeSize(op.dtype);
+      size_t first = live.nextChunk * live.chunkCount;
+      ChunkSpec spec;
+      spec.send = static_cast<const unsigned char*>(op.send) + first * elem;
+      spec.recv = static_cast<unsigned char*>(op.recv) + first * elem;
+      spec.count = l == kAgreeLane ? op.count : std::min(live.chunkCount, op.count - first);
+      spec.dtype = op.dtype;
+      spec.op = op.op;
+      spec.rank = rank_;
+      spec.nranks = nranks_;
+      Slot& slot = slotOf(l, lane.nextGid);
+      slot.algo = makeChunk(live, spec, static_cast<Lane>(l));
+      slot.live = &live;
+      slot.lane = l;
+      slot.gid = lane.nextGid++;
+      slot.chunkIndex = live.nextChunk++;
+      slot.queued = false;
+      ++activePriorities_[schedulingPriority(op)];
+      if (live.nextChunk == live.chunks) ++lane.activating;
+      pump(slot);
+      any = true;
+    }
   }
   return any;
+}
+
+std::unique_ptr<ChunkAlgo> Engine::makeChunk(LiveOp& live, const ChunkSpec& spec, Lane lane) {
+  if (lane == kAgreeLane) {
+    // Small ops whose algorithm is recursive doubling are reduced by the agreement itself.
+    const OpState& op = *live.op;
+    size_t bytes = op.count * reduce::dtypeSize(op.dtype);
+    bool carry = bytes <= kCarryMaxBytes && algorithmFor(op) == priocclAlgoRecursiveDoubling;
+    return std::make_unique<AgreementChunk>(spec, agreeScratch_, live.announce, carry,
+                                            kCarryMaxBytes);
+  }
+  switch (live.algo) {
+    case priocclAlgoTree:
+      return std::make_unique<TreeChunk>(spec, scratch_);
+    case priocclAlgoRecursiveDoubling:
+      return std::make_unique<RecursiveDoublingChunk>(spec, scratch_);
+    default:
+      return std::make_unique<RingChunk>(spec, scratch_);
+  }
 }
 
 // Posts what a chunk can post without the scheduler (receives), queues its ready send, and
@@ -309,7 +448,7 @@ void Engine::pump(Slot& slot) {
     return;
   }
   if (algo.sendReady() && !slot.queued) {
-    ready_.push({schedulingPriority(*slot.op), slot.gid});
+    ready_.push({schedulingPriority(*slot.live->op), slot.gid, slot.lane});
     slot.queued = true;
   }
 }
@@ -324,7 +463,8 @@ uint64_t Engine::post(Kind kind, int peer, uint64_t tag, void* buf, size_t bytes
     freePosted_.pop_back();
   }
   // The start time only feeds the timeline: no clock read per transfer otherwise.
-  posted_[cookie] = {kind, 0, 0, bytes, timeline_.enabled() ? Clock::now() : Clock::time_point()};
+  posted_[cookie] = {kind, 0, true,  peer,
+                     0,    0, bytes, timeline_.enabled() ? Clock::now() : Clock::time_point()};
   if (kind == Kind::kDataRecv || kind == Kind::kControlRecv)
     transport_->postRecv(peer, tag, buf, bytes, cookie);
   else
@@ -334,19 +474,21 @@ uint64_t Engine::post(Kind kind, int peer, uint64_t tag, void* buf, size_t bytes
 
 void Engine::postData(Slot& slot, const Transfer& t, bool isRecv) {
   uint64_t cookie = post(isRecv ? Kind::kDataRecv : Kind::kDataSend, t.peer,
-                         tagOf(slot.gid, t.step), t.buf, t.bytes);
-  posted_[cookie].gid = slot.gid;
-  posted_[cookie].step = t.step;
+                         tagOf(slot.lane, slot.gid, t.step), t.buf, t.bytes);
+  Posted& p = posted_[cookie];
+  p.lane = slot.lane;
+  p.exact = t.exact;
+  p.gid = slot.gid;
+  p.step = t.step;
   if (isRecv) return;
   inflightBytes_ += t.bytes;
   counters_.sendsPosted.fetch_add(1, std::memory_order_relaxed);
   // A preemption: the wire moves to a more urgent chunk while the one it served still has work.
-  int priority = schedulingPriority(*slot.op);
-  if (lastSentGid_ != slot.gid && lastSentGid_ != UINT64_MAX && priority < lastSentPriority_) {
-    Slot& last = slotOf(lastSentGid_);
-    if (last.algo && last.gid == lastSentGid_)
-      counters_.preemptions.fetch_add(1, std::memory_order_relaxed);
-  }
+  int priority = schedulingPriority(*slot.live->op);
+  if (lastSent_ && lastSent_ != &slot && priority < lastSentPriority_ &&
+      isLive(*lastSent_, lastSent_->lane, lastSentGid_))
+    counters_.preemptions.fetch_add(1, std::memory_order_relaxed);
+  lastSent_ = &slot;
   lastSentGid_ = slot.gid;
   lastSentPriority_ = priority;
 }
@@ -375,16 +517,21 @@ void Engine::onCompletion(const Completion& c) {
   }
   if (p.kind == Kind::kControlRecv) {
     size_t i = static_cast<size_t>(p.step);
-    negotiator_.onMessage(controlPeers_[i], controlRecv_[i].data(), kControlBytes);
+    negotiator_.onMessage(controlPeers_[i], controlRecv_[i].data(), c.bytes);
     uint64_t cookie = post(Kind::kControlRecv, controlPeers_[i], controlTag_,
                            controlRecv_[i].data(), kControlBytes);
     posted_[cookie].step = p.step;
     return;
   }
-  Slot& slot = slotOf(p.gid);
-  if (!slot.algo || slot.gid != p.gid)
+  Slot& slot = slotOf(p.lane, p.gid);
+  if (!isLive(slot, p.lane, p.gid))
     fail(priocclInternalError, "completion for chunk ", p.gid, " that is not live");
   bool isRecv = p.kind == Kind::kDataRecv;
+  if (isRecv && !p.exact) slot.algo->recvLength(p.step, c.bytes);
+  if (isRecv && p.exact && c.bytes != p.bytes)
+    fail(priocclRemoteError, "rank ", p.peer, " sent ", c.bytes, " bytes where ", p.bytes,
+         " were expected: ranks disagree on the count or datatype of an op, or submitted "
+         "different ops");
   Clock::time_point done = Clock::now();
   if (isRecv) {
     counters_.bytesReceived.fetch_add(p.bytes, std::memory_order_relaxed);
@@ -396,10 +543,11 @@ void Engine::onCompletion(const Completion& c) {
     slot.algo->sendDone(p.step);
   }
   if (timeline_.enabled()) {
-    std::string args = concat("\"priority\":", slot.op->priority, ",\"chunk\":", slot.chunkIndex,
+    const OpState& op = *slot.live->op;
+    std::string args = concat("\"priority\":", op.priority, ",\"chunk\":", slot.chunkIndex,
                               ",\"step\":", p.step, ",\"bytes\":", p.bytes);
-    timeline_.span(isRecv ? "RECV" : "SEND", slot.op->globalSeq, p.start, done, args);
-    if (isRecv) timeline_.span("REDUCE", slot.op->globalSeq, done, Clock::now(), args);
+    timeline_.span(isRecv ? "RECV" : "SEND", op.globalSeq, p.start, done, args);
+    if (isRecv) timeline_.span("REDUCE", op.globalSeq, done, Clock::now(), args);
   }
   pump(slot);
 }
@@ -407,14 +555,16 @@ void Engine::onCompletion(const Completion& c) {
 // The scheduler: most urgent ready send first, while fewer than creditBytes are in flight.
 bool Engine::postSends() {
   bool any = false;
-  // The oldest live chunk ignores the credit when the wire has stalled: see the deadlock argument
-  // at the top of this file. Only then: a less urgent oldest chunk that always bypassed the
-  // credit would keep the queue below the scheduler full ahead of urgent chunks.
+  // Each lane's oldest live chunk ignores the credit when the wire has stalled: see the deadlock
+  // argument at the top of this file. Only then: a less urgent oldest chunk that always bypassed
+  // the credit would keep the queue below the scheduler full ahead of urgent chunks.
   bool stalled = inflightBytes_ >= config_.creditBytes &&
                  Clock::now() - lastSendDone_ > std::chrono::milliseconds(kStallMs);
-  if (stalled && oldestGid_ < nextGid_) {
-    Slot& oldest = slotOf(oldestGid_);
-    while (oldest.algo && oldest.gid == oldestGid_ && oldest.algo->sendReady()) {
+  for (uint8_t l = 0; stalled && l < kLanes; ++l) {
+    LaneState& lane = lanes_[l];
+    if (lane.oldestGid == lane.nextGid) continue;
+    Slot& oldest = slotOf(l, lane.oldestGid);
+    while (isLive(oldest, l, lane.oldestGid) && oldest.algo->sendReady()) {
       postData(oldest, oldest.algo->takeSend(), false);
       any = true;
       pump(oldest);
@@ -422,8 +572,8 @@ bool Engine::postSends() {
   }
   while (!ready_.empty()) {
     const ReadyEntry e = ready_.top();
-    Slot& slot = slotOf(e.gid);
-    bool current = slot.algo && slot.gid == e.gid;
+    Slot& slot = slotOf(e.lane, e.gid);
+    bool current = isLive(slot, e.lane, e.gid);
     if (!current || !slot.algo->sendReady()) {  // stale entry: posted through the oldest path
       ready_.pop();
       if (current) slot.queued = false;
@@ -446,27 +596,63 @@ bool Engine::postSends() {
 }
 
 void Engine::finishChunk(Slot& slot) {
-  OpState* op = slot.op;
-  auto active = activePriorities_.find(schedulingPriority(*op));
+  LiveOp& live = *slot.live;
+  OpState& op = *live.op;
+  auto active = activePriorities_.find(schedulingPriority(op));
   if (--active->second == 0) activePriorities_.erase(active);
+  if (slot.lane == kAgreeLane) concludeAgreement(slot);
   slot.algo.reset();
-  slot.op = nullptr;
+  slot.live = nullptr;
   slot.queued = false;  // any entry left in ready_ is now stale
-  while (oldestGid_ < nextGid_ && !slotOf(oldestGid_).algo) ++oldestGid_;
+  LaneState& lane = lanes_[slot.lane];
+  while (lane.oldestGid < lane.nextGid && !slotOf(slot.lane, lane.oldestGid).algo) ++lane.oldestGid;
   counters_.chunksCompleted.fetch_add(1, std::memory_order_relaxed);
-  if (--op->chunksLeft == 0) finishOp(*op, priocclSuccess, "");
+  ++live.chunksDone;
+  if (slot.lane != kAgreeLane && --op.chunksLeft == 0) finishOp(op, priocclSuccess, "");
+}
+
+// Every rank reaches the same verdict. Ops it leaves with data to move join the unnamed data lane
+// in submission order, whatever order their agreements finished in.
+void Engine::concludeAgreement(Slot& slot) {
+  auto& agreement = static_cast<AgreementChunk&>(*slot.algo);
+  std::shared_ptr<OpState> op = slot.live->op;
+  std::shared_ptr<OpState> moves;
+  if (!agreement.agreed()) {
+    AgreementHeader h = agreement.verdict();
+    std::string other = h.rankB >= 0 ? concat("rank ", h.rankB, " had ", describeArgs(h.b))
+                                     : std::string("a malformed agreement message arrived");
+    finishOp(*op, priocclInvalidUsage,
+             concat("Mismatched allreduce ", describeOp(*op, op->globalSeq), ": rank ", h.rankA,
+                    " had ", describeArgs(h.a), ", but ", other));
+  } else if (agreement.dataDone() || op->count == 0) {
+    finishOp(*op, priocclSuccess, "");
+  } else {
+    moves = op;
+  }
+  agreed_.emplace(op->globalSeq, std::move(moves));
+  for (auto it = agreed_.begin(); it != agreed_.end() && it->first == nextUnnamedData_;
+       it = agreed_.erase(it), ++nextUnnamedData_) {
+    if (it->second) {
+      priocclAlgorithm_t algo = algorithmFor(*it->second);
+      addLive(kUnnamedLane, std::move(it->second), algo);
+    }
+  }
 }
 
 void Engine::finishOp(OpState& op, priocclResult_t code, const std::string& message) {
   (code == priocclSuccess ? counters_.opsCompleted : counters_.opsFailed)
       .fetch_add(1, std::memory_order_relaxed);
-  op.finish(code, message);
+  op.ended = true;
+  ended_.push_back({op.shared_from_this(), code, message});
 }
 
 void Engine::retireOps() {
-  while (!live_.empty() && activating_ > 0 && live_.front().op->done.load()) {
-    live_.pop_front();
-    --activating_;
+  for (LaneState& lane : lanes_) {
+    while (!lane.live.empty() && lane.activating > 0 &&
+           lane.live.front().chunksDone == lane.live.front().chunks) {
+      lane.live.pop_front();
+      --lane.activating;
+    }
   }
 }
 
@@ -483,24 +669,31 @@ void Engine::failAll(priocclResult_t code, const std::string& message) {
     doomed.swap(incoming_);
   }
   transport_->cancelAll();
-  for (Slot& slot : slots_) {
-    slot.algo.reset();
-    slot.op = nullptr;
-  }
+  for (LaneState& lane : lanes_)
+    for (Slot& slot : lane.slots) {
+      slot.algo.reset();
+      slot.live = nullptr;
+    }
   ready_ = {};
   activePriorities_.clear();
   posted_.clear();
   freePosted_.clear();
   controlSends_.clear();
   inflightBytes_ = 0;
-  for (LiveOp& live : live_) doomed.push_back(std::move(live.op));
+  for (LaneState& lane : lanes_) {
+    for (LiveOp& live : lane.live) doomed.push_back(std::move(live.op));
+    lane.live.clear();
+    lane.activating = 0;
+    lane.oldestGid = lane.nextGid;
+  }
   for (auto& entry : negotiating_) doomed.push_back(std::move(entry.second));
-  live_.clear();
+  for (auto& entry : agreed_)
+    if (entry.second) doomed.push_back(std::move(entry.second));
   negotiating_.clear();
-  activating_ = 0;
-  oldestGid_ = nextGid_;
+  agreed_.clear();
+  lastSent_ = nullptr;
   for (auto& op : doomed)
-    if (!op->done.load()) finishOp(*op, code, full);
+    if (op && !op->ended) finishOp(*op, code, full);
 }
 
 }  // namespace prioccl::detail

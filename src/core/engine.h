@@ -1,12 +1,19 @@
 // The engine: one progress thread per communicator owns the transport and every chunk.
 //
-// User threads only enqueue ops (submit) and wait on their OpState. The progress thread
+// User threads enqueue ops (submit) and wait on their OpState. The progress thread
 // negotiates each op's identity with the other ranks (negotiator.h), cuts matched ops into
 // chunks, activates them inside a window of chunk identities, and at every step boundary (a
 // completion or a new op) posts the ready send of the most urgent chunk while the credit window
 // allows. See ARCHITECTURE.md, "The scheduler".
+//
+// A thread blocked in wait() takes over the progress loop for as long as it waits (one thread at
+// a time, under progress_), and the progress thread steps aside meanwhile. A blocking all-reduce
+// then costs no thread hand-offs: on an oversubscribed host each wake-up of another thread costs
+// more than a small op's whole exchange. Transport calls stay serialised; ops are finished (their
+// callbacks run) outside the lock.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -19,6 +26,7 @@
 #include <vector>
 
 #include "algo/chunk_algo.h"
+#include "algo/select.h"
 #include "core/negotiator.h"
 #include "core/op.h"
 #include "core/scratch_pool.h"
@@ -27,49 +35,102 @@
 
 namespace prioccl::detail {
 
+class Engine;
+
+// Outlives the engine, so that a late waiter learns safely that there is no engine to drive.
+struct ProgressGate {
+  std::mutex mutex;
+  std::condition_variable cv;
+  Engine* engine = nullptr;  // null once the engine has stopped
+  int drivers = 0;           // threads inside Engine::drive
+};
+
+// Drives the op's engine until the op is done (no-op when the engine is gone).
+void driveUntilDone(OpState& op);
+
 class Engine {
  public:
-  Engine(std::unique_ptr<Transport> transport, const Config& config,
+  // Unnamed ops up to this size ride in their agreement messages when recursive doubling is
+  // their algorithm (see agreement.h).
+  static constexpr size_t kCarryMaxBytes = 64 << 10;
+
+  Engine(std::unique_ptr<Transport> transport, const Config& config, const AlgoSelector& selector,
          std::shared_ptr<ErrorLog> errorLog);
   ~Engine();  // drains, then stops the progress thread
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Thread-safe. The engine owns the op from here on.
-  void submit(std::shared_ptr<OpState> op);
+  // Thread-safe. The engine owns the op from here on. `callerWaits`: the caller is about to
+  // drive progress in wait(), so the progress thread need not be woken.
+  void submit(std::shared_ptr<OpState> op, bool callerWaits = false);
+  // Runs the progress loop on the calling thread until `op` is done. Through driveUntilDone only.
+  void drive(OpState& op);
+  const std::shared_ptr<ProgressGate>& gate() const { return gate_; }
   // Finishes every submitted op, then joins the progress thread. Idempotent.
   void drainAndStop();
   priocclCounters_t counters() const;
+  void resetCounters();  // after the communicator's own ops at creation
+  // The lane and chunk identity a data tag belongs to (for tests that watch the wire).
+  uint64_t chunkOfTag(uint64_t tag, int* lane) const {
+    *lane = static_cast<int>((tag >> stepBits_) / tagChunks_);
+    return (tag >> stepBits_) % tagChunks_;
+  }
+  // Replaces the cost model. Only before any op that leaves the algorithm to the model.
+  void setSelector(const AlgoSelector& selector) {
+    std::lock_guard<std::mutex> lock(progress_);
+    selector_ = selector;
+  }
 
  private:
   using Clock = std::chrono::steady_clock;
-  // A chunk with posted or postable transfers. Lives in slots_[gid % window].
+  // Chunk identity spaces, each with its own window and tag range. Named ops get their order from
+  // the coordinator; unnamed ops from submission order: first their agreement (one chunk each,
+  // which also reduces small ops), then, in the same order, the data chunks of those that need
+  // them. The orders differ between the spaces, so they cannot share identities.
+  enum Lane : uint8_t { kNamedLane = 0, kAgreeLane = 1, kUnnamedLane = 2, kLanes = 3 };
+  struct LiveOp {
+    std::shared_ptr<OpState> op;
+    priocclAlgorithm_t algo = priocclAlgoRing;
+    uint64_t chunks = 0;
+    size_t chunkCount = 0;   // elements per chunk (the last may have fewer)
+    uint64_t nextChunk = 0;  // next chunk to activate
+    uint64_t chunksDone = 0;
+    Announce announce{};  // agreement lane: this rank's arguments
+  };
+  // A chunk with posted or postable transfers. Lives in lane.slots[gid % window].
   struct Slot {
     std::unique_ptr<ChunkAlgo> algo;
-    OpState* op = nullptr;  // kept alive by the op's entry in live_
+    LiveOp* live = nullptr;  // deque elements stay put while the deque grows at the back
+    uint8_t lane = 0;
     uint64_t gid = 0;
     uint64_t chunkIndex = 0;
     bool queued = false;  // has an entry in ready_
   };
-  // Scheduling key of a chunk with a send ready: priority, then global op order and chunk
-  // (gids follow both), so ties go in submission order and every rank agrees on them.
+  struct LaneState {
+    std::deque<LiveOp> live;  // in the lane's global order
+    size_t activating = 0;    // index in live of the first op with chunks left to activate
+    uint64_t nextGid = 0;     // identity of the next chunk to activate
+    uint64_t oldestGid = 0;   // every chunk below this has finished on this rank
+    std::vector<Slot> slots;
+  };
+  // Scheduling key of a chunk with a send ready: priority, then the lane's op order and chunk
+  // (gids follow both), so ties go in submission order.
   struct ReadyEntry {
     int priority;
     uint64_t gid;
+    uint8_t lane;
     bool operator>(const ReadyEntry& o) const {
-      return priority != o.priority ? priority > o.priority : gid > o.gid;
+      if (priority != o.priority) return priority > o.priority;
+      return gid != o.gid ? gid > o.gid : lane > o.lane;
     }
-  };
-  struct LiveOp {
-    std::shared_ptr<OpState> op;
-    uint64_t chunks = 0;
-    size_t chunkCount = 0;   // elements per chunk (the last may have fewer)
-    uint64_t nextChunk = 0;  // next chunk to activate
   };
   // A transfer handed to the transport; its index is the transport cookie.
   enum class Kind : uint8_t { kDataSend, kDataRecv, kControlSend, kControlRecv };
   struct Posted {
     Kind kind;
+    uint8_t lane;
+    bool exact;
+    int peer;
     int step;      // data: the chunk's step; control receive: index into controlRecv_
     uint64_t gid;  // data: the chunk
     size_t bytes;
@@ -78,11 +139,15 @@ class Engine {
   using Identity = std::pair<uint64_t, uint64_t>;  // (key hash, occurrence)
 
   void run();
+  // One locked round of progress, then finishes the ops it ended. `idle`: nothing in flight.
+  bool progressOnce(bool* idle);
   bool step();
   bool takeSubmissions();
   bool exchangeControl();
   void applyDecision(const Decision& d);
+  void addLive(Lane lane, std::shared_ptr<OpState> op, priocclAlgorithm_t algo);
   bool activate();
+  std::unique_ptr<ChunkAlgo> makeChunk(LiveOp& live, const ChunkSpec& spec, Lane lane);
   bool pollTransport();
   bool postSends();
   void pump(Slot& slot);
@@ -90,28 +155,43 @@ class Engine {
   void postData(Slot& slot, const Transfer& t, bool isRecv);
   void onCompletion(const Completion& c);
   void finishChunk(Slot& slot);
+  void concludeAgreement(Slot& slot);
+  // Counts the op as ended; finish() runs after the progress lock is released.
   void finishOp(OpState& op, priocclResult_t code, const std::string& message);
   void retireOps();
   void failAll(priocclResult_t code, const std::string& message);
   bool idle() const;
-  size_t chunkElements(const OpState& op) const;
+  priocclAlgorithm_t algorithmFor(const OpState& op) const;
+  size_t chunkElements(const OpState& op, priocclAlgorithm_t algo) const;
   // FIFO mode schedules every op alike; ties then go by global op order.
   int schedulingPriority(const OpState& op) const {
     return config_.schedule == priocclScheduleFifo ? 0 : op.priority;
   }
-  uint64_t tagOf(uint64_t gid, int step) const;
-  Slot& slotOf(uint64_t gid) { return slots_[gid % slots_.size()]; }
+  uint64_t tagOf(uint8_t lane, uint64_t gid, int step) const;
+  Slot& slotOf(uint8_t lane, uint64_t gid) {
+    std::vector<Slot>& slots = lanes_[lane].slots;
+    return slots[gid % slots.size()];
+  }
+  bool isLive(const Slot& slot, uint8_t lane, uint64_t gid) const {
+    return slot.algo && slot.lane == lane && slot.gid == gid;
+  }
 
   std::unique_ptr<Transport> transport_;
   const Config config_;
+  AlgoSelector selector_;  // set before the first op that does not force its algorithm
   std::shared_ptr<ErrorLog> errorLog_;
   const int rank_, nranks_;
   const uint64_t stepBits_;
   uint64_t tagChunks_ = 0;   // live chunk identities stay unique modulo this
   uint64_t controlTag_ = 0;  // above every data tag
 
+  std::shared_ptr<ProgressGate> gate_ = std::make_shared<ProgressGate>();
+  // Held for every round of progress; guards all "progress thread only" state below.
+  std::mutex progress_;
+
   // Shared with user threads.
   std::mutex mutex_;
+  int drivers_ = 0;  // waiters driving progress now; the progress thread sleeps meanwhile
   std::condition_variable wake_;
   std::vector<std::shared_ptr<OpState>> incoming_;
   bool stopping_ = false;
@@ -119,28 +199,37 @@ class Engine {
   priocclResult_t failCode_ = priocclSuccess;
   std::string failMessage_;
 
-  // Progress thread only.
+  // Progress state: only under progress_.
+  struct Ended {
+    std::shared_ptr<OpState> op;
+    priocclResult_t code;
+    std::string message;
+  };
+  std::vector<Ended> ended_;  // to finish once the lock is released
   Negotiator negotiator_;
   std::map<uint64_t, uint64_t> occurrences_;  // per key hash: ops submitted so far
   std::map<Identity, std::shared_ptr<OpState>> negotiating_;
   std::vector<std::vector<unsigned char>> controlRecv_;  // one standing receive per control peer
   std::vector<int> controlPeers_;
   std::map<uint64_t, std::vector<unsigned char>> controlSends_;  // by cookie, until sent
-  std::deque<LiveOp> live_;                                      // global op order
-  size_t activating_ = 0;    // index in live_ of the first op with chunks left to activate
-  uint64_t decidedOps_ = 0;  // global sequence of the next decided op
-  uint64_t nextGid_ = 0;     // identity of the next chunk to activate
-  uint64_t oldestGid_ = 0;   // every chunk below this has finished on this rank
-  std::vector<Slot> slots_;
+  uint64_t decidedOps_ = 0;                                      // named ops decided so far
+  uint64_t unnamedOps_ = 0;                                      // unnamed ops submitted so far
+  // Unnamed ops whose agreement ended, by sequence, until their turn in the unnamed data lane
+  // (null: nothing left to move).
+  std::map<uint64_t, std::shared_ptr<OpState>> agreed_;
+  uint64_t nextUnnamedData_ = 0;
+  std::array<LaneState, kLanes> lanes_;
   std::priority_queue<ReadyEntry, std::vector<ReadyEntry>, std::greater<ReadyEntry>> ready_;
   size_t inflightBytes_ = 0;
   Clock::time_point lastSendDone_ = Clock::now();
   std::map<int, uint64_t> activePriorities_;  // scheduling priority -> active chunks with it
-  uint64_t lastSentGid_ = UINT64_MAX;         // chunk of the last send posted, to count preemptions
+  const Slot* lastSent_ = nullptr;            // chunk of the last send posted, to count preemptions
+  uint64_t lastSentGid_ = 0;
   int lastSentPriority_ = 0;
   std::vector<Posted> posted_;
   std::vector<uint64_t> freePosted_;
-  ScratchPool scratch_;
+  ScratchPool scratch_;       // data chunks
+  ScratchPool agreeScratch_;  // agreement messages
   std::vector<Completion> completions_;
   Timeline timeline_;
 

@@ -38,7 +38,9 @@ class ErrorLog {
   uint64_t serial_ = 0;
 };
 
-struct OpState {
+struct ProgressGate;
+
+struct OpState : std::enable_shared_from_this<OpState> {
   const void* send = nullptr;
   void* recv = nullptr;
   size_t count = 0;
@@ -46,13 +48,16 @@ struct OpState {
   priocclRedOp_t op = priocclSum;
   int priority = 0;
   bool named = false;
+  priocclAlgorithm_t algorithm = priocclAlgoAuto;  // auto: the communicator's choice by size
   std::string key;  // named ops: matched across ranks by (key, occurrence)
   std::shared_ptr<ErrorLog> errorLog;
+  std::shared_ptr<ProgressGate> gate;  // lets a thread blocked in wait() drive the engine
 
   // Progress thread only.
   std::chrono::steady_clock::time_point submitted;
   uint64_t globalSeq = 0;  // order of the coordinator's decision: the same on every rank
   uint64_t chunksLeft = 0;
+  bool ended = false;  // the engine is done with it; finish() may still be pending
 
   // Completion: written once by finish(), then read by anyone.
   std::atomic<bool> done{false};

@@ -1,4 +1,5 @@
-// Control message encoding: header {magic, version, kind, entries, reserved}, then entries.
+// Control message encoding: header {magic, version, kind, entries, reserved}, then entries; a
+// message is exactly as long as its entries (small messages stay on MPI's eager path).
 #include "core/wire.h"
 
 #include <cstring>
@@ -19,7 +20,7 @@ static_assert(sizeof(Header) == 16, "header layout");
 
 template <typename T>
 std::vector<unsigned char> encode(ControlKind kind, const T* entries, size_t n) {
-  std::vector<unsigned char> buf(kControlBytes, 0);
+  std::vector<unsigned char> buf(sizeof(Header) + n * sizeof(T), 0);
   Header h{kControlMagic, kControlVersion, static_cast<uint16_t>(kind), static_cast<uint32_t>(n),
            0};
   std::memcpy(buf.data(), &h, sizeof h);
@@ -41,8 +42,9 @@ bool decodeControl(const unsigned char* buf, size_t bytes, ControlKind* kind,
                    std::vector<Announce>* announces, std::vector<Decision>* decisions,
                    std::string* error) {
   Header h;
-  if (bytes != kControlBytes) {
-    *error = concat("control message of ", bytes, " bytes, expected ", kControlBytes);
+  if (bytes < sizeof h || bytes > kControlBytes) {
+    *error =
+        concat("control message of ", bytes, " bytes, expected ", sizeof h, " to ", kControlBytes);
     return false;
   }
   std::memcpy(&h, buf, sizeof h);
@@ -51,16 +53,16 @@ bool decodeControl(const unsigned char* buf, size_t bytes, ControlKind* kind,
                     " (a different prioccl version or a foreign message)");
     return false;
   }
-  size_t room = kControlBytes - sizeof h;
+  size_t room = bytes - sizeof h;
   if (h.kind == static_cast<uint16_t>(ControlKind::kAnnounce) &&
-      h.entries <= room / sizeof(Announce)) {
+      h.entries == room / sizeof(Announce) && room % sizeof(Announce) == 0) {
     *kind = ControlKind::kAnnounce;
     announces->resize(h.entries);
     std::memcpy(announces->data(), buf + sizeof h, h.entries * sizeof(Announce));
     return true;
   }
   if (h.kind == static_cast<uint16_t>(ControlKind::kDecision) &&
-      h.entries <= room / sizeof(Decision)) {
+      h.entries == room / sizeof(Decision) && room % sizeof(Decision) == 0) {
     *kind = ControlKind::kDecision;
     decisions->resize(h.entries);
     std::memcpy(decisions->data(), buf + sizeof h, h.entries * sizeof(Decision));

@@ -1,4 +1,4 @@
-// Control messages between engines: fixed-size buffers with a validated header. Everything read
+// Control messages between engines: at most kControlBytes, with a validated header. Everything read
 // off the wire is checked (magic, version, kind, entry count) before use.
 #pragma once
 
@@ -11,7 +11,7 @@ namespace prioccl::detail {
 
 constexpr size_t kControlBytes = 4096;
 constexpr uint32_t kControlMagic = 0x50434331;  // "PCC1"
-constexpr uint16_t kControlVersion = 1;
+constexpr uint16_t kControlVersion = 2;
 
 enum class ControlKind : uint16_t { kAnnounce = 1, kDecision = 2 };
 

@@ -308,7 +308,8 @@ void finishAndCheck(Communicator& comm, std::vector<std::unique_ptr<Running>>& o
 
 std::vector<size_t> matrixSizes(int p, size_t big) {
   std::vector<size_t> s = {
-      0,     1,  static_cast<size_t>(p > 1 ? p - 1 : 2), static_cast<size_t>(p + 1), 7, 13, 1009,
+      0,     1,     static_cast<size_t>(p > 1 ? p - 1 : 2), static_cast<size_t>(p + 1), 7, 13, 1009,
+      16383, 16385,  // float32 just inside and outside what rides in the agreement (64 KiB)
       65537, big};
   std::sort(s.begin(), s.end());
   s.erase(std::unique(s.begin(), s.end()), s.end());
@@ -338,6 +339,17 @@ void runMatrix(Communicator& comm, size_t big, uint64_t seedBase) {
 TEST(AllReduce, MatrixDefaultConfig) {
   Communicator comm = Communicator::world();
   runMatrix(comm, 600011, 1);  // 0.6-4.8 MB per op: many default chunks, not divisible by p
+}
+
+TEST(AllReduce, MatrixEachAlgorithm) {
+  for (priocclAlgorithm_t algo : {priocclAlgoRing, priocclAlgoTree, priocclAlgoRecursiveDoubling}) {
+    SCOPED_TRACE(prioccl::algorithmName(algo));
+    prioccl::Config cfg = prioccl::Config::fromEnv();
+    cfg.algorithm = algo;
+    Communicator comm = Communicator::world(cfg);
+    EXPECT_NE(comm.algorithmModel().find(prioccl::algorithmName(algo)), std::string::npos);
+    runMatrix(comm, 300007, 3 + algo);
+  }
 }
 
 TEST(AllReduce, MatrixTinyChunksSmallWindow) {
@@ -512,6 +524,9 @@ TEST(AllReduce, FifoAndPriorityGiveIdenticalBits) {
   for (int fifo = 0; fifo < 2; ++fifo) {
     prioccl::Config cfg = prioccl::Config::fromEnv();
     cfg.schedule = fifo ? priocclScheduleFifo : priocclSchedulePriority;
+    // The bits depend on the algorithm, and two calibrations may choose differently near a
+    // crossover: pin the choice (the fixed rule) so that only the schedule differs.
+    cfg.calibrate = false;
     Communicator comm = Communicator::world(cfg);
     std::vector<std::unique_ptr<Running>> ops;
     for (int k = 0; k < 24; ++k)
@@ -526,9 +541,14 @@ TEST(AllReduce, UrgentOpPreemptsARunningLowPriorityOp) {
   // A 64 MiB low-priority op is on the wire on every rank; then a 256 KiB urgent op arrives.
   // Under priority scheduling the urgent op finishes while the low one is still running (on
   // every rank) and the engine counts preemptions; under FIFO it counts none. Both stay correct.
-  for (int fifo = 0; fifo < 2; ++fifo) {
+  // With ring and with tree chunks.
+  for (int run = 0; run < 4; ++run) {
+    int fifo = run % 2;
+    priocclAlgorithm_t algo = run < 2 ? priocclAlgoRing : priocclAlgoTree;
+    SCOPED_TRACE(prioccl::algorithmName(algo));
     prioccl::Config cfg = prioccl::Config::fromEnv();
     cfg.schedule = fifo ? priocclScheduleFifo : priocclSchedulePriority;
+    cfg.algorithm = algo;
     Communicator comm = Communicator::world(cfg);
     if (comm.size() == 1) GTEST_SKIP() << "one rank has no wire to preempt";
     std::vector<std::unique_ptr<Running>> low, urgent;

@@ -1,0 +1,79 @@
+// Cost model and choice; see select.h.
+#include "algo/select.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "prioccl/prioccl.hpp"
+
+namespace prioccl {
+
+std::vector<size_t> AlgoSelector::calibrationSizes(int) {
+  return {8, 1 << 10, 8 << 10, 64 << 10, 512 << 10};
+}
+
+void AlgoSelector::calibrate(const std::vector<size_t>& sizes,
+                             const std::array<std::vector<double>, kAlgos>& times) {
+  sizes_ = sizes;
+  times_ = times;
+}
+
+double AlgoSelector::modelSeconds(priocclAlgorithm_t a, size_t bytes) const {
+  if (sizes_.empty()) return -1;
+  int k = 0;
+  while (k < kAlgos && algorithms()[k] != a) ++k;
+  if (k == kAlgos) return -1;
+  const std::vector<double>& t = times_[k];
+  double n = static_cast<double>(bytes);
+  if (n <= static_cast<double>(sizes_.front())) return t.front();
+  size_t i = 1;
+  while (i + 1 < sizes_.size() && n > static_cast<double>(sizes_[i])) ++i;
+  // alpha + beta * n through the interval's two measured points (extended past the last one).
+  double x0 = static_cast<double>(sizes_[i - 1]), x1 = static_cast<double>(sizes_[i]);
+  double beta = std::max(0.0, (t[i] - t[i - 1]) / (x1 - x0));
+  double alpha = t[i - 1] - beta * x0;
+  return alpha + beta * n;
+}
+
+priocclAlgorithm_t AlgoSelector::choose(size_t bytes) const {
+  if (forced_ != priocclAlgoAuto) return forced_;
+  if (sizes_.empty()) return bytes <= (16 << 10) ? priocclAlgoRecursiveDoubling : priocclAlgoRing;
+  priocclAlgorithm_t best = priocclAlgoRing;
+  double bestT = modelSeconds(best, bytes);
+  for (priocclAlgorithm_t a : algorithms()) {
+    double t = modelSeconds(a, bytes);
+    if (t < bestT) {
+      best = a;
+      bestT = t;
+    }
+  }
+  return best;
+}
+
+std::string AlgoSelector::describe() const {
+  std::ostringstream out;
+  if (forced_ != priocclAlgoAuto) {
+    out << "algorithm forced: " << algorithmName(forced_);
+    return out.str();
+  }
+  if (sizes_.empty()) {
+    out << "uncalibrated: rd up to 16 KiB, ring above";
+    return out.str();
+  }
+  out << "measured us at";
+  for (size_t s : sizes_) out << " " << s << "B";
+  for (int k = 0; k < kAlgos; ++k) {
+    out << "; " << algorithmName(algorithms()[k]) << ":";
+    for (double t : times_[k]) out << " " << std::lround(t * 1e7) / 10.0;
+  }
+  out << "; choice by size:";
+  priocclAlgorithm_t last = priocclNumAlgos;
+  for (size_t b = 8; b <= (size_t{1} << 30); b *= 2) {
+    priocclAlgorithm_t a = choose(b);
+    if (a != last) out << " " << b << "B+=" << algorithmName(a);
+    last = a;
+  }
+  return out.str();
+}
+
+}  // namespace prioccl

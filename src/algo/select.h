@@ -1,0 +1,48 @@
+// Per-op algorithm choice from an alpha-beta cost model.
+//
+// Each algorithm's time for an op of n bytes is modelled as alpha + beta * n, with alpha and beta
+// fitted per size interval from measured times (Calibration: a few ops of each algorithm at each
+// calibration size, run by the engine itself at communicator creation, so alpha includes every
+// per-op and per-step cost of this library, not only the wire's). Above the largest calibrated
+// size the last interval's beta extends. The choice is the algorithm with the least modelled
+// time; every rank holds the same table (the slowest rank's times), so every rank chooses alike.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "prioccl/prioccl.h"
+
+namespace prioccl {
+
+class AlgoSelector {
+ public:
+  static constexpr int kAlgos = 3;  // ring, tree, recursive doubling
+  static std::array<priocclAlgorithm_t, kAlgos> algorithms() {
+    return {priocclAlgoRing, priocclAlgoTree, priocclAlgoRecursiveDoubling};
+  }
+  // Sizes (bytes) measured at creation; the first is the latency point.
+  static std::vector<size_t> calibrationSizes(int nranks);
+
+  // Without measurements: a fixed rule (recursive doubling up to 16 KiB, ring above), or the
+  // forced algorithm.
+  explicit AlgoSelector(priocclAlgorithm_t forced = priocclAlgoAuto) : forced_(forced) {}
+  // times[a][i]: seconds of algorithms()[a] at calibrationSizes()[i].
+  void calibrate(const std::vector<size_t>& sizes,
+                 const std::array<std::vector<double>, kAlgos>& times);
+
+  priocclAlgorithm_t choose(size_t bytes) const;
+  double modelSeconds(priocclAlgorithm_t a, size_t bytes) const;  // < 0 when not calibrated
+  bool calibrated() const { return !sizes_.empty(); }
+  // The model, one line per algorithm (alpha in us, beta in ns/byte per interval) and crossovers.
+  std::string describe() const;
+
+ private:
+  priocclAlgorithm_t forced_;
+  std::vector<size_t> sizes_;
+  std::array<std::vector<double>, kAlgos> times_;
+};
+
+}  // namespace prioccl

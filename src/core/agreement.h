@@ -1,0 +1,63 @@
+// Agreement on an unnamed op without a coordinator. Unnamed ops match by submission order, so
+// every rank already knows which op is which; what is left to check is that all ranks passed the
+// same count, datatype and reduction op. That check rides in a small header on a recursive
+// doubling exchange, and a small op's data rides along in the same messages: agreement and
+// reduction finish together in ceil(log2 p) rounds, with no round trip through rank 0.
+//
+// Every rank ends with the same merged header: "all agree" or the first disagreement found (two
+// ranks and their arguments), so a mismatched op fails on every rank with the same message, its
+// data is not reduced, and no rank waits for messages that never come.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "algo/recursive_doubling.h"
+#include "core/wire.h"
+
+namespace prioccl::detail {
+
+struct AgreementHeader {
+  uint32_t magic = 0;
+  uint16_t version = 0;
+  uint16_t mismatch = 0;  // 0: every rank of the group had `a`; 1: rankA had a, rankB had b
+  int32_t rankA = -1, rankB = -1;
+  uint64_t payloadBytes = 0;  // data carried after the header (the same for the whole group)
+  Announce a{}, b{};
+};
+static_assert(sizeof(AgreementHeader) == 88, "wire layout");
+
+class AgreementChunk final : public ChunkAlgo {
+ public:
+  // `own`: this rank's arguments (occurrence = the op's unnamed sequence number). `carryData`:
+  // the op is small enough to be reduced by the exchange itself. `maxPayload` is the same on every
+  // rank (blocks of `pool` hold sizeof(AgreementHeader) + maxPayload).
+  AgreementChunk(const ChunkSpec& spec, ScratchPool& pool, const Announce& own, bool carryData,
+                 size_t maxPayload);
+  ~AgreementChunk() override;
+
+  static size_t scratchBytes(size_t maxPayload) { return sizeof(AgreementHeader) + maxPayload; }
+
+  bool sendReady() const override { return rd_->sendReady(); }
+  Transfer takeSend() override { return rd_->takeSend(); }
+  bool recvReady() const override { return rd_->recvReady(); }
+  Transfer takeRecv() override { return rd_->takeRecv(); }
+  void sendDone(int step) override { rd_->sendDone(step); }
+  void recvDone(int step) override { rd_->recvDone(step); }
+  void recvLength(int step, size_t bytes) override { rd_->recvLength(step, bytes); }
+  bool finished() const override { return rd_->finished(); }
+
+  // Once finished: whether every rank agreed; if so, whether the data is already reduced (into
+  // spec.recv); if not, the disagreement for the error message.
+  bool agreed() const;
+  bool dataDone() const { return agreed() && carryData_ && rd_->payloadValid(); }
+  AgreementHeader verdict() const;
+
+ private:
+  class Envelope;
+  std::unique_ptr<Envelope> envelope_;
+  std::unique_ptr<RecursiveDoublingChunk> rd_;
+  bool carryData_;
+};
+
+}  // namespace prioccl::detail
