@@ -222,7 +222,7 @@ bool Engine::progressOnce(bool* idleNow) {
 template <typename Nap>
 void pauseBriefly(unsigned& quiet, Nap nap) {
   if (++quiet < kSpinRounds) {
-    std::this_thread::yield();
+    if (quiet % 64 == 0) std::this_thread::yield();
     return;
   }
   nap(std::chrono::microseconds(std::min(kMaxSleepUs, 1u << std::min(quiet - kSpinRounds, 16u))));
