@@ -2,6 +2,9 @@
 // conventions and output of nccl-tests' all_reduce_perf.
 //   mpirun -np 4 allreduce_perf -b 1K -e 64M -f 4 [-d float32] [-o sum] [-n 20] [-w 5] [-c 1]
 //          [--baseline mpi|none] [--schedule priority|fifo] [--chunk B] [--credit B] [--window N]
+//          [--algo auto|ring|tree|rd|all]
+// --algo NAME runs one communicator with that algorithm. --algo all compares, in one run, the
+// automatic choice with each fixed algorithm and with MPI_Allreduce (algo_compare.cpp).
 #include <getopt.h>
 
 #include <climits>
@@ -9,28 +12,25 @@
 #include <string>
 #include <vector>
 
-#include "perf_common.h"
+#include "algo_compare.h"
+#include "allreduce_common.h"
 
 namespace {
 
-struct Options {
-  long long minBytes = 1 << 10, maxBytes = 64 << 20, factor = 4;
-  const perf::DtypeInfo* dtype = perf::findDtype("float32");
-  const perf::OpInfo* op = perf::findOp("sum");
-  int iters = 20, warmup = 5, check = 1;
-  bool mpiBaseline = true;
-  prioccl::Config config;
-};
+using Options = perf::AllReduceOptions;
 
 const char kUsage[] =
     "usage: allreduce_perf [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-d DTYPE] [-o OP] [-n ITERS]\n"
     "         [-w WARMUP] [-c 0|1] [--baseline mpi|none] [--schedule priority|fifo]\n"
-    "         [--chunk BYTES] [--credit BYTES] [--window CHUNKS]\n"
+    "         [--chunk BYTES] [--credit BYTES] [--window CHUNKS] [--algo NAME]\n"
     "  sizes take K/M/G suffixes; defaults -b 1K -e 64M -f 4 -d float32 -o sum -n 20 -w 5 -c 1\n"
     "  DTYPE: int8 uint8 int32 int64 float16 bfloat16 float32 float64; OP: sum prod min max avg\n"
-    "  PRIOCCL_* variables set the configuration; --schedule/--chunk/--credit/--window override\n";
+    "  PRIOCCL_* variables set the configuration; --schedule/--chunk/--credit/--window/--algo\n"
+    "  override. --algo auto|ring|tree|rd: the algorithm (default PRIOCCL_ALGO, else auto);\n"
+    "  --algo all: one communicator per algorithm, timed against each other and MPI at every\n"
+    "  size (median of 5 interleaved blocks of ITERS/5), with auto/best and mpi/auto ratios\n";
 
-// Returns "" on success, else what was wrong.
+// Returns "ok" on success, "help" for -h, else what was wrong.
 std::string parseOptions(int argc, char** argv, Options* o) {
   static const option longOpts[] = {{"minbytes", required_argument, nullptr, 'b'},
                                     {"maxbytes", required_argument, nullptr, 'e'},
@@ -45,6 +45,7 @@ std::string parseOptions(int argc, char** argv, Options* o) {
                                     {"chunk", required_argument, nullptr, 3},
                                     {"credit", required_argument, nullptr, 4},
                                     {"window", required_argument, nullptr, 5},
+                                    {"algo", required_argument, nullptr, 6},
                                     {"help", no_argument, nullptr, 'h'},
                                     {nullptr, 0, nullptr, 0}};
   o->config = prioccl::Config::fromEnv();
@@ -94,6 +95,15 @@ std::string parseOptions(int argc, char** argv, Options* o) {
          : c == 4 ? o->config.creditBytes
                   : o->config.windowChunks) = static_cast<size_t>(v);
         break;
+      case 6:
+        o->compareAlgorithms = arg == "all";
+        if (!o->compareAlgorithms) {
+          priocclAlgorithm_t a = prioccl::parseAlgorithm(arg);
+          if (a == priocclNumAlgos)
+            return "--algo '" + arg + "' is not auto, ring, tree, rd or all";
+          o->config.algorithm = a;
+        }
+        break;
       case 'h':
         return "help";
       default:
@@ -107,78 +117,6 @@ std::string parseOptions(int argc, char** argv, Options* o) {
   return "ok";
 }
 
-// Inputs are small non-negative integers, a function of (rank, index), chosen so that every
-// dtype -- int8 (<= 127) and bfloat16 (integers <= 256) included -- holds every input, every
-// partial result and the final result exactly for up to 127 ranks; nothing wraps, so Open MPI's
-// saturating 8-bit AVX sums agree. The expected value is recomputed from all ranks' formulas.
-struct Inputs {
-  priocclRedOp_t op;
-  int p;
-  int64_t a;  // per-rank bound for sum/avg: p * a <= 127
-
-  Inputs(priocclRedOp_t o, int nranks) : op(o), p(nranks), a(std::max(1, 127 / nranks)) {}
-
-  int64_t value(int r, uint64_t i) const {
-    switch (op) {
-      case priocclSum:
-        return static_cast<int64_t>((r + 1) * (i % 7 + 1) % (a + 1));
-      case priocclAvg: {
-        // m(i) on every rank plus +-1 cancelling within rank pairs: the sum is p * m(i), so the
-        // average is exact in every type (no rounding of sum / p to reason about).
-        int64_t m = static_cast<int64_t>(i % a) + 1;
-        if (r / 2 * 2 + 1 >= p) return m;  // the unpaired last rank
-        int64_t s = (i + r / 2) % 2 ? 1 : -1;
-        return m + (r % 2 ? s : -s);
-      }
-      case priocclProd:  // factors 1 or 2, at most six 2s: products <= 64
-        return r < 6 && ((i >> r) & 1) ? 2 : 1;
-      case priocclMin:
-      case priocclMax:
-        return static_cast<int64_t>(((r + 1) * (i % 7 + 1) * 13 + i) % 101);
-    }
-    return 0;
-  }
-
-  double expected(uint64_t i) const {
-    int64_t acc = value(0, i);
-    for (int r = 1; r < p; ++r) {
-      int64_t v = value(r, i);
-      acc = op == priocclProd  ? acc * v
-            : op == priocclMin ? std::min(acc, v)
-            : op == priocclMax ? std::max(acc, v)
-                               : acc + v;
-    }
-    return static_cast<double>(op == priocclAvg ? acc / p : acc);
-  }
-};
-
-void fill(const Inputs& in, int rank, priocclDataType_t type, void* buf, size_t count) {
-  perf::withCodec(type, [&](auto codec) {
-    auto* s = static_cast<typename decltype(codec)::Storage*>(buf);
-    for (size_t i = 0; i < count; ++i) s[i] = codec.enc(in.value(rank, i));
-  });
-}
-
-long long countWrong(const Inputs& in, priocclDataType_t type, const void* buf, size_t count) {
-  long long wrong = 0;
-  perf::withCodec(type, [&](auto codec) {
-    auto* s = static_cast<const typename decltype(codec)::Storage*>(buf);
-    for (size_t i = 0; i < count; ++i) wrong += codec.dec(s[i]) != in.expected(i);
-  });
-  return wrong;
-}
-
-// The MPI baseline's avg: MPI_SUM, then a local divide (inside the timed loop).
-void divideInPlace(priocclDataType_t type, void* buf, size_t count, int p) {
-  perf::withCodec(type, [&](auto codec) {
-    if constexpr (decltype(codec)::kNative) {
-      using S = typename decltype(codec)::Storage;
-      auto* s = static_cast<S*>(buf);
-      for (size_t i = 0; i < count; ++i) s[i] = static_cast<S>(s[i] / p);
-    }
-  });
-}
-
 // Mean seconds per iteration after `warmup` untimed ones, the slowest rank's.
 template <typename Fn>
 double timeLoop(int warmup, int iters, Fn&& fn) {
@@ -189,8 +127,93 @@ double timeLoop(int warmup, int iters, Fn&& fn) {
   return perf::maxOverRanks((MPI_Wtime() - t0) / iters);
 }
 
-std::string wrongText(long long w) {
-  return w < 0 ? "N/A" : std::to_string(w);
+// One communicator (o.config's algorithm) against MPI_Allreduce, one row per size; returns the
+// number of wrong elements (all sizes, all ranks). Throws prioccl::Error.
+long long runOne(const Options& o, int rank, int p) {
+  long long wrongTotal = 0;
+  prioccl::Communicator comm = prioccl::Communicator::world(o.config);
+  const perf::DtypeInfo& dt = *o.dtype;
+  const perf::OpInfo& op = *o.op;
+  perf::Inputs in(op.op, p);
+  size_t maxCount = std::max<size_t>(1, o.maxBytes / dt.size);
+  // Inputs do not depend on the size, so one fill serves every size.
+  std::vector<unsigned char> send(maxCount * dt.size), recv(maxCount * dt.size);
+  perf::fill(in, rank, dt.type, send.data(), maxCount);
+  bool mpiOk = o.mpiBaseline && dt.mpi != MPI_DATATYPE_NULL;
+  double busFactor = p > 1 ? 2.0 * (p - 1) / p : 0.0;
+  if (rank == 0) {
+    std::printf("# prioccl allreduce_perf, out of place: nranks %d, dtype %s, op %s\n", p, dt.name,
+                op.name);
+    std::printf("# config: %s\n", comm.config().describe().c_str());
+    std::printf("# model: %s\n", comm.algorithmModel().c_str());
+    std::printf("# iters %d, warmup %d, check %d, baseline %s%s\n", o.iters, o.warmup, o.check,
+                o.mpiBaseline ? "MPI_Allreduce" : "none",
+                o.mpiBaseline && !mpiOk ? " (MPI has no such dtype: n/a)" : "");
+    std::printf(
+        "# time: mean per iteration, slowest rank; algbw = size/time; "
+        "busbw = algbw*2(p-1)/p (0 when p = 1)\n");
+    if (op.op == priocclAvg && mpiOk)
+      std::printf("# MPI avg = MPI_SUM, then a local divide by nranks (timed)\n");
+    std::printf("# ratio = prioccl busbw / MPI busbw (= MPI time / prioccl time)\n#\n");
+    std::printf("#%11s  %12s  %8s  %6s  %10s  %11s  %11s  %6s |  %12s  %9s  %6s |  %6s\n", "size",
+                "count", "type", "redop", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong",
+                "mpi time(us)", "mpi busbw", "#wrong", "ratio");
+  }
+  std::vector<double> busbws, mpiBusbws, ratios;
+  for (long long bytes = o.minBytes; bytes <= o.maxBytes; bytes *= o.factor) {
+    size_t count = std::max<size_t>(1, bytes / dt.size), nbytes = count * dt.size;
+    perf::poison(recv.data(), nbytes);
+    double t = timeLoop(o.warmup, o.iters,
+                        [&] { comm.allReduce(send.data(), recv.data(), count, dt.type, op.op); });
+    long long wrong =
+        o.check ? perf::sumOverRanks(perf::countWrong(in, dt.type, recv.data(), count)) : -1;
+    wrongTotal += std::max(0LL, wrong);
+    double algbw = nbytes / t / 1e9, busbw = algbw * busFactor;
+    busbws.push_back(busbw);
+    char mpiCols[96] = "";
+    if (mpiOk && count <= INT_MAX) {
+      perf::poison(recv.data(), nbytes);
+      double tm = timeLoop(o.warmup, o.iters,
+                           [&] { perf::mpiAllReduce(dt, op, send.data(), recv.data(), count, p); });
+      long long mwrong =
+          o.check ? perf::sumOverRanks(perf::countWrong(in, dt.type, recv.data(), count)) : -1;
+      wrongTotal += std::max(0LL, mwrong);
+      double mbus = nbytes / tm / 1e9 * busFactor;
+      mpiBusbws.push_back(mbus);
+      ratios.push_back(tm / t);
+      std::snprintf(mpiCols, sizeof mpiCols, "%12.1f  %9.3f  %6s |  %6.2f", tm * 1e6, mbus,
+                    perf::wrongText(mwrong).c_str(), tm / t);
+    } else {
+      std::snprintf(mpiCols, sizeof mpiCols, "%12s  %9s  %6s |  %6s", "n/a", "n/a", "n/a", "n/a");
+    }
+    if (rank == 0) {
+      std::printf("%12zu  %12zu  %8s  %6s  %10.1f  %11.3f  %11.3f  %6s |  %s\n", nbytes, count,
+                  dt.name, op.name, t * 1e6, algbw, busbw, perf::wrongText(wrong).c_str(), mpiCols);
+      std::fflush(stdout);
+    }
+    if (o.factor < 2) break;  // -b == -e: one size
+  }
+  if (rank == 0) {
+    auto avg = [](const std::vector<double>& v) {
+      double s = 0;
+      for (double x : v) s += x;
+      return s / v.size();
+    };
+    std::printf("# Avg bus bandwidth    : %.3f\n", avg(busbws));
+    if (mpiBusbws.empty())
+      std::printf("# Avg MPI bus bandwidth : n/a\n# Median ratio : n/a\n");
+    else
+      std::printf("# Avg MPI bus bandwidth : %.3f\n# Median ratio : %.3f\n", avg(mpiBusbws),
+                  perf::median(ratios));
+    if (!o.check)
+      std::printf("# Out of bounds values : not checked\n");
+    else if (wrongTotal)
+      std::printf("# Out of bounds values : FAILED, #wrong %lld in total\n", wrongTotal);
+    else
+      std::printf("# Out of bounds values : 0 OK\n");
+  }
+  comm.destroy();
+  return wrongTotal;
 }
 
 }  // namespace
@@ -220,92 +243,7 @@ int main(int argc, char** argv) {
 
   long long wrongTotal = 0;
   try {
-    prioccl::Communicator comm = prioccl::Communicator::world(o.config);
-    const perf::DtypeInfo& dt = *o.dtype;
-    const perf::OpInfo& op = *o.op;
-    Inputs in(op.op, p);
-    size_t maxCount = std::max<size_t>(1, o.maxBytes / dt.size);
-    // Inputs do not depend on the size, so one fill serves every size.
-    std::vector<unsigned char> send(maxCount * dt.size), recv(maxCount * dt.size);
-    fill(in, rank, dt.type, send.data(), maxCount);
-    bool mpiOk = o.mpiBaseline && dt.mpi != MPI_DATATYPE_NULL;
-    double busFactor = p > 1 ? 2.0 * (p - 1) / p : 0.0;
-    if (rank == 0) {
-      std::printf("# prioccl allreduce_perf, out of place: nranks %d, dtype %s, op %s\n", p,
-                  dt.name, op.name);
-      std::printf("# config: %s\n", comm.config().describe().c_str());
-      std::printf("# iters %d, warmup %d, check %d, baseline %s%s\n", o.iters, o.warmup, o.check,
-                  o.mpiBaseline ? "MPI_Allreduce" : "none",
-                  o.mpiBaseline && !mpiOk ? " (MPI has no such dtype: n/a)" : "");
-      std::printf(
-          "# time: mean per iteration, slowest rank; algbw = size/time; "
-          "busbw = algbw*2(p-1)/p (0 when p = 1)\n");
-      if (op.op == priocclAvg && mpiOk)
-        std::printf("# MPI avg = MPI_SUM, then a local divide by nranks (timed)\n");
-      std::printf("# ratio = prioccl busbw / MPI busbw (= MPI time / prioccl time)\n#\n");
-      std::printf("#%11s  %12s  %8s  %6s  %10s  %11s  %11s  %6s |  %12s  %9s  %6s |  %6s\n", "size",
-                  "count", "type", "redop", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong",
-                  "mpi time(us)", "mpi busbw", "#wrong", "ratio");
-    }
-    std::vector<double> busbws, mpiBusbws, ratios;
-    for (long long bytes = o.minBytes; bytes <= o.maxBytes; bytes *= o.factor) {
-      size_t count = std::max<size_t>(1, bytes / dt.size), nbytes = count * dt.size;
-      // Poison (0xFF: NaN for floats, -1/255 for integers -- never an expected value) so an
-      // element the reduction never writes is caught.
-      std::memset(recv.data(), 0xff, nbytes);
-      double t = timeLoop(o.warmup, o.iters,
-                          [&] { comm.allReduce(send.data(), recv.data(), count, dt.type, op.op); });
-      long long wrong =
-          o.check ? perf::sumOverRanks(countWrong(in, dt.type, recv.data(), count)) : -1;
-      wrongTotal += std::max(0LL, wrong);
-      double algbw = nbytes / t / 1e9, busbw = algbw * busFactor;
-      busbws.push_back(busbw);
-      char mpiCols[96] = "";
-      if (mpiOk && count <= INT_MAX) {
-        std::memset(recv.data(), 0xff, nbytes);
-        double tm = timeLoop(o.warmup, o.iters, [&] {
-          MPI_Allreduce(send.data(), recv.data(), static_cast<int>(count), dt.mpi, op.mpi,
-                        MPI_COMM_WORLD);
-          if (op.op == priocclAvg) divideInPlace(dt.type, recv.data(), count, p);
-        });
-        long long mwrong =
-            o.check ? perf::sumOverRanks(countWrong(in, dt.type, recv.data(), count)) : -1;
-        wrongTotal += std::max(0LL, mwrong);
-        double mbus = nbytes / tm / 1e9 * busFactor;
-        mpiBusbws.push_back(mbus);
-        ratios.push_back(tm / t);
-        std::snprintf(mpiCols, sizeof mpiCols, "%12.1f  %9.3f  %6s |  %6.2f", tm * 1e6, mbus,
-                      wrongText(mwrong).c_str(), tm / t);
-      } else {
-        std::snprintf(mpiCols, sizeof mpiCols, "%12s  %9s  %6s |  %6s", "n/a", "n/a", "n/a", "n/a");
-      }
-      if (rank == 0) {
-        std::printf("%12zu  %12zu  %8s  %6s  %10.1f  %11.3f  %11.3f  %6s |  %s\n", nbytes, count,
-                    dt.name, op.name, t * 1e6, algbw, busbw, wrongText(wrong).c_str(), mpiCols);
-        std::fflush(stdout);
-      }
-      if (o.factor < 2) break;  // -b == -e: one size
-    }
-    if (rank == 0) {
-      auto avg = [](const std::vector<double>& v) {
-        double s = 0;
-        for (double x : v) s += x;
-        return s / v.size();
-      };
-      std::printf("# Avg bus bandwidth    : %.3f\n", avg(busbws));
-      if (mpiBusbws.empty())
-        std::printf("# Avg MPI bus bandwidth : n/a\n# Median ratio : n/a\n");
-      else
-        std::printf("# Avg MPI bus bandwidth : %.3f\n# Median ratio : %.3f\n", avg(mpiBusbws),
-                    perf::median(ratios));
-      if (!o.check)
-        std::printf("# Out of bounds values : not checked\n");
-      else if (wrongTotal)
-        std::printf("# Out of bounds values : FAILED, #wrong %lld in total\n", wrongTotal);
-      else
-        std::printf("# Out of bounds values : 0 OK\n");
-    }
-    comm.destroy();
+    wrongTotal = o.compareAlgorithms ? perf::compareAlgorithms(o, rank, p) : runOne(o, rank, p);
   } catch (const prioccl::Error& e) {
     std::fprintf(stderr, "allreduce_perf: rank %d: %s\n", rank, e.what());
     MPI_Abort(MPI_COMM_WORLD, 3);

@@ -149,6 +149,7 @@ int main(int argc, char** argv) {
         kLowPriority, o.reps);
     std::printf("# times: submission to completion callback, slowest rank; medians over reps\n");
   }
+  double chunkWireMs = 0;  // one chunk of the large op at the measured link rate
   try {
     for (int mode = 0; mode < 2; ++mode) {
       prioccl::Config cfg = prioccl::Config::fromEnv();
@@ -188,10 +189,15 @@ int main(int argc, char** argv) {
       long long loadedPre = perf::sumOverRanks(static_cast<long long>(after.preemptions) -
                                                static_cast<long long>(before.preemptions));
       long long allPre = perf::sumOverRanks(static_cast<long long>(after.preemptions));
+      if (mode == 0 && comm.config().linkBytesPerSecond > 0)
+        chunkWireMs =
+            1e3 * static_cast<double>(comm.config().chunkBytes) / comm.config().linkBytesPerSecond;
       res[mode] = {perf::median(ha) * 1e3, perf::median(la) * 1e3, perf::median(hl) * 1e3,
                    perf::median(ll) * 1e3};
       if (rank == 0) {
-        std::printf("#\n# mode %s: %s\n", mode ? "fifo" : "priority", cfg.describe().c_str());
+        std::printf("#\n# mode %s: %s\n", mode ? "fifo" : "priority",
+                    comm.config().describe().c_str());
+        std::printf("# model: %s\n", comm.algorithmModel().c_str());
         std::printf("# high op submitted %.3f ms after the low one\n", delay * 1e3);
         std::printf("#%5s  %14s  %13s  %15s  %14s\n", "rep", "high_alone(ms)", "low_alone(ms)",
                     "high_loaded(ms)", "low_loaded(ms)");
@@ -216,11 +222,16 @@ int main(int argc, char** argv) {
     // Both slowdowns divide by the priority mode's high-alone time: the op alone runs on an idle
     // engine in either mode, and one reference keeps slowdown/slowdown_fifo directly comparable.
     double alone = res[0].highAlone;
+    // The preemption bound: twice the urgent op's standalone time plus one chunk of the large
+    // op on the wire (the measured link rate), since a chunk already posted is not recalled.
+    double bound = 2 * alone + chunkWireMs;
     std::printf(
         "RESULT high_alone_ms=%.3f high_loaded_ms=%.3f high_loaded_fifo_ms=%.3f "
-        "slowdown=%.2f slowdown_fifo=%.2f low_ms=%.3f low_fifo_ms=%.3f\n",
+        "slowdown=%.2f slowdown_fifo=%.2f low_ms=%.3f low_fifo_ms=%.3f bound_ms=%.3f "
+        "within_bound=%d\n",
         alone, res[0].highLoaded, res[1].highLoaded, res[0].highLoaded / alone,
-        res[1].highLoaded / alone, res[0].lowLoaded, res[1].lowLoaded);
+        res[1].highLoaded / alone, res[0].lowLoaded, res[1].lowLoaded, bound,
+        res[0].highLoaded <= bound ? 1 : 0);
   }
   MPI_Finalize();
   return wrong ? 1 : 0;

@@ -89,7 +89,7 @@ class CommImpl {
       closeMpi();
       throw;
     }
-    engine_->resetCounters();  // counters report the application's ops
+    engine_->startApplication();  // counters and op numbers are the application's
     if (rank_ == 0) log(LogLevel::kInfo, "algorithm model: ", selector_.describe());
   }
   ~CommImpl() { destroy(); }
@@ -202,6 +202,7 @@ class CommImpl {
                              : std::string("the algorithm (PRIOCCL_ALGO / config.algorithm)"),
            ": every rank must use the same setting");
     selector_ = AlgoSelector(config_.algorithm);
+    engine_->setSelector(selector_);
     if (config_.algorithm != priocclAlgoAuto || !config_.calibrate || size_ == 1) return;
     constexpr int kReps = 5;
     std::vector<size_t> sizes = AlgoSelector::calibrationSizes(size_);

@@ -166,7 +166,11 @@ priocclCounters_t Engine::counters() const {
   return c;
 }
 
-void Engine::resetCounters() {
+void Engine::startApplication() {
+  {
+    std::lock_guard<std::mutex> lock(progress_);
+    unnamedBase_ = unnamedOps_;
+  }
   for (std::atomic<uint64_t>* c :
        {&counters_.opsSubmitted, &counters_.opsCompleted, &counters_.opsFailed,
         &counters_.chunksCompleted, &counters_.sendsPosted, &counters_.bytesSent,
@@ -330,15 +334,7 @@ void Engine::applyDecision(const Decision& d) {
   std::shared_ptr<OpState> op = std::move(it->second);
   negotiating_.erase(it);
   op->globalSeq = decidedOps_++;
-  Clock::time_point now = Clock::now();
-  counters_.queueWaitNs.fetch_add(
-      static_cast<uint64_t>(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(now - op->submitted).count()),
-      std::memory_order_relaxed);
-  if (timeline_.enabled())
-    timeline_.span("QUEUE", op->globalSeq, op->submitted, now,
-                   concat("\"priority\":", op->priority, ",\"count\":", op->count, ",\"key\":\"",
-                          op->named ? op->key : "", "\""));
+  noteMatched(*op);
   if (!d.ok) {
     finishOp(
         *op, priocclInvalidUsage,
@@ -348,6 +344,19 @@ void Engine::applyDecision(const Decision& d) {
   }
   priocclAlgorithm_t algo = algorithmFor(*op);
   addLive(kNamedLane, std::move(op), algo);
+}
+
+// The op's identity is now agreed by every rank: the end of its QUEUE phase.
+void Engine::noteMatched(const OpState& op) {
+  Clock::time_point now = Clock::now();
+  counters_.queueWaitNs.fetch_add(
+      static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(now - op.submitted).count()),
+      std::memory_order_relaxed);
+  if (timeline_.enabled())
+    timeline_.span("QUEUE", op.globalSeq, op.submitted, now,
+                   concat("\"priority\":", op.priority, ",\"count\":", op.count, ",\"key\":\"",
+                          op.named ? op.key : "", "\""));
 }
 
 void Engine::addLive(Lane lane, std::shared_ptr<OpState> op, priocclAlgorithm_t algo) {
@@ -617,13 +626,14 @@ void Engine::concludeAgreement(Slot& slot) {
   auto& agreement = static_cast<AgreementChunk&>(*slot.algo);
   std::shared_ptr<OpState> op = slot.live->op;
   std::shared_ptr<OpState> moves;
+  noteMatched(*op);
   if (!agreement.agreed()) {
     AgreementHeader h = agreement.verdict();
     std::string other = h.rankB >= 0 ? concat("rank ", h.rankB, " had ", describeArgs(h.b))
                                      : std::string("a malformed agreement message arrived");
     finishOp(*op, priocclInvalidUsage,
-             concat("Mismatched allreduce ", describeOp(*op, op->globalSeq), ": rank ", h.rankA,
-                    " had ", describeArgs(h.a), ", but ", other));
+             concat("Mismatched allreduce ", describeOp(*op, op->globalSeq - unnamedBase_),
+                    ": rank ", h.rankA, " had ", describeArgs(h.a), ", but ", other));
   } else if (agreement.dataDone() || op->count == 0) {
     finishOp(*op, priocclSuccess, "");
   } else {

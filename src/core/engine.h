@@ -69,7 +69,9 @@ class Engine {
   // Finishes every submitted op, then joins the progress thread. Idempotent.
   void drainAndStop();
   priocclCounters_t counters() const;
-  void resetCounters();  // after the communicator's own ops at creation
+  // After the communicator's own ops at creation: counters restart from zero and unnamed ops
+  // are numbered from here in messages.
+  void startApplication();
   // The lane and chunk identity a data tag belongs to (for tests that watch the wire).
   uint64_t chunkOfTag(uint64_t tag, int* lane) const {
     *lane = static_cast<int>((tag >> stepBits_) / tagChunks_);
@@ -145,6 +147,7 @@ class Engine {
   bool takeSubmissions();
   bool exchangeControl();
   void applyDecision(const Decision& d);
+  void noteMatched(const OpState& op);
   void addLive(Lane lane, std::shared_ptr<OpState> op, priocclAlgorithm_t algo);
   bool activate();
   std::unique_ptr<ChunkAlgo> makeChunk(LiveOp& live, const ChunkSpec& spec, Lane lane);
@@ -214,6 +217,7 @@ class Engine {
   std::map<uint64_t, std::vector<unsigned char>> controlSends_;  // by cookie, until sent
   uint64_t decidedOps_ = 0;                                      // named ops decided so far
   uint64_t unnamedOps_ = 0;                                      // unnamed ops submitted so far
+  uint64_t unnamedBase_ = 0;  // ... of which the communicator's own
   // Unnamed ops whose agreement ended, by sequence, until their turn in the unnamed data lane
   // (null: nothing left to move).
   std::map<uint64_t, std::shared_ptr<OpState>> agreed_;

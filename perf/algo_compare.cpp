@@ -1,0 +1,183 @@
+// allreduce_perf --algo all; see algo_compare.h.
+//
+// Noise: the benchmark machines are shared, so a variant's time is not one long loop. Each
+// size's timed iterations are split into blocks; block b runs every variant once (the starting
+// variant rotating with b), so a burst of machine noise hits all variants alike. Each variant's
+// turn in a block starts with one untimed op, so switching communicators is not timed. A block's
+// time is the slowest rank's mean per iteration, and a variant's time the median over its blocks.
+#include "algo_compare.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace perf {
+namespace {
+
+// Variants 0..3: prioccl communicators with these algorithms (0: auto); variant kMpi:
+// MPI_Allreduce.
+constexpr priocclAlgorithm_t kAlgos[] = {priocclAlgoAuto, priocclAlgoRing, priocclAlgoTree,
+                                         priocclAlgoRecursiveDoubling};
+constexpr int kComms = 4, kMpi = kComms;
+constexpr int kMaxBlocks = 5;
+constexpr double kAutoTarget = 1.05;      // auto/best: auto within 5% of the best fixed algorithm
+constexpr double kMpiTarget = 1.0 / 1.1;  // mpi/auto: auto within 1.1x of MPI_Allreduce
+
+// The extreme of a ratio over the sizes, where it was, and how many sizes met the target.
+struct Extreme {
+  bool wantLow;  // the worst value is the lowest (mpi/auto) rather than the highest (auto/best)
+  double value = NAN;
+  size_t bytes = 0;
+  int sizes = 0, meeting = 0;
+
+  explicit Extreme(bool low) : wantLow(low) {}
+  void add(double v, size_t b, double target) {
+    ++sizes;
+    meeting += wantLow ? v >= target : v <= target;
+    if (std::isnan(value) || (wantLow ? v < value : v > value)) {
+      value = v;
+      bytes = b;
+    }
+  }
+  void print(const char* name, double target) const {
+    if (!sizes) {
+      std::printf("# %s %s: n/a\n", wantLow ? "min" : "max", name);
+      return;
+    }
+    std::printf("# %s %s: %.3f at %zu B (target %s %.2f: met at %d of %d sizes)\n",
+                wantLow ? "min" : "max", name, value, bytes, wantLow ? ">=" : "<=", target, meeting,
+                sizes);
+  }
+};
+
+}  // namespace
+
+long long compareAlgorithms(const AllReduceOptions& o, int rank, int p) {
+  const DtypeInfo& dt = *o.dtype;
+  const OpInfo& op = *o.op;
+  // The auto communicator first: the fixed ones take its resolved tuning (chunk and credit
+  // sizes), so the algorithm is all that differs between them.
+  std::vector<prioccl::Communicator> comms;
+  prioccl::Config cfg = o.config;
+  cfg.algorithm = priocclAlgoAuto;
+  comms.push_back(prioccl::Communicator::world(cfg));
+  for (int k = 1; k < kComms; ++k) {
+    cfg = comms[0].config();
+    cfg.algorithm = kAlgos[k];
+    comms.push_back(prioccl::Communicator::world(cfg));
+  }
+
+  Inputs in(op.op, p);
+  size_t maxCount = std::max<size_t>(1, o.maxBytes / dt.size);
+  // Inputs do not depend on the size, so one fill serves every size.
+  std::vector<unsigned char> send(maxCount * dt.size), recv(maxCount * dt.size);
+  fill(in, rank, dt.type, send.data(), maxCount);
+  bool mpiOk = o.mpiBaseline && dt.mpi != MPI_DATATYPE_NULL;
+  int blocks = std::min(kMaxBlocks, o.iters), perBlock = (o.iters + blocks - 1) / blocks;
+  if (rank == 0) {
+    std::printf("# prioccl allreduce_perf --algo all, out of place: nranks %d, dtype %s, op %s\n",
+                p, dt.name, op.name);
+    std::printf("# config: %s\n", comms[0].config().describe().c_str());
+    std::printf("# ring, tree and rd: separate communicators with auto's chunk and credit sizes\n");
+    std::printf("# iters %d per variant (%d blocks of %d), warmup %d, check %d, baseline %s%s\n",
+                blocks * perBlock, blocks, perBlock, o.warmup, o.check,
+                o.mpiBaseline ? "MPI_Allreduce" : "none",
+                o.mpiBaseline && !mpiOk ? " (MPI has no such dtype: n/a)" : "");
+    std::printf(
+        "# time: median over blocks of the mean per iteration (slowest rank); variants "
+        "interleaved per block, each after one untimed op\n");
+    if (op.op == priocclAvg && mpiOk)
+      std::printf("# MPI avg = MPI_SUM, then a local divide by nranks (timed)\n");
+    std::printf(
+        "# best: fastest of ring/tree/rd; auto/best <= %.2f and mpi/auto >= %.2f are the "
+        "targets; #wrong: all variants\n#\n",
+        kAutoTarget, kMpiTarget);
+    std::printf("#%11s  %12s  %8s  %6s  %9s  %9s  %9s  %9s  %9s  %5s  %9s  %8s  %6s\n", "size",
+                "count", "type", "redop", "auto(us)", "ring(us)", "tree(us)", "rd(us)", "mpi(us)",
+                "best", "auto/best", "mpi/auto", "#wrong");
+  }
+
+  long long wrongTotal = 0;
+  Extreme autoBest(false), mpiAuto(true);
+  for (long long bytes = o.minBytes; bytes <= o.maxBytes; bytes *= o.factor) {
+    size_t count = std::max<size_t>(1, bytes / dt.size), nbytes = count * dt.size;
+    int variants = mpiOk && count <= INT_MAX ? kComms + 1 : kComms;
+    auto run = [&](int v) {
+      if (v == kMpi)
+        mpiAllReduce(dt, op, send.data(), recv.data(), count, p);
+      else
+        comms[v].allReduce(send.data(), recv.data(), count, dt.type, op.op);
+    };
+    // Warm-up doubles as the check: poison, at least one untimed run, compare.
+    long long wrongs[kComms + 1] = {}, wrong = o.check ? 0 : -1;
+    for (int v = 0; v < variants; ++v) {
+      poison(recv.data(), nbytes);
+      for (int i = 0; i < std::max(1, o.warmup); ++i) run(v);
+      if (o.check) wrongs[v] = countWrong(in, dt.type, recv.data(), count);
+    }
+    if (o.check) {
+      MPI_Allreduce(MPI_IN_PLACE, wrongs, kComms + 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+      for (long long w : wrongs) wrong += w;
+      wrongTotal += wrong;
+    }
+
+    std::vector<double> t(static_cast<size_t>(variants) * blocks);  // [variant][block]
+    for (int b = 0; b < blocks; ++b) {
+      for (int j = 0; j < variants; ++j) {
+        int v = (b + j) % variants;
+        run(v);  // untimed: the switch from the previous variant's communicator is not timed
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
+        for (int i = 0; i < perBlock; ++i) run(v);
+        t[v * blocks + b] = (MPI_Wtime() - t0) / perBlock;
+      }
+    }
+    MPI_Allreduce(MPI_IN_PLACE, t.data(), static_cast<int>(t.size()), MPI_DOUBLE, MPI_MAX,
+                  MPI_COMM_WORLD);
+    double med[kComms + 1] = {};
+    for (int v = 0; v < variants; ++v)
+      med[v] = median(std::vector<double>(t.begin() + v * blocks, t.begin() + (v + 1) * blocks));
+    int best = 1;
+    for (int k = 2; k < kComms; ++k)
+      if (med[k] < med[best]) best = k;
+    double ratioAuto = med[0] / med[best];
+    autoBest.add(ratioAuto, nbytes, kAutoTarget);
+    char mpiTime[16] = "n/a", mpiRatio[16] = "n/a";
+    if (variants > kMpi) {
+      double ratioMpi = med[kMpi] / med[0];
+      mpiAuto.add(ratioMpi, nbytes, kMpiTarget);
+      std::snprintf(mpiTime, sizeof mpiTime, "%.1f", med[kMpi] * 1e6);
+      std::snprintf(mpiRatio, sizeof mpiRatio, "%.3f", ratioMpi);
+    }
+    if (rank == 0) {
+      std::printf("%12zu  %12zu  %8s  %6s  %9.1f  %9.1f  %9.1f  %9.1f  %9s  %5s  %9.3f  %8s  %6s\n",
+                  nbytes, count, dt.name, op.name, med[0] * 1e6, med[1] * 1e6, med[2] * 1e6,
+                  med[3] * 1e6, mpiTime, prioccl::algorithmName(kAlgos[best]), ratioAuto, mpiRatio,
+                  wrongText(wrong).c_str());
+      for (int v = 0; v < variants; ++v)
+        if (wrongs[v] > 0)
+          std::printf("#   ^ %s: %lld wrong\n",
+                      v == kMpi ? "MPI_Allreduce" : prioccl::algorithmName(kAlgos[v]), wrongs[v]);
+      std::fflush(stdout);
+    }
+    if (o.factor < 2) break;  // -b == -e: one size
+  }
+  if (rank == 0) {
+    autoBest.print("auto/best", kAutoTarget);
+    mpiAuto.print("mpi/auto", kMpiTarget);
+    std::printf("# model: %s\n", comms[0].algorithmModel().c_str());
+    if (!o.check)
+      std::printf("# Out of bounds values : not checked\n");
+    else if (wrongTotal)
+      std::printf("# Out of bounds values : FAILED, #wrong %lld in total\n", wrongTotal);
+    else
+      std::printf("# Out of bounds values : 0 OK\n");
+  }
+  for (prioccl::Communicator& c : comms) c.destroy();
+  return wrongTotal;
+}
+
+}  // namespace perf

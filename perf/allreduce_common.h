@@ -1,0 +1,113 @@
+// What allreduce_perf.cpp and algo_compare.cpp share: the options, inputs whose all-reduce result
+// is known exactly, and the result check.
+#pragma once
+
+#include <string>
+
+#include "perf_common.h"
+
+namespace perf {
+
+struct AllReduceOptions {
+  long long minBytes = 1 << 10, maxBytes = 64 << 20, factor = 4;
+  const DtypeInfo* dtype = findDtype("float32");
+  const OpInfo* op = findOp("sum");
+  int iters = 20, warmup = 5, check = 1;
+  bool mpiBaseline = true;
+  bool compareAlgorithms = false;  // --algo all: see algo_compare.h
+  prioccl::Config config;
+};
+
+// Inputs are small non-negative integers, a function of (rank, index), chosen so that every
+// dtype -- int8 (<= 127) and bfloat16 (integers <= 256) included -- holds every input, every
+// partial result and the final result exactly for up to 127 ranks; nothing wraps, so Open MPI's
+// saturating 8-bit AVX sums agree. The expected value is recomputed from all ranks' formulas.
+struct Inputs {
+  priocclRedOp_t op;
+  int p;
+  int64_t a;  // per-rank bound for sum/avg: p * a <= 127
+
+  Inputs(priocclRedOp_t o, int nranks) : op(o), p(nranks), a(std::max(1, 127 / nranks)) {}
+
+  int64_t value(int r, uint64_t i) const {
+    switch (op) {
+      case priocclSum:
+        return static_cast<int64_t>((r + 1) * (i % 7 + 1) % (a + 1));
+      case priocclAvg: {
+        // m(i) on every rank plus +-1 cancelling within rank pairs: the sum is p * m(i), so the
+        // average is exact in every type (no rounding of sum / p to reason about).
+        int64_t m = static_cast<int64_t>(i % a) + 1;
+        if (r / 2 * 2 + 1 >= p) return m;  // the unpaired last rank
+        int64_t s = (i + r / 2) % 2 ? 1 : -1;
+        return m + (r % 2 ? s : -s);
+      }
+      case priocclProd:  // factors 1 or 2, at most six 2s: products <= 64
+        return r < 6 && ((i >> r) & 1) ? 2 : 1;
+      case priocclMin:
+      case priocclMax:
+        return static_cast<int64_t>(((r + 1) * (i % 7 + 1) * 13 + i) % 101);
+    }
+    return 0;
+  }
+
+  double expected(uint64_t i) const {
+    int64_t acc = value(0, i);
+    for (int r = 1; r < p; ++r) {
+      int64_t v = value(r, i);
+      acc = op == priocclProd  ? acc * v
+            : op == priocclMin ? std::min(acc, v)
+            : op == priocclMax ? std::max(acc, v)
+                               : acc + v;
+    }
+    return static_cast<double>(op == priocclAvg ? acc / p : acc);
+  }
+};
+
+inline void fill(const Inputs& in, int rank, priocclDataType_t type, void* buf, size_t count) {
+  withCodec(type, [&](auto codec) {
+    auto* s = static_cast<typename decltype(codec)::Storage*>(buf);
+    for (size_t i = 0; i < count; ++i) s[i] = codec.enc(in.value(rank, i));
+  });
+}
+
+// Elements of `buf` (this rank's result) that differ from the expected result.
+inline long long countWrong(const Inputs& in, priocclDataType_t type, const void* buf,
+                            size_t count) {
+  long long wrong = 0;
+  withCodec(type, [&](auto codec) {
+    auto* s = static_cast<const typename decltype(codec)::Storage*>(buf);
+    for (size_t i = 0; i < count; ++i) wrong += codec.dec(s[i]) != in.expected(i);
+  });
+  return wrong;
+}
+
+// Poison for receive buffers (0xFF: NaN for floats, -1/255 for integers -- never an expected
+// value), so an element the reduction never writes is caught.
+inline void poison(void* buf, size_t nbytes) {
+  std::memset(buf, 0xff, nbytes);
+}
+
+// The MPI baseline's avg: MPI_SUM, then a local divide (inside the timed loop).
+inline void divideInPlace(priocclDataType_t type, void* buf, size_t count, int p) {
+  withCodec(type, [&](auto codec) {
+    if constexpr (decltype(codec)::kNative) {
+      using S = typename decltype(codec)::Storage;
+      auto* s = static_cast<S*>(buf);
+      for (size_t i = 0; i < count; ++i) s[i] = static_cast<S>(s[i] / p);
+    }
+  });
+}
+
+// The MPI baseline's all-reduce of `count` elements (count <= INT_MAX), avg included.
+inline void mpiAllReduce(const DtypeInfo& dt, const OpInfo& op, const void* send, void* recv,
+                         size_t count, int p) {
+  MPI_Allreduce(send, recv, static_cast<int>(count), dt.mpi, op.mpi, MPI_COMM_WORLD);
+  if (op.op == priocclAvg) divideInPlace(dt.type, recv, count, p);
+}
+
+// "N/A" when not checked (w < 0).
+inline std::string wrongText(long long w) {
+  return w < 0 ? "N/A" : std::to_string(w);
+}
+
+}  // namespace perf
