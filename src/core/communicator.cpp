@@ -115,12 +115,7 @@ class CommImpl {
     if (count > 0 && s != r && s < r + bytes && r < s + bytes)
       fail(priocclInvalidArgument,
            "sendbuf and recvbuf overlap without being equal; pass the same pointer for in place");
-    auto state = std::make_shared<OpState>();
-    state->send = send;
-    state->recv = recv;
-    state->count = count;
-    state->dtype = dtype;
-    state->op = op;
+    auto state = makeOp(send, recv, count, dtype, op);
     state->priority = priority;
     if (key) {
       state->named = true;
@@ -171,15 +166,21 @@ class CommImpl {
     }
   }
 
-  // An op of the communicator's own, on the calling thread; returns its seconds.
-  double runOwn(const void* send, void* recv, size_t count, priocclDataType_t dtype,
-                priocclRedOp_t op, priocclAlgorithm_t algo) {
+  static std::shared_ptr<OpState> makeOp(const void* send, void* recv, size_t count,
+                                         priocclDataType_t dtype, priocclRedOp_t op) {
     auto state = std::make_shared<OpState>();
     state->send = send;
     state->recv = recv;
     state->count = count;
     state->dtype = dtype;
     state->op = op;
+    return state;
+  }
+
+  // An op of the communicator's own, on the calling thread; returns its seconds.
+  double runOwn(const void* send, void* recv, size_t count, priocclDataType_t dtype,
+                priocclRedOp_t op, priocclAlgorithm_t algo) {
+    auto state = makeOp(send, recv, count, dtype, op);
     state->algorithm = algo;
     auto t0 = std::chrono::steady_clock::now();
     engine_->submit(state, true);
