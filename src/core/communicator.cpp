@@ -5,6 +5,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <vector>
 
@@ -42,6 +43,8 @@ namespace {
 std::mutex g_mpiMutex;
 int g_liveComms = 0;
 bool g_mpiInitialisedByUs = false;
+// Cost models measured so far, by (MPI_COMM_WORLD ranks of the group, chunkBytes).
+std::map<std::vector<int>, AlgoSelector> g_models;
 
 void validate(const Config& c) {
   if (c.chunkBytes > (size_t{1} << 30))
@@ -74,6 +77,7 @@ class CommImpl {
     }
     // Outside the lock: a collective that takes milliseconds on a slow link.
     LinkEstimate link = measureRingLink(session.dup);
+    std::vector<int> worldRanks = worldRanksOf(session.dup);
     config_.resolveAuto(link.bytesPerSecond, link.latencySeconds, link.nranks);
     auto transport = std::make_unique<MpiTransport>(session.dup);
     rank_ = transport->rank();
@@ -83,7 +87,7 @@ class CommImpl {
           " nranks=", size_, " transport=mpi ", config_.describe());
     engine_ = std::make_unique<Engine>(std::move(transport), config_, selector_, errors_);
     try {
-      agreeAndCalibrate();
+      agreeAndCalibrate(worldRanks);
     } catch (...) {
       engine_.reset();
       closeMpi();
@@ -189,22 +193,48 @@ class CommImpl {
   }
 
   // Every rank must cut ops alike and choose algorithms alike: check the settings that decide it,
-  // then (auto algorithm) time each algorithm at a few sizes and fit the cost model to the slowest
-  // rank's times, so every rank holds the same model.
-  void agreeAndCalibrate() {
-    double mine[4] = {
-        static_cast<double>(config_.chunkBytes), -static_cast<double>(config_.chunkBytes),
-        static_cast<double>(config_.algorithm), -static_cast<double>(config_.algorithm)};
-    double all[4];
-    runOwn(mine, all, 4, priocclFloat64, priocclMax, priocclAlgoRecursiveDoubling);
+  // then (auto algorithm) fit the cost model. The model is measured once per process and group
+  // of ranks, so that communicators over the same ranks choose alike (and so give the same bits);
+  // it is reused only when every rank has it.
+  void agreeAndCalibrate(const std::vector<int>& worldRanks) {
+    std::vector<int> key = worldRanks;
+    key.push_back(static_cast<int>(config_.chunkBytes));
+    const AlgoSelector* known = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(g_mpiMutex);
+      auto it = g_models.find(key);
+      if (it != g_models.end()) known = &it->second;  // entries are never erased
+    }
+    double have = known ? 1 : 0;
+    double mine[6] = {static_cast<double>(config_.chunkBytes),
+                      -static_cast<double>(config_.chunkBytes),
+                      static_cast<double>(config_.algorithm),
+                      -static_cast<double>(config_.algorithm),
+                      have,
+                      -have};
+    double all[6];  // maxima: all[2k + 1] is minus the minimum of all[2k]'s entry
+    runOwn(mine, all, 6, priocclFloat64, priocclMax, priocclAlgoRecursiveDoubling);
     if (all[0] != -all[1] || all[2] != -all[3])
       fail(priocclInvalidUsage, "ranks disagree on ",
            all[0] != -all[1] ? concat("chunkBytes (", -all[1], " to ", all[0], ")")
                              : std::string("the algorithm (PRIOCCL_ALGO / config.algorithm)"),
            ": every rank must use the same setting");
     selector_ = AlgoSelector(config_.algorithm);
+    if (config_.algorithm == priocclAlgoAuto && config_.calibrate && size_ > 1) {
+      if (all[5] == -1) {  // every rank has measured this group already
+        selector_ = *known;
+      } else {
+        measureModel();
+        std::lock_guard<std::mutex> lock(g_mpiMutex);
+        g_models[key] = selector_;
+      }
+    }
     engine_->setSelector(selector_);
-    if (config_.algorithm != priocclAlgoAuto || !config_.calibrate || size_ == 1) return;
+  }
+
+  // Times each algorithm at the calibration sizes and fits the model to the slowest rank's
+  // medians.
+  void measureModel() {
     constexpr int kReps = 5;
     std::vector<size_t> sizes = AlgoSelector::calibrationSizes(size_);
     constexpr int kAlgos = AlgoSelector::kAlgos;
@@ -231,7 +261,6 @@ class CommImpl {
     for (int k = 0; k < kAlgos; ++k)
       times[k].assign(worst.begin() + k * sizes.size(), worst.begin() + (k + 1) * sizes.size());
     selector_.calibrate(sizes, times);
-    engine_->setSelector(selector_);
   }
 
   Config config_;

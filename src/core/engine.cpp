@@ -287,6 +287,10 @@ bool Engine::takeSubmissions() {
     fresh.swap(incoming_);
   }
   for (auto& op : fresh) {
+    // The algorithm is settled once, from arguments every rank agrees on (and a table every rank
+    // holds alike); a mismatched op fails before its algorithm matters.
+    if (op->algorithm == priocclAlgoAuto)
+      op->algorithm = selector_.choose(op->count * reduce::dtypeSize(op->dtype));
     Announce a;
     a.key = keyHash(*op);
     a.count = op->count;
@@ -295,8 +299,7 @@ bool Engine::takeSubmissions() {
     if (!op->named) {  // agreed among the ranks themselves, in submission order
       a.occurrence = unnamedOps_++;
       op->globalSeq = a.occurrence;
-      addLive(kAgreeLane, std::move(op), priocclAlgoRecursiveDoubling);
-      lanes_[kAgreeLane].live.back().announce = a;
+      addLive(kAgreeLane, std::move(op)).announce = a;
       continue;
     }
     if (op->count == 0) {  // nothing to move or to match
@@ -342,8 +345,7 @@ void Engine::applyDecision(const Decision& d) {
                describeArgs(d.a), ", but rank ", d.rankB, " had ", describeArgs(d.b)));
     return;
   }
-  priocclAlgorithm_t algo = algorithmFor(*op);
-  addLive(kNamedLane, std::move(op), algo);
+  addLive(kNamedLane, std::move(op));
 }
 
 // The op's identity is now agreed by every rank: the end of its QUEUE phase.
@@ -359,36 +361,28 @@ void Engine::noteMatched(const OpState& op) {
                           op.named ? op.key : "", "\""));
 }
 
-void Engine::addLive(Lane lane, std::shared_ptr<OpState> op, priocclAlgorithm_t algo) {
+Engine::LiveOp& Engine::addLive(Lane lane, std::shared_ptr<OpState> op) {
   LiveOp live;
-  live.algo = algo;
   if (lane == kAgreeLane) {
     live.chunks = 1;
   } else {
-    live.chunkCount = chunkElements(*op, algo);
+    live.chunkCount = chunkElements(*op);
     live.chunks = (op->count + live.chunkCount - 1) / live.chunkCount;
     op->chunksLeft = live.chunks;
   }
   live.op = std::move(op);
-  lanes_[lane].live.push_back(std::move(live));
-}
-
-// The op's own algorithm if it forces one, else the communicator's choice for its size. Depends
-// only on arguments every rank agrees on (and a table every rank holds alike).
-priocclAlgorithm_t Engine::algorithmFor(const OpState& op) const {
-  if (op.algorithm != priocclAlgoAuto) return op.algorithm;
-  return selector_.choose(op.count * reduce::dtypeSize(op.dtype));
+  return lanes_[lane].live.emplace_back(std::move(live));
 }
 
 // Elements per chunk of `op`. A ring or tree op of a few chunks is cut finer (down to
 // kMinChunkBytes) so that several chunks pipeline even then; recursive doubling moves whole
 // chunks every round, so it gains nothing from cutting. Depends only on arguments every rank
 // agrees on, so every rank cuts the op alike.
-size_t Engine::chunkElements(const OpState& op, priocclAlgorithm_t algo) const {
+size_t Engine::chunkElements(const OpState& op) const {
   size_t elem = reduce::dtypeSize(op.dtype);
   size_t bytes = op.count * elem;
   size_t chunk =
-      algo == priocclAlgoRecursiveDoubling
+      op.algorithm == priocclAlgoRecursiveDoubling
           ? config_.chunkBytes
           : std::min(config_.chunkBytes, std::max(kMinChunkBytes, bytes / kMinChunksPerOp));
   return std::max<size_t>(1, chunk / elem);
@@ -433,11 +427,11 @@ std::unique_ptr<ChunkAlgo> Engine::makeChunk(LiveOp& live, const ChunkSpec& spec
     // Small ops whose algorithm is recursive doubling are reduced by the agreement itself.
     const OpState& op = *live.op;
     size_t bytes = op.count * reduce::dtypeSize(op.dtype);
-    bool carry = bytes <= kCarryMaxBytes && algorithmFor(op) == priocclAlgoRecursiveDoubling;
+    bool carry = bytes <= kCarryMaxBytes && op.algorithm == priocclAlgoRecursiveDoubling;
     return std::make_unique<AgreementChunk>(spec, agreeScratch_, live.announce, carry,
                                             kCarryMaxBytes);
   }
-  switch (live.algo) {
+  switch (live.op->algorithm) {
     case priocclAlgoTree:
       return std::make_unique<TreeChunk>(spec, scratch_);
     case priocclAlgoRecursiveDoubling:
@@ -642,10 +636,7 @@ void Engine::concludeAgreement(Slot& slot) {
   agreed_.emplace(op->globalSeq, std::move(moves));
   for (auto it = agreed_.begin(); it != agreed_.end() && it->first == nextUnnamedData_;
        it = agreed_.erase(it), ++nextUnnamedData_) {
-    if (it->second) {
-      priocclAlgorithm_t algo = algorithmFor(*it->second);
-      addLive(kUnnamedLane, std::move(it->second), algo);
-    }
+    if (it->second) addLive(kUnnamedLane, std::move(it->second));
   }
 }
 

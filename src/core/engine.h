@@ -92,7 +92,6 @@ class Engine {
   enum Lane : uint8_t { kNamedLane = 0, kAgreeLane = 1, kUnnamedLane = 2, kLanes = 3 };
   struct LiveOp {
     std::shared_ptr<OpState> op;
-    priocclAlgorithm_t algo = priocclAlgoRing;
     uint64_t chunks = 0;
     size_t chunkCount = 0;   // elements per chunk (the last may have fewer)
     uint64_t nextChunk = 0;  // next chunk to activate
@@ -148,7 +147,7 @@ class Engine {
   bool exchangeControl();
   void applyDecision(const Decision& d);
   void noteMatched(const OpState& op);
-  void addLive(Lane lane, std::shared_ptr<OpState> op, priocclAlgorithm_t algo);
+  LiveOp& addLive(Lane lane, std::shared_ptr<OpState> op);
   bool activate();
   std::unique_ptr<ChunkAlgo> makeChunk(LiveOp& live, const ChunkSpec& spec, Lane lane);
   bool pollTransport();
@@ -164,8 +163,7 @@ class Engine {
   void retireOps();
   void failAll(priocclResult_t code, const std::string& message);
   bool idle() const;
-  priocclAlgorithm_t algorithmFor(const OpState& op) const;
-  size_t chunkElements(const OpState& op, priocclAlgorithm_t algo) const;
+  size_t chunkElements(const OpState& op) const;
   // FIFO mode schedules every op alike; ties then go by global op order.
   int schedulingPriority(const OpState& op) const {
     return config_.schedule == priocclScheduleFifo ? 0 : op.priority;

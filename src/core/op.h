@@ -48,7 +48,8 @@ struct OpState : std::enable_shared_from_this<OpState> {
   priocclRedOp_t op = priocclSum;
   int priority = 0;
   bool named = false;
-  priocclAlgorithm_t algorithm = priocclAlgoAuto;  // auto: the communicator's choice by size
+  // Auto: the communicator's choice by size, which the engine writes here when it takes the op.
+  priocclAlgorithm_t algorithm = priocclAlgoAuto;
   std::string key;  // named ops: matched across ranks by (key, occurrence)
   std::shared_ptr<ErrorLog> errorLog;
   std::shared_ptr<ProgressGate> gate;  // lets a thread blocked in wait() drive the engine

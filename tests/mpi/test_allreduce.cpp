@@ -524,9 +524,6 @@ TEST(AllReduce, FifoAndPriorityGiveIdenticalBits) {
   for (int fifo = 0; fifo < 2; ++fifo) {
     prioccl::Config cfg = prioccl::Config::fromEnv();
     cfg.schedule = fifo ? priocclScheduleFifo : priocclSchedulePriority;
-    // The bits depend on the algorithm, and two calibrations may choose differently near a
-    // crossover: pin the choice (the fixed rule) so that only the schedule differs.
-    cfg.calibrate = false;
     Communicator comm = Communicator::world(cfg);
     std::vector<std::unique_ptr<Running>> ops;
     for (int k = 0; k < 24; ++k)

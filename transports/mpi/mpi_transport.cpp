@@ -100,6 +100,22 @@ LinkEstimate measureRingLink(MPI_Comm comm) {
   return e;
 }
 
+std::vector<int> worldRanksOf(MPI_Comm comm) {
+  MPI_Group group, world;
+  MPI_Comm_group(comm, &group);
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  int n = 0;
+  MPI_Group_size(group, &n);
+  std::vector<int> mine(static_cast<size_t>(n)), theirs(mine.size());
+  for (int i = 0; i < n; ++i) mine[i] = i;
+  MPI_Group_translate_ranks(group, n, mine.data(), world, theirs.data());
+  for (int& r : theirs)
+    if (r == MPI_UNDEFINED) r = -1;
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+  return theirs;
+}
+
 MpiTransport::MpiTransport(MPI_Comm comm) : comm_(comm) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);

@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <memory>
+#include <vector>
 
 #include "transport.h"
 
@@ -62,5 +63,8 @@ struct LinkEstimate {
   int nranks = 1;
 };
 LinkEstimate measureRingLink(MPI_Comm comm);
+
+// The MPI_COMM_WORLD rank of each rank of `comm` (-1 where none): names the group of processes.
+std::vector<int> worldRanksOf(MPI_Comm comm);
 
 }  // namespace prioccl
