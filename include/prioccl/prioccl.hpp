@@ -52,7 +52,10 @@ struct PRIOCCL_API Config {
   priocclAlgorithm_t algorithm = priocclAlgoAuto;        // PRIOCCL_ALGO=auto|ring|tree|rd
   // Auto only: time each algorithm at creation (tens of ms on a slow network) to fit the cost
   // model; false uses a fixed rule instead.
-  bool calibrate = true;         // PRIOCCL_CALIBRATE
+  bool calibrate = true;  // PRIOCCL_CALIBRATE
+  // Per op size, taking precedence over `algorithm`: "ALGO<SIZE,...,ALGO", e.g. "rd<64K,tree"
+  // (recursive doubling below 64 KiB, tree above); a term may be "auto". PRIOCCL_ALGO accepts it.
+  std::string algorithmRules;
   std::string timelinePath;      // PRIOCCL_TIMELINE: Chrome-trace JSON, one file per rank
   static Config fromEnv();       // throws InvalidArgument on a malformed variable
   std::string describe() const;  // one line, for logs

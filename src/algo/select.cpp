@@ -2,6 +2,7 @@
 #include "algo/select.h"
 
 #include <cmath>
+#include <cstdint>
 #include <sstream>
 
 #include "prioccl/prioccl.hpp"
@@ -35,8 +36,24 @@ double AlgoSelector::modelSeconds(priocclAlgorithm_t a, size_t bytes) const {
   return alpha + beta * n;
 }
 
+bool AlgoSelector::usesModel() const {
+  if (rules_.empty()) return forced_ == priocclAlgoAuto;
+  for (const AlgoRule& r : rules_)
+    if (r.algo == priocclAlgoAuto) return true;
+  return false;
+}
+
 priocclAlgorithm_t AlgoSelector::choose(size_t bytes) const {
-  if (forced_ != priocclAlgoAuto) return forced_;
+  for (const AlgoRule& r : rules_) {
+    if (bytes >= r.below) continue;
+    if (r.algo != priocclAlgoAuto) return r.algo;
+    break;
+  }
+  if (!rules_.empty() || forced_ == priocclAlgoAuto) return modelChoice(bytes);
+  return forced_;
+}
+
+priocclAlgorithm_t AlgoSelector::modelChoice(size_t bytes) const {
   if (sizes_.empty()) return bytes <= (16 << 10) ? priocclAlgoRecursiveDoubling : priocclAlgoRing;
   priocclAlgorithm_t best = priocclAlgoRing;
   double bestT = modelSeconds(best, bytes);
@@ -52,7 +69,15 @@ priocclAlgorithm_t AlgoSelector::choose(size_t bytes) const {
 
 std::string AlgoSelector::describe() const {
   std::ostringstream out;
-  if (forced_ != priocclAlgoAuto) {
+  if (!rules_.empty()) {
+    out << "size rules:";
+    for (const AlgoRule& r : rules_) {
+      out << " " << algorithmName(r.algo);
+      if (r.below != SIZE_MAX) out << "<" << r.below << "B";
+    }
+    if (!usesModel()) return out.str();
+    out << "; ";
+  } else if (forced_ != priocclAlgoAuto) {
     out << "algorithm forced: " << algorithmName(forced_);
     return out.str();
   }

@@ -11,11 +11,21 @@
 #include <array>
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "prioccl/prioccl.h"
 
 namespace prioccl {
+
+// One term of a size rule list (PRIOCCL_ALGO="rd<64K,tree"): ops below `below` bytes use `algo`.
+struct AlgoRule {
+  size_t below;
+  priocclAlgorithm_t algo;  // auto: the cost model (or the fixed rule) decides
+};
+// Parses "ALGO<SIZE,...,ALGO" (sizes increasing, the last term without one); "" gives no rules.
+// Throws InvalidArgument naming `name`. Defined in core/config.cpp with the other parsers.
+std::vector<AlgoRule> parseAlgorithmRules(const char* name, const std::string& text);
 
 class AlgoSelector {
  public:
@@ -33,6 +43,15 @@ class AlgoSelector {
   void calibrate(const std::vector<size_t>& sizes,
                  const std::array<std::vector<double>, kAlgos>& times);
 
+  // Size rules take precedence over the model (and over `forced`) where they name an algorithm.
+  // Replaces both, keeping any calibration.
+  void setPolicy(priocclAlgorithm_t forced, std::vector<AlgoRule> rules) {
+    forced_ = forced;
+    rules_ = std::move(rules);
+  }
+  // Whether choose() can reach the cost model, i.e. whether calibrating is of any use.
+  bool usesModel() const;
+
   priocclAlgorithm_t choose(size_t bytes) const;
   double modelSeconds(priocclAlgorithm_t a, size_t bytes) const;  // < 0 when not calibrated
   bool calibrated() const { return !sizes_.empty(); }
@@ -40,7 +59,10 @@ class AlgoSelector {
   std::string describe() const;
 
  private:
+  priocclAlgorithm_t modelChoice(size_t bytes) const;  // the model, or the fixed rule without one
+
   priocclAlgorithm_t forced_;
+  std::vector<AlgoRule> rules_;
   std::vector<size_t> sizes_;
   std::array<std::vector<double>, kAlgos> times_;
 };

@@ -206,23 +206,33 @@ class CommImpl {
       if (it != g_models.end()) known = &it->second;  // entries are never erased
     }
     double have = known ? 1 : 0;
-    double mine[6] = {static_cast<double>(config_.chunkBytes),
+    // The rule text as a 32-bit hash: exact in a double, so equal texts give equal maxima/minima.
+    uint32_t rules = 2166136261u;
+    for (unsigned char ch : config_.algorithmRules) rules = (rules ^ ch) * 16777619u;
+    double mine[8] = {static_cast<double>(config_.chunkBytes),
                       -static_cast<double>(config_.chunkBytes),
                       static_cast<double>(config_.algorithm),
                       -static_cast<double>(config_.algorithm),
+                      static_cast<double>(rules),
+                      -static_cast<double>(rules),
                       have,
                       -have};
-    double all[6];  // maxima: all[2k + 1] is minus the minimum of all[2k]'s entry
-    runOwn(mine, all, 6, priocclFloat64, priocclMax, priocclAlgoRecursiveDoubling);
-    if (all[0] != -all[1] || all[2] != -all[3])
+    double all[8];  // maxima: all[2k + 1] is minus the minimum of all[2k]'s entry
+    runOwn(mine, all, 8, priocclFloat64, priocclMax, priocclAlgoRecursiveDoubling);
+    if (all[0] != -all[1] || all[2] != -all[3] || all[4] != -all[5])
       fail(priocclInvalidUsage, "ranks disagree on ",
            all[0] != -all[1] ? concat("chunkBytes (", -all[1], " to ", all[0], ")")
-                             : std::string("the algorithm (PRIOCCL_ALGO / config.algorithm)"),
+                             : std::string("the algorithm (PRIOCCL_ALGO / config.algorithm / "
+                                           "config.algorithmRules)"),
            ": every rank must use the same setting");
+    std::vector<AlgoRule> byRule =
+        parseAlgorithmRules("config.algorithmRules", config_.algorithmRules);
     selector_ = AlgoSelector(config_.algorithm);
-    if (config_.algorithm == priocclAlgoAuto && config_.calibrate && size_ > 1) {
-      if (all[5] == -1) {  // every rank has measured this group already
-        selector_ = *known;
+    selector_.setPolicy(config_.algorithm, byRule);
+    if (selector_.usesModel() && config_.calibrate && size_ > 1) {
+      if (all[7] == -1) {    // every rank has measured this group already
+        selector_ = *known;  // measured under another communicator's policy: set ours
+        selector_.setPolicy(config_.algorithm, byRule);
       } else {
         measureModel();
         std::lock_guard<std::mutex> lock(g_mpiMutex);

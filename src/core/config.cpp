@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "algo/select.h"
 #include "core/error.h"
 
 namespace prioccl {
@@ -81,6 +82,31 @@ size_t roundToPowerOfTwo(double bytes) {
 
 }  // namespace
 
+std::vector<AlgoRule> parseAlgorithmRules(const char* name, const std::string& text) {
+  std::vector<AlgoRule> rules;
+  size_t pos = 0;
+  while (!text.empty()) {
+    size_t comma = text.find(',', pos);
+    std::string term =
+        text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    size_t lt = term.find('<');
+    priocclAlgorithm_t algo = parseAlgorithm(term.substr(0, lt));
+    bool last = comma == std::string::npos;
+    size_t below = SIZE_MAX;
+    if (lt != std::string::npos)
+      below = parseSize(name, term.substr(lt + 1).c_str(), 1, ~0ULL >> 1);
+    if (algo == priocclNumAlgos || last != (lt == std::string::npos) ||
+        (!rules.empty() && below <= rules.back().below))
+      fail(priocclInvalidArgument, name, "='", text,
+           "' is not a size rule list ALGO<SIZE,...,ALGO (ALGO one of auto, ring, tree, rd; "
+           "sizes increasing; the last term without a size), e.g. 'rd<64K,tree'");
+    rules.push_back({below, algo});
+    if (last) break;
+    pos = comma + 1;
+  }
+  return rules;
+}
+
 priocclAlgorithm_t parseAlgorithm(const std::string& name) {
   for (int a = priocclAlgoAuto; a < priocclNumAlgos; ++a)
     if (!strcasecmp(name.c_str(), algorithmName(static_cast<priocclAlgorithm_t>(a))))
@@ -121,7 +147,10 @@ Config Config::fromEnv() {
   }
   if (const char* v = std::getenv("PRIOCCL_CALIBRATE"); v && *v)
     c.calibrate = parseBool("PRIOCCL_CALIBRATE", v);
-  if (const char* v = std::getenv("PRIOCCL_ALGO"); v && *v) {
+  if (const char* v = std::getenv("PRIOCCL_ALGO"); v && std::strpbrk(v, "<,")) {
+    parseAlgorithmRules("PRIOCCL_ALGO", v);  // validates now: a bad value fails here, named
+    c.algorithmRules = v;
+  } else if (v && *v) {
     c.algorithm = parseAlgorithm(v);
     if (c.algorithm == priocclNumAlgos)
       fail(priocclInvalidArgument, "PRIOCCL_ALGO='", v, "' is not 'auto', 'ring', 'tree' or 'rd'");
@@ -132,12 +161,15 @@ Config Config::fromEnv() {
 
 // Auto tuning. A chunk's ring segment should take about kStepSeconds on the wire: long enough
 // that per-message costs stay small, short enough that an urgent chunk never waits long behind
-// one. The credit keeps about kCreditSeconds of data in flight (at least one chunk), enough to
-// cover the links' latency without building a deep queue below the scheduler. Measured on the
-// 4-host 1 Gbit/s testbed (128 KiB chunks and credit) and on shared memory (about 1 MiB chunks,
-// 4 MiB credit); see README, "Benchmarks".
+// one. The credit keeps about kCreditSeconds of data in flight: every byte of it is queued in
+// front of an urgent op's next message, and the links' own buffers (socket buffers, Open MPI's
+// fragments) already keep the wire busy, so a shallow credit costs no bandwidth. On the 4-host
+// 1 Gbit/s testbed 32, 64 and 128 KiB of credit gave the same busbw (0.93 Gbit/s at 4-64 MiB),
+// while a 4 KiB urgent op under a 64 MiB one took 1.05 ms at 64 KiB against 1.9 ms at 128 KiB.
+// Gives 128 KiB chunks / 64 KiB credit there, and 1 MiB / 2 MiB on shared memory.
 void Config::resolveAuto(double bytesPerSecond, double latencySeconds, int nranks) {
-  constexpr double kStepSeconds = 250e-6, kCreditSeconds = 1.5e-3;
+  constexpr double kStepSeconds = 250e-6, kCreditSeconds = 0.5e-3;
+  constexpr size_t kMinCreditBytes = 32 << 10;
   linkBytesPerSecond = bytesPerSecond;
   linkLatencySeconds = latencySeconds;
   double bw = bytesPerSecond > 0 ? bytesPerSecond : 1e9;  // unmeasured (one rank): moderate
@@ -145,15 +177,16 @@ void Config::resolveAuto(double bytesPerSecond, double latencySeconds, int nrank
     chunkBytes = std::clamp<size_t>(roundToPowerOfTwo(bw * kStepSeconds * std::max(1, nranks)),
                                     64 << 10, 1 << 20);
   if (creditBytes == 0)
-    creditBytes = std::clamp<size_t>(roundToPowerOfTwo(bw * kCreditSeconds), chunkBytes, 8 << 20);
+    creditBytes =
+        std::clamp<size_t>(roundToPowerOfTwo(bw * kCreditSeconds), kMinCreditBytes, 8 << 20);
 }
 
 std::string Config::describe() const {
   return concat("chunkBytes=", chunkBytes, " creditBytes=", creditBytes,
                 " windowChunks=", windowChunks, " requireThreadMultiple=", requireThreadMultiple,
-                " schedule=", schedule == priocclScheduleFifo ? "fifo" : "priority",
-                " algorithm=", algorithmName(algorithm), " calibrate=", calibrate,
-                " timeline=", timelinePath.empty() ? "off" : timelinePath,
+                " schedule=", schedule == priocclScheduleFifo ? "fifo" : "priority", " algorithm=",
+                algorithmRules.empty() ? std::string(algorithmName(algorithm)) : algorithmRules,
+                " calibrate=", calibrate, " timeline=", timelinePath.empty() ? "off" : timelinePath,
                 " link=", linkBytesPerSecond / 1e9, "GB/s,", linkLatencySeconds * 1e6, "us");
 }
 

@@ -466,8 +466,9 @@ uint64_t Engine::post(Kind kind, int peer, uint64_t tag, void* buf, size_t bytes
     freePosted_.pop_back();
   }
   // The start time only feeds the timeline: no clock read per transfer otherwise.
-  posted_[cookie] = {kind, 0, true,  peer,
-                     0,    0, bytes, timeline_.enabled() ? Clock::now() : Clock::time_point()};
+  posted_[cookie] = {kind, 0,     true,
+                     peer, 0,     0,
+                     0,    bytes, timeline_.enabled() ? Clock::now() : Clock::time_point()};
   if (kind == Kind::kDataRecv || kind == Kind::kControlRecv)
     transport_->postRecv(peer, tag, buf, bytes, cookie);
   else
@@ -484,10 +485,12 @@ void Engine::postData(Slot& slot, const Transfer& t, bool isRecv) {
   p.gid = slot.gid;
   p.step = t.step;
   if (isRecv) return;
+  int priority = schedulingPriority(*slot.live->op);
+  p.priority = priority;
   inflightBytes_ += t.bytes;
+  inflightByPriority_[priority] += t.bytes;
   counters_.sendsPosted.fetch_add(1, std::memory_order_relaxed);
   // A preemption: the wire moves to a more urgent chunk while the one it served still has work.
-  int priority = schedulingPriority(*slot.live->op);
   if (lastSent_ && lastSent_ != &slot && priority < lastSentPriority_ &&
       isLive(*lastSent_, lastSent_->lane, lastSentGid_))
     counters_.preemptions.fetch_add(1, std::memory_order_relaxed);
@@ -541,6 +544,8 @@ void Engine::onCompletion(const Completion& c) {
     slot.algo->recvDone(p.step);
   } else {
     inflightBytes_ -= p.bytes;
+    auto level = inflightByPriority_.find(p.priority);
+    if ((level->second -= p.bytes) == 0) inflightByPriority_.erase(level);
     lastSendDone_ = done;
     counters_.bytesSent.fetch_add(p.bytes, std::memory_order_relaxed);
     slot.algo->sendDone(p.step);
@@ -584,11 +589,13 @@ bool Engine::postSends() {
     }
     // Less urgent chunks may fill the wire while a more urgent one waits on its peers, but only
     // with a quarter of the credit: whatever they put in flight delays the urgent chunk's next
-    // step.
+    // step. A chunk counts only the bytes in flight at its priority or more urgent ones: those
+    // of less urgent chunks are not its business (they already went first; waiting for them
+    // to drain would add their wire time to the urgent chunk's again).
     bool urgentWaiting = e.priority > activePriorities_.begin()->first;
     size_t credit = urgentWaiting ? std::max<size_t>(1, config_.creditBytes / kFillDivisor)
                                   : config_.creditBytes;
-    if (inflightBytes_ >= credit) break;
+    if (inflightAtOrAbove(e.priority) >= credit) break;
     ready_.pop();
     slot.queued = false;
     postData(slot, slot.algo->takeSend(), false);
@@ -596,6 +603,14 @@ bool Engine::postSends() {
     pump(slot);
   }
   return any;
+}
+
+size_t Engine::inflightAtOrAbove(int priority) const {
+  size_t bytes = 0;
+  for (auto it = inflightByPriority_.begin();
+       it != inflightByPriority_.end() && it->first <= priority; ++it)
+    bytes += it->second;
+  return bytes;
 }
 
 void Engine::finishChunk(Slot& slot) {
@@ -681,6 +696,7 @@ void Engine::failAll(priocclResult_t code, const std::string& message) {
   freePosted_.clear();
   controlSends_.clear();
   inflightBytes_ = 0;
+  inflightByPriority_.clear();
   for (LaneState& lane : lanes_) {
     for (LiveOp& live : lane.live) doomed.push_back(std::move(live.op));
     lane.live.clear();

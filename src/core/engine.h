@@ -133,6 +133,7 @@ class Engine {
     bool exact;
     int peer;
     int step;      // data: the chunk's step; control receive: index into controlRecv_
+    int priority;  // data send: its chunk's scheduling priority
     uint64_t gid;  // data: the chunk
     size_t bytes;
     Clock::time_point start;
@@ -165,6 +166,7 @@ class Engine {
   bool idle() const;
   size_t chunkElements(const OpState& op) const;
   // FIFO mode schedules every op alike; ties then go by global op order.
+  size_t inflightAtOrAbove(int priority) const;  // bytes of sends in flight at <= priority
   int schedulingPriority(const OpState& op) const {
     return config_.schedule == priocclScheduleFifo ? 0 : op.priority;
   }
@@ -223,6 +225,9 @@ class Engine {
   std::array<LaneState, kLanes> lanes_;
   std::priority_queue<ReadyEntry, std::vector<ReadyEntry>, std::greater<ReadyEntry>> ready_;
   size_t inflightBytes_ = 0;
+  // The same bytes by scheduling priority: a send waits only for those at its priority or more
+  // urgent, so bytes of less urgent chunks never hold back an urgent chunk's send.
+  std::map<int, size_t> inflightByPriority_;
   Clock::time_point lastSendDone_ = Clock::now();
   std::map<int, uint64_t> activePriorities_;  // scheduling priority -> active chunks with it
   const Slot* lastSent_ = nullptr;            // chunk of the last send posted, to count preemptions

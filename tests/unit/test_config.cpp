@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 
+#include "algo/select.h"
 #include "prioccl/prioccl.hpp"
 
 namespace {
@@ -55,10 +56,10 @@ TEST(Config, AutoTuningFollowsTheMeasuredLink) {
   prioccl::Config slow = c, fast = c, fixed = c;
   slow.resolveAuto(117e6, 100e-6, 4);  // a 1 Gbit/s link: segments of ~30 KB
   EXPECT_EQ(slow.chunkBytes, 128u << 10);
-  EXPECT_EQ(slow.creditBytes, 128u << 10);
-  fast.resolveAuto(3e9, 5e-6, 4);  // shared memory: capped chunks, a few MiB of credit
+  EXPECT_EQ(slow.creditBytes, 64u << 10);  // ~0.5 ms of the link
+  fast.resolveAuto(3e9, 5e-6, 4);           // shared memory: capped chunks, ~1.5 MB of credit
   EXPECT_EQ(fast.chunkBytes, 1u << 20);
-  EXPECT_EQ(fast.creditBytes, 4u << 20);
+  EXPECT_EQ(fast.creditBytes, 1u << 20);
   fixed.chunkBytes = 4096;  // explicit values are kept
   fixed.resolveAuto(3e9, 5e-6, 4);
   EXPECT_EQ(fixed.chunkBytes, 4096u);
@@ -71,3 +72,44 @@ TEST(Config, ChunkAboveOneGiBRejected) {
 }
 
 }  // namespace
+
+TEST(Config, AlgorithmByNameAndBySizeRules) {
+  {
+    EnvVar a("PRIOCCL_ALGO", "tree");
+    prioccl::Config c = prioccl::Config::fromEnv();
+    EXPECT_EQ(c.algorithm, priocclAlgoTree);
+    EXPECT_TRUE(c.algorithmRules.empty());
+  }
+  EnvVar a("PRIOCCL_ALGO", "rd<64K,auto<1M,ring");
+  prioccl::Config c = prioccl::Config::fromEnv();
+  EXPECT_EQ(c.algorithmRules, "rd<64K,auto<1M,ring");
+  EXPECT_NE(c.describe().find("algorithm=rd<64K,auto<1M,ring"), std::string::npos);
+
+  // Rules override the forced algorithm; an "auto" term falls to the model (here uncalibrated:
+  // the fixed rule, rd up to 16 KiB, ring above).
+  prioccl::AlgoSelector s(priocclAlgoTree);
+  s.setPolicy(priocclAlgoTree, prioccl::parseAlgorithmRules("test", c.algorithmRules));
+  EXPECT_TRUE(s.usesModel());
+  EXPECT_EQ(s.choose(0), priocclAlgoRecursiveDoubling);
+  EXPECT_EQ(s.choose((64 << 10) - 1), priocclAlgoRecursiveDoubling);
+  EXPECT_EQ(s.choose(64 << 10), priocclAlgoRing);  // auto term: fixed rule says ring
+  EXPECT_EQ(s.choose(1 << 20), priocclAlgoRing);   // last term
+  s.setPolicy(priocclAlgoAuto, prioccl::parseAlgorithmRules("test", "tree<1K,rd"));
+  EXPECT_FALSE(s.usesModel());
+  EXPECT_EQ(s.choose(1000), priocclAlgoTree);
+  EXPECT_EQ(s.choose(1 << 30), priocclAlgoRecursiveDoubling);
+  EXPECT_TRUE(prioccl::parseAlgorithmRules("test", "").empty());
+}
+
+TEST(Config, MalformedAlgorithmRulesAreErrors) {
+  for (const char* bad : {"rd<64K", "rd<64K,", "rd,tree", "bogus<1K,ring", "rd<1M,tree<64K,ring",
+                          "rd<,ring", "rd<64Q,ring", ",ring", "rd<64K,ring<"}) {
+    EnvVar a("PRIOCCL_ALGO", bad);
+    try {
+      prioccl::Config::fromEnv();
+      ADD_FAILURE() << "accepted PRIOCCL_ALGO=" << bad;
+    } catch (const prioccl::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("PRIOCCL_ALGO"), std::string::npos) << e.what();
+    }
+  }
+}
