@@ -87,6 +87,13 @@ class Fabric {
     }
     return moved;
   }
+  // Tags of the messages posted on src -> dst and not delivered yet, in order.
+  std::vector<uint64_t> queued(int src, int dst) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<uint64_t> tags;
+    for (const Message& m : links_[{src, dst}]) tags.push_back(m.tag);
+    return tags;
+  }
   std::vector<Delivered> log(int dst) {
     std::lock_guard<std::mutex> lock(mutex_);
     return log_[dst];
@@ -224,6 +231,63 @@ TEST(Scheduler, UrgentOpTakesTheWireFromARunningLowPriorityOp) {
       withPriority, withFifo);
   EXPECT_LE(withPriority, 4);
   EXPECT_GE(withFifo, 40);
+}
+
+TEST(Scheduler, UrgentSendIsNotHeldBackByLessUrgentBytesInFlight) {
+  // The low op fills the credit with sends the fabric does not deliver. Two more urgent ops'
+  // sends must still be posted: only bytes in flight at their priority or more urgent count
+  // against them. (Two, because once the wire has stalled for 2 ms each lane's oldest chunk may
+  // send regardless, the deadlock escape: the second op can only go out by this rule.)
+  const int kRanks = 2;
+  prioccl::Config cfg;
+  cfg.chunkBytes = 64 << 10;
+  cfg.creditBytes = 64 << 10;
+  cfg.windowChunks = 1024;
+  Fabric fabric;
+  std::vector<std::unique_ptr<Engine>> engines;
+  for (int r = 0; r < kRanks; ++r)
+    engines.push_back(std::make_unique<Engine>(std::make_unique<FabricTransport>(fabric, r, kRanks),
+                                               cfg, prioccl::AlgoSelector(priocclAlgoRing),
+                                               std::make_shared<prioccl::detail::ErrorLog>()));
+  std::vector<std::vector<float>> low(kRanks, std::vector<float>(1 << 20, 1.0f));
+  std::vector<std::vector<float>> urgent(2 * kRanks, std::vector<float>(1 << 14, 2.0f));
+  std::vector<std::shared_ptr<OpState>> lowOps, urgentOps;
+  for (int r = 0; r < kRanks; ++r) lowOps.push_back(makeOp(low[r], 100));
+  for (int r = 0; r < kRanks; ++r) engines[r]->submit(lowOps[r]);
+  run(fabric, [&] { return fabric.log(1).size() >= 10; });
+  // From here only control messages move: the low op's in-flight sends stay in flight.
+  auto lanesQueued = [&](int lane) {
+    int n = 0;
+    for (uint64_t tag : fabric.queued(0, 1)) {
+      int l = -1;
+      engines[0]->chunkOfTag(tag, &l);
+      n += l == lane;
+    }
+    return n;
+  };
+  int lowQueued = lanesQueued(2);
+  for (int i = 0; i < 2 * kRanks; ++i) urgentOps.push_back(makeOp(urgent[i], 0));
+  for (int i = 0; i < 2 * kRanks; ++i) engines[i % kRanks]->submit(urgentOps[i]);
+  // Both urgent ops' agreements (lane 1) go out although the credit is full of low sends.
+  for (int i = 0; i < 2000 && lanesQueued(1) < 2; ++i) {
+    fabric.deliver(false);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_GE(lowQueued, 1) << "the low op should have sends in flight";
+  EXPECT_EQ(lanesQueued(2), lowQueued) << "no new low send while the credit is full";
+  EXPECT_EQ(lanesQueued(1), 2) << "an urgent op's send waited for less urgent bytes";
+  auto allDone = [&] {
+    for (auto& op : urgentOps)
+      if (!op->done.load()) return false;
+    return lowOps[0]->done.load() && lowOps[1]->done.load();
+  };
+  run(fabric, allDone);
+  for (int i = 0; i < 2 * kRanks; ++i) {
+    EXPECT_EQ(urgentOps[i]->result, priocclSuccess);
+    EXPECT_EQ(urgent[i][999], 4.0f);
+  }
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(low[r][12345], 2.0f);
+  for (auto& e : engines) e->drainAndStop();
 }
 
 }  // namespace
