@@ -64,6 +64,15 @@ typedef enum {
   priocclNumAlgos = 4
 } priocclAlgorithm_t;
 
+/* Point-to-point transport under the engine. MPI (the default) works wherever MPI does; UCX
+ * reaches InfiniBand/RoCE verbs, shared memory and TCP directly (builds with UCX only). MPI
+ * bootstraps both. */
+typedef enum {
+  priocclTransportMpi = 0,
+  priocclTransportUcx = 1,
+  priocclNumTransports = 2
+} priocclTransport_t;
+
 /* Tuning knobs. Start from PRIOCCL_CONFIG_INITIALIZER: a field left at its initial value (-1)
  * takes the PRIOCCL_* environment variable, or the built-in default when that is unset.
  * chunkBytes and creditBytes may be 0: derived from a measurement of the links at creation. */
@@ -76,10 +85,11 @@ typedef struct {
                                 application that initialised MPI itself; 0 = accept SERIALIZED */
   int schedule;              /* PRIOCCL_SCHEDULE: a priocclSchedule_t ("priority" or "fifo") */
   int algorithm;             /* PRIOCCL_ALGO: a priocclAlgorithm_t ("auto", "ring", "tree", "rd") */
+  int transport;             /* PRIOCCL_TRANSPORT: a priocclTransport_t ("mpi" or "ucx") */
 } priocclConfig_t;
 
 #define PRIOCCL_CONFIG_INITIALIZER \
-  { sizeof(priocclConfig_t), -1, -1, -1, -1, -1, -1 }
+  { sizeof(priocclConfig_t), -1, -1, -1, -1, -1, -1, -1 }
 
 /* What a communicator's engine has done so far (monotonic counters). */
 typedef struct {

@@ -56,6 +56,7 @@ struct PRIOCCL_API Config {
   // Per op size, taking precedence over `algorithm`: "ALGO<SIZE,...,ALGO", e.g. "rd<64K,tree"
   // (recursive doubling below 64 KiB, tree above); a term may be "auto". PRIOCCL_ALGO accepts it.
   std::string algorithmRules;
+  priocclTransport_t transport = priocclTransportMpi;  // PRIOCCL_TRANSPORT=mpi|ucx
   std::string timelinePath;      // PRIOCCL_TIMELINE: Chrome-trace JSON, one file per rank
   static Config fromEnv();       // throws InvalidArgument on a malformed variable
   std::string describe() const;  // one line, for logs

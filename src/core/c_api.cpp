@@ -173,8 +173,9 @@ priocclResult_t priocclCommInitMPI(priocclComm_t* comm, const void* mpiComm,
     *comm = nullptr;
     Config c = Config::fromEnv();
     if (config) {
-      // Configs from before `algorithm` existed end where it starts.
-      bool hasAlgorithm = config->size == sizeof(priocclConfig_t);
+      // Configs from before `algorithm` (or `transport`) existed end where it starts.
+      bool hasTransport = config->size == sizeof(priocclConfig_t);
+      bool hasAlgorithm = hasTransport || config->size == offsetof(priocclConfig_t, transport);
       if (!hasAlgorithm && config->size != offsetof(priocclConfig_t, algorithm))
         detail::fail(priocclInvalidArgument, "config->size is ", config->size, ", expected ",
                      sizeof(priocclConfig_t), ": initialise it with PRIOCCL_CONFIG_INITIALIZER");
@@ -201,6 +202,12 @@ priocclResult_t priocclCommInitMPI(priocclComm_t* comm, const void* mpiComm,
           detail::fail(priocclInvalidArgument, "config->algorithm = ", config->algorithm,
                        " is not a priocclAlgorithm_t");
         c.algorithm = static_cast<priocclAlgorithm_t>(config->algorithm);
+      }
+      if (hasTransport && config->transport != -1) {
+        if (config->transport < priocclTransportMpi || config->transport >= priocclNumTransports)
+          detail::fail(priocclInvalidArgument, "config->transport = ", config->transport,
+                       " is not a priocclTransport_t");
+        c.transport = static_cast<priocclTransport_t>(config->transport);
       }
     }
     *comm = toHandle(comms().add(Communicator::fromMpi(mpiComm, c)));

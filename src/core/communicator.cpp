@@ -12,6 +12,9 @@
 #include "core/engine.h"
 #include "core/log.h"
 #include "mpi/mpi_transport.h"
+#ifdef PRIOCCL_HAVE_UCX
+#include "ucx/ucx_transport.h"
+#endif
 #include "reduce/reduce.h"
 
 namespace prioccl {
@@ -79,12 +82,18 @@ class CommImpl {
     LinkEstimate link = measureRingLink(session.dup);
     std::vector<int> worldRanks = worldRanksOf(session.dup);
     config_.resolveAuto(link.bytesPerSecond, link.latencySeconds, link.nranks);
-    auto transport = std::make_unique<MpiTransport>(session.dup);
+    std::unique_ptr<Transport> transport;
+    try {
+      transport = makeTransport(session.dup);
+    } catch (...) {
+      closeMpi();
+      throw;
+    }
     rank_ = transport->rank();
     size_ = transport->size();
     if (rank_ == 0)
       log(LogLevel::kInfo, "prioccl ", PRIOCCL_MAJOR, ".", PRIOCCL_MINOR, ".", PRIOCCL_PATCH,
-          " nranks=", size_, " transport=mpi ", config_.describe());
+          " nranks=", size_, " ", config_.describe());
     engine_ = std::make_unique<Engine>(std::move(transport), config_, selector_, errors_);
     try {
       agreeAndCalibrate(worldRanks);
@@ -162,6 +171,31 @@ class CommImpl {
   }
 
  private:
+  // Takes ownership of `dup`, also when it throws.
+  std::unique_ptr<Transport> makeTransport(MPI_Comm dup) {
+    // Transports bootstrap collectively: ranks that chose differently would wait on each other.
+    int mine[2] = {config_.transport, -config_.transport}, all[2] = {0, 0};
+    MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, dup);
+    if (all[0] != -all[1]) {
+      MPI_Comm_free(&dup);
+      fail(priocclInvalidUsage,
+           "ranks disagree on the transport (PRIOCCL_TRANSPORT / config.transport): every rank "
+           "must use the same");
+    }
+    if (config_.transport == priocclTransportMpi) return std::make_unique<MpiTransport>(dup);
+#ifdef PRIOCCL_HAVE_UCX
+    auto ucx = std::make_unique<UcxTransport>(dup);
+    if (ucx->rank() == 0 && logLevel() >= LogLevel::kInfo)
+      log(LogLevel::kInfo, "UCX ", ucx->describeLanes());
+    return ucx;
+#else
+    MPI_Comm_free(&dup);
+    fail(priocclInvalidUsage,
+         "PRIOCCL_TRANSPORT=ucx, but this prioccl was built without UCX (install UCX's "
+         "development files, e.g. Debian's libucx-dev, and rebuild)");
+#endif
+  }
+
   static void closeMpi() {
     std::lock_guard<std::mutex> lock(g_mpiMutex);
     if (--g_liveComms == 0 && g_mpiInitialisedByUs) {

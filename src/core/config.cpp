@@ -155,6 +155,14 @@ Config Config::fromEnv() {
     if (c.algorithm == priocclNumAlgos)
       fail(priocclInvalidArgument, "PRIOCCL_ALGO='", v, "' is not 'auto', 'ring', 'tree' or 'rd'");
   }
+  if (const char* v = std::getenv("PRIOCCL_TRANSPORT"); v && *v) {
+    if (!strcasecmp(v, "mpi"))
+      c.transport = priocclTransportMpi;
+    else if (!strcasecmp(v, "ucx"))
+      c.transport = priocclTransportUcx;
+    else
+      fail(priocclInvalidArgument, "PRIOCCL_TRANSPORT='", v, "' is not 'mpi' or 'ucx'");
+  }
   if (const char* v = std::getenv("PRIOCCL_TIMELINE")) c.timelinePath = v;
   return c;
 }
@@ -186,7 +194,9 @@ std::string Config::describe() const {
                 " windowChunks=", windowChunks, " requireThreadMultiple=", requireThreadMultiple,
                 " schedule=", schedule == priocclScheduleFifo ? "fifo" : "priority", " algorithm=",
                 algorithmRules.empty() ? std::string(algorithmName(algorithm)) : algorithmRules,
-                " calibrate=", calibrate, " timeline=", timelinePath.empty() ? "off" : timelinePath,
+                " calibrate=", calibrate,
+                " transport=", transport == priocclTransportUcx ? "ucx" : "mpi",
+                " timeline=", timelinePath.empty() ? "off" : timelinePath,
                 " link=", linkBytesPerSecond / 1e9, "GB/s,", linkLatencySeconds * 1e6, "us");
 }
 

@@ -3,9 +3,9 @@
 // Deadlock freedom. Chunk identities (gids) of each lane follow an order that is the same on
 // every rank (the coordinator's decisions; unnamed ops' submission order). In each lane a rank
 // keeps receives posted for every chunk in [oldest unfinished, oldest + window), and once the
-// wire has stalled (credit full, no send completing for kStallMs) each lane's oldest unfinished
-// chunk may post its sends, credit or not. The credit can only stay full
-// of sends whose receivers have not reached those chunks yet; the globally oldest unfinished
+// wire has stalled (sends in flight, none completing for kStallMs) each lane's oldest unfinished
+// chunk may post its sends, credit or not. Sends in flight can only stay so if their receivers
+// have not reached those chunks yet; the globally oldest unfinished
 // chunk is live with receives posted on every rank that still needs it, so within a stall period
 // it can always move, and by induction every chunk completes. The same argument
 // bounds every live gid to [global oldest, global oldest + 2 * window), which is why tags only
@@ -487,6 +487,8 @@ void Engine::postData(Slot& slot, const Transfer& t, bool isRecv) {
   if (isRecv) return;
   int priority = schedulingPriority(*slot.live->op);
   p.priority = priority;
+  // A stall is measured from the last completion or from when the wire became busy.
+  if (inflightBytes_ == 0) lastSendDone_ = Clock::now();
   inflightBytes_ += t.bytes;
   inflightByPriority_[priority] += t.bytes;
   counters_.sendsPosted.fetch_add(1, std::memory_order_relaxed);
@@ -566,8 +568,10 @@ bool Engine::postSends() {
   // Each lane's oldest live chunk ignores the credit when the wire has stalled: see the deadlock
   // argument at the top of this file. Only then: a less urgent oldest chunk that always bypassed
   // the credit would keep the queue below the scheduler full ahead of urgent chunks.
-  bool stalled = inflightBytes_ >= config_.creditBytes &&
-                 Clock::now() - lastSendDone_ > std::chrono::milliseconds(kStallMs);
+  // Any bytes in flight can hold a send back (the fill rule gives less urgent chunks a quarter
+  // of the credit), so a stall is any wait with sends in flight and none completing.
+  bool stalled =
+      inflightBytes_ > 0 && Clock::now() - lastSendDone_ > std::chrono::milliseconds(kStallMs);
   for (uint8_t l = 0; stalled && l < kLanes; ++l) {
     LaneState& lane = lanes_[l];
     if (lane.oldestGid == lane.nextGid) continue;

@@ -1,0 +1,369 @@
+// UCX transport: one UCP worker per communicator, an endpoint per peer, tag send/receive with the
+// sender's rank in the tag's low bits; completions gathered from UCX callbacks during poll().
+#include "ucx/ucx_transport.h"
+
+#include <ucs/debug/log_def.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace prioccl {
+
+using detail::concat;
+using detail::fail;
+
+namespace {
+
+constexpr uint64_t kFullMask = ~uint64_t{0};
+// How long closing the endpoints may wait for data still leaving this rank, before forcing.
+constexpr auto kCloseTimeout = std::chrono::seconds(2);
+
+// Swallows UCX's log lines while we probe for peer error handling: the refusal is expected and
+// handled, and UCX would print it as an ERROR.
+ucs_log_func_rc_t quietLog(const char*, unsigned, const char*, ucs_log_level_t,
+                           const ucs_log_component_config_t*, const char*, va_list) {
+  return UCS_LOG_FUNC_RC_STOP;
+}
+
+int bitsFor(int values) {
+  int bits = 1;
+  while ((1LL << bits) < values) ++bits;
+  return bits;
+}
+
+// Runs `progress` until `done` or the deadline; true when done.
+template <typename Done>
+bool progressUntil(ucp_worker_h worker, Done done, std::chrono::steady_clock::duration limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (ucp_worker_progress(worker) == 0 && std::chrono::steady_clock::now() > deadline)
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+UcxTransport::UcxTransport(MPI_Comm comm) : comm_(comm) {
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+  srcBits_ = bitsFor(size_);
+  tagSpace_ = uint64_t{1} << (64 - srcBits_);
+
+  // Every rank must learn whether every other one got this far, or some would wait in the
+  // address exchange for a rank that gave up.
+  ucp_address_t* address = nullptr;
+  size_t length = 0;
+  std::string failure = startWorker(&address, &length);
+  agree(failure, "UCX set-up");
+
+  // Bootstrap: every rank's worker address, gathered over MPI.
+  int myLength = static_cast<int>(length);
+  std::vector<int> lengths(static_cast<size_t>(size_)), offsets(lengths.size());
+  MPI_Allgather(&myLength, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm_);
+  int total = 0;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    offsets[i] = total;
+    total += lengths[i];
+  }
+  std::vector<char> all(static_cast<size_t>(total));
+  MPI_Allgatherv(address, myLength, MPI_BYTE, all.data(), lengths.data(), offsets.data(), MPI_BYTE,
+                 comm_);
+  ucp_worker_release_address(worker_, address);
+
+  eps_.assign(static_cast<size_t>(size_), nullptr);
+  peerErrors_.assign(static_cast<size_t>(size_), std::string());
+  for (int peer = 0; peer < size_ && failure.empty(); ++peer) {
+    if (peer == rank_) continue;
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.address = reinterpret_cast<const ucp_address_t*>(all.data() + offsets[peer]);
+    // A peer that goes away fails the transfers to it instead of leaving them pending.
+    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_handler.cb = &UcxTransport::onPeerError;
+    ep.err_handler.arg = this;
+    ucs_log_push_handler(&quietLog);
+    ucs_status_t status = ucp_ep_create(worker_, &ep, &eps_[peer]);
+    ucs_log_pop_handler();
+    if (status == UCS_ERR_UNREACHABLE) {
+      // UCX 1.13's shared-memory transports cannot report a lost peer; without error handling
+      // they can be used, and a lost peer is then caught by the engine's timeout alone.
+      ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+      ep.field_mask &= ~static_cast<uint64_t>(UCP_EP_PARAM_FIELD_ERR_HANDLER);
+      status = ucp_ep_create(worker_, &ep, &eps_[peer]);
+      if (status == UCS_OK && !warnedNoPeerErrors_) {
+        warnedNoPeerErrors_ = true;
+        detail::log(detail::LogLevel::kInfo, "rank ", rank_,
+                    ": UCX transports in use cannot report lost peers (UCX_TLS=",
+                    std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : "default",
+                    "); endpoints without peer error handling");
+      }
+    }
+    if (status != UCS_OK) {
+      eps_[peer] = nullptr;
+      failure = concat("ucp_ep_create to rank ", peer, ": ", ucs_status_string(status));
+    }
+  }
+  agree(failure, "UCX endpoint creation");
+}
+
+std::string UcxTransport::startWorker(ucp_address_t** address, size_t* length) {
+  ucp_config_t* config = nullptr;
+  ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
+  if (status != UCS_OK)
+    return concat("ucp_config_read (check the UCX_* variables): ", ucs_status_string(status));
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
+  params.features = UCP_FEATURE_TAG;
+  params.estimated_num_eps = static_cast<size_t>(size_);
+  status = ucp_init(&params, config, &context_);
+  ucp_config_release(config);
+  if (status != UCS_OK) {
+    context_ = nullptr;
+    return concat("ucp_init: ", ucs_status_string(status));
+  }
+  // The engine serialises every call (progress thread or a waiting application thread).
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+  status = ucp_worker_create(context_, &wp, &worker_);
+  if (status != UCS_OK) {
+    worker_ = nullptr;
+    return concat("ucp_worker_create: ", ucs_status_string(status));
+  }
+  status = ucp_worker_get_address(worker_, address, length);
+  if (status != UCS_OK) {
+    *address = nullptr;
+    *length = 0;
+    return concat("ucp_worker_get_address: ", ucs_status_string(status));
+  }
+  return "";
+}
+
+void UcxTransport::agree(const std::string& failure, const char* stage) {
+  int mine = failure.empty() ? 1 : 0, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm_);
+  if (all) return;
+  int myRank = rank_;
+  close();
+  if (!failure.empty()) fail(priocclSystemError, stage, " failed on rank ", myRank, ": ", failure);
+  fail(priocclSystemError, stage, " failed on another rank (see its error)");
+}
+
+UcxTransport::~UcxTransport() {
+  close();
+}
+
+void UcxTransport::close() {
+  if (comm_ == MPI_COMM_NULL) return;  // closed already
+  if (worker_) closeWorker();
+  if (context_) ucp_cleanup(context_);
+  context_ = nullptr;
+  MPI_Comm_free(&comm_);
+}
+
+void UcxTransport::closeWorker() {
+  cancelAll();
+  progressUntil(
+      worker_, [&] { return orphans() == 0; }, kCloseTimeout);
+  for (ucp_ep_h& ep : eps_) {
+    if (!ep) continue;
+    // Flush: sends this rank reported complete may still be leaving it.
+    ucp_request_param_t p{};
+    ucs_status_ptr_t req = ucp_ep_close_nbx(ep, &p);
+    if (UCS_PTR_IS_PTR(req)) {
+      bool closed = progressUntil(
+          worker_, [&] { return ucp_request_check_status(req) != UCS_INPROGRESS; }, kCloseTimeout);
+      if (!closed) ucp_request_cancel(worker_, req);
+      ucp_request_free(req);
+      if (!closed) {
+        p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+        ucs_status_ptr_t forced = ucp_ep_close_nbx(ep, &p);
+        if (UCS_PTR_IS_PTR(forced)) {
+          progressUntil(
+              worker_, [&] { return ucp_request_check_status(forced) != UCS_INPROGRESS; },
+              kCloseTimeout);
+          ucp_request_free(forced);
+        }
+      }
+    }
+    ep = nullptr;
+  }
+  ucp_worker_destroy(worker_);
+  worker_ = nullptr;
+}
+
+UcxTransport::Slot& UcxTransport::takeSlot(int peer, size_t bytes, uint64_t cookie, bool isRecv) {
+  if (peer < 0 || peer >= size_ || peer == rank_)
+    fail(priocclInternalError, "UCX transfer to invalid peer ", peer);
+  Slot* s;
+  if (free_.empty()) {
+    slots_.emplace_back();
+    s = &slots_.back();
+  } else {
+    s = free_.back();
+    free_.pop_back();
+  }
+  *s = Slot{};
+  s->owner = this;
+  s->inUse = true;
+  s->cookie = cookie;
+  s->peer = peer;
+  s->bytes = bytes;
+  s->isRecv = isRecv;
+  ++pending_;
+  return *s;
+}
+
+void UcxTransport::release(Slot& slot) {
+  if (slot.request) ucp_request_free(slot.request);
+  slot = Slot{};
+  free_.push_back(&slot);
+}
+
+size_t UcxTransport::orphans() const {
+  size_t n = 0;
+  for (const Slot& slot : slots_) n += slot.orphan;
+  return n;
+}
+
+void UcxTransport::finish(Slot& slot, ucs_status_t status, size_t received) {
+  if (slot.orphan) {  // freeing a request inside its own callback is allowed
+    release(slot);
+    return;
+  }
+  slot.done = true;
+  slot.status = status;
+  slot.received = received;
+  finished_.push_back(&slot);
+}
+
+void UcxTransport::onSend(void*, ucs_status_t status, void* user) {
+  auto* slot = static_cast<Slot*>(user);
+  slot->owner->finish(*slot, status, 0);
+}
+
+void UcxTransport::onRecv(void*, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user) {
+  auto* slot = static_cast<Slot*>(user);
+  slot->owner->finish(*slot, status, status == UCS_OK && info ? info->length : 0);
+}
+
+void UcxTransport::onPeerError(void* arg, ucp_ep_h ep, ucs_status_t status) {
+  auto* self = static_cast<UcxTransport*>(arg);
+  for (size_t peer = 0; peer < self->eps_.size(); ++peer)
+    if (self->eps_[peer] == ep) {
+      self->peerErrors_[peer] = ucs_status_string(status);
+      detail::log(detail::LogLevel::kWarn, "rank ", self->rank_, ": UCX lost rank ", peer, ": ",
+                  ucs_status_string(status));
+    }
+}
+
+void UcxTransport::postSend(int peer, uint64_t tag, const void* buf, size_t bytes,
+                            uint64_t cookie) {
+  Slot& slot = takeSlot(peer, bytes, cookie, false);
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  p.cb.send = &UcxTransport::onSend;
+  p.user_data = &slot;
+  uint64_t wireTag = (tag << srcBits_) | static_cast<uint64_t>(rank_);
+  ucs_status_ptr_t r = ucp_tag_send_nbx(eps_[peer], buf, bytes, wireTag, &p);
+  if (UCS_PTR_IS_PTR(r))
+    slot.request = r;
+  else
+    finish(slot, UCS_PTR_STATUS(r), 0);  // done at once (UCS_OK), or failed
+}
+
+void UcxTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes, uint64_t cookie) {
+  Slot& slot = takeSlot(peer, bytes, cookie, true);
+  ucp_tag_recv_info_t info{};
+  ucp_request_param_t p{};
+  // Always through the callback: UCX 1.13 leaves recv_info's length at 0 when a receive
+  // matches an already arrived message at once (seen here), and the length is what the engine
+  // checks.
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                   UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  p.cb.recv = &UcxTransport::onRecv;
+  p.user_data = &slot;
+  p.recv_info.tag_info = &info;
+  uint64_t wireTag = (tag << srcBits_) | static_cast<uint64_t>(peer);
+  ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, buf, bytes, wireTag, kFullMask, &p);
+  if (UCS_PTR_IS_PTR(r))
+    slot.request = r;
+  else
+    finish(slot, UCS_PTR_STATUS(r), UCS_PTR_STATUS(r) == UCS_OK ? info.length : 0);
+}
+
+size_t UcxTransport::poll(std::vector<Completion>& out) {
+  // Drain what UCX has ready; bounded so that one poll cannot starve the scheduler.
+  for (int i = 0; i < 64 && ucp_worker_progress(worker_) != 0; ++i) {
+  }
+  size_t reported = 0;
+  for (Slot* slot : finished_) {
+    Completion c;
+    c.cookie = slot->cookie;
+    if (slot->status == UCS_OK) {
+      c.bytes = slot->received;
+    } else {
+      c.ok = false;
+      const std::string& lost = peerErrors_[slot->peer];
+      c.code = slot->status == UCS_ERR_MESSAGE_TRUNCATED || !lost.empty() ||
+                       slot->status == UCS_ERR_CONNECTION_RESET ||
+                       slot->status == UCS_ERR_ENDPOINT_TIMEOUT ||
+                       slot->status == UCS_ERR_UNREACHABLE
+                   ? priocclRemoteError
+                   : priocclSystemError;
+      c.error = concat(slot->isRecv ? "receive from rank " : "send to rank ", slot->peer,
+                       " failed (UCX): ", ucs_status_string(slot->status));
+      if (slot->status == UCS_ERR_MESSAGE_TRUNCATED)
+        c.error +=
+            " (ranks disagree on the count or datatype of an op, or submitted different ops)";
+      else if (!lost.empty())
+        c.error += concat("; rank ", slot->peer, " is unreachable: ", lost);
+    }
+    out.push_back(std::move(c));
+    release(*slot);
+    --pending_;
+    ++reported;
+  }
+  finished_.clear();
+  return reported;
+}
+
+// Withdraws everything: receives are cancelled; what UCX still holds (a send in progress, a
+// cancellation not yet delivered) becomes an orphan, recycled silently when UCX lets it go, as
+// the engine has dropped its records of these transfers.
+void UcxTransport::cancelAll() {
+  for (Slot& slot : slots_) {
+    if (!slot.inUse || slot.orphan) continue;
+    if (slot.done) {
+      release(slot);
+    } else {
+      slot.orphan = true;
+      if (slot.request) ucp_request_cancel(worker_, slot.request);
+    }
+  }
+  finished_.clear();
+  pending_ = 0;
+}
+
+std::string UcxTransport::describeLanes() const {
+  if (size_ == 1) return "one rank: no endpoints";
+  int peer = (rank_ + 1) % size_;
+  char* text = nullptr;
+  size_t length = 0;
+  FILE* stream = open_memstream(&text, &length);
+  if (!stream) return "(ucp_ep_print_info: no memory stream)";
+  ucp_ep_print_info(eps_[peer], stream);
+  std::fclose(stream);
+  std::string result = concat("endpoint rank ", rank_, " -> ", peer, ":\n", text ? text : "");
+  std::free(text);
+  return result;
+}
+
+}  // namespace prioccl
