@@ -173,6 +173,27 @@ TEST_F(BadInput, BadConfig) {
   EXPECT_EQ(priocclCommDestroy(other), priocclSuccess);
 }
 
+TEST_F(BadInput, TransportChoiceIsCheckedOnEveryRank) {
+  priocclComm_t other = nullptr;
+  priocclConfig_t cfg = PRIOCCL_CONFIG_INITIALIZER;
+  cfg.transport = 7;
+  EXPECT_EQ(priocclCommInitMPI(&other, nullptr, &cfg), priocclInvalidArgument);
+  EXPECT_NE(std::string(priocclGetLastError(nullptr)).find("transport"), std::string::npos);
+  int rank, size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size < 2) GTEST_SKIP() << "needs 2 ranks to disagree";
+  // Rank 0 asks for the other transport than the rest: every rank fails creation, none waits.
+  priocclConfig_t mixed = PRIOCCL_CONFIG_INITIALIZER;
+  mixed.transport = rank == 0 ? priocclTransportUcx : priocclTransportMpi;
+  EXPECT_EQ(priocclCommInitMPI(&other, nullptr, &mixed), priocclInvalidUsage);
+  EXPECT_NE(std::string(priocclGetLastError(nullptr)).find("disagree on the transport"),
+            std::string::npos)
+      << priocclGetLastError(nullptr);
+  EXPECT_EQ(other, nullptr);
+  expectStillWorks();
+}
+
 TEST_F(BadInput, MismatchedOpsFailOnEveryRankAndSpareTheRest) {
   // Ranks disagree on the count of one op: every rank gets priocclInvalidUsage from that op with
   // a message naming both sides, before any data moves; the ops around it are unaffected.

@@ -57,7 +57,7 @@ TEST(Config, AutoTuningFollowsTheMeasuredLink) {
   slow.resolveAuto(117e6, 100e-6, 4);  // a 1 Gbit/s link: segments of ~30 KB
   EXPECT_EQ(slow.chunkBytes, 128u << 10);
   EXPECT_EQ(slow.creditBytes, 64u << 10);  // ~0.5 ms of the link
-  fast.resolveAuto(3e9, 5e-6, 4);           // shared memory: capped chunks, ~1.5 MB of credit
+  fast.resolveAuto(3e9, 5e-6, 4);          // shared memory: capped chunks, ~1.5 MB of credit
   EXPECT_EQ(fast.chunkBytes, 1u << 20);
   EXPECT_EQ(fast.creditBytes, 1u << 20);
   fixed.chunkBytes = 4096;  // explicit values are kept
@@ -112,4 +112,14 @@ TEST(Config, MalformedAlgorithmRulesAreErrors) {
       EXPECT_NE(std::string(e.what()).find("PRIOCCL_ALGO"), std::string::npos) << e.what();
     }
   }
+}
+
+TEST(Config, TransportFromEnvironment) {
+  EXPECT_EQ(prioccl::Config::fromEnv().transport, priocclTransportMpi);
+  {
+    EnvVar t("PRIOCCL_TRANSPORT", "UCX");
+    EXPECT_EQ(prioccl::Config::fromEnv().transport, priocclTransportUcx);
+  }
+  EnvVar t("PRIOCCL_TRANSPORT", "verbs");
+  EXPECT_THROW(prioccl::Config::fromEnv(), prioccl::InvalidArgument);
 }
