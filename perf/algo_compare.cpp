@@ -1,10 +1,4 @@
-// allreduce_perf --algo all; see algo_compare.h.
-//
-// Noise: the benchmark machines are shared, so a variant's time is not one long loop. Each
-// size's timed iterations are split into blocks; block b runs every variant once (the starting
-// variant rotating with b), so a burst of machine noise hits all variants alike. Each variant's
-// turn in a block starts with one untimed op, so switching communicators is not timed. A block's
-// time is the slowest rank's mean per iteration, and a variant's time the median over its blocks.
+// allreduce_perf --algo all; see algo_compare.h. Noise handling: Interleaved (allreduce_common.h).
 #include "algo_compare.h"
 
 #include <algorithm>
@@ -22,7 +16,6 @@ namespace {
 constexpr priocclAlgorithm_t kAlgos[] = {priocclAlgoAuto, priocclAlgoRing, priocclAlgoTree,
                                          priocclAlgoRecursiveDoubling};
 constexpr int kComms = 4, kMpi = kComms;
-constexpr int kMaxBlocks = 5;
 constexpr double kAutoTarget = 1.05;      // auto/best: auto within 5% of the best fixed algorithm
 constexpr double kMpiTarget = 1.0 / 1.1;  // mpi/auto: auto within 1.1x of MPI_Allreduce
 
@@ -76,14 +69,14 @@ long long compareAlgorithms(const AllReduceOptions& o, int rank, int p) {
   std::vector<unsigned char> send(maxCount * dt.size), recv(maxCount * dt.size);
   fill(in, rank, dt.type, send.data(), maxCount);
   bool mpiOk = o.mpiBaseline && dt.mpi != MPI_DATATYPE_NULL;
-  int blocks = std::min(kMaxBlocks, o.iters), perBlock = (o.iters + blocks - 1) / blocks;
+  const Interleaved timing(o.iters);
   if (rank == 0) {
     std::printf("# prioccl allreduce_perf --algo all, out of place: nranks %d, dtype %s, op %s\n",
                 p, dt.name, op.name);
     std::printf("# config: %s\n", comms[0].config().describe().c_str());
     std::printf("# ring, tree and rd: separate communicators with auto's chunk and credit sizes\n");
     std::printf("# iters %d per variant (%d blocks of %d), warmup %d, check %d, baseline %s%s\n",
-                blocks * perBlock, blocks, perBlock, o.warmup, o.check,
+                timing.blocks * timing.perBlock, timing.blocks, timing.perBlock, o.warmup, o.check,
                 o.mpiBaseline ? "MPI_Allreduce" : "none",
                 o.mpiBaseline && !mpiOk ? " (MPI has no such dtype: n/a)" : "");
     std::printf(
@@ -111,35 +104,13 @@ long long compareAlgorithms(const AllReduceOptions& o, int rank, int p) {
       else
         comms[v].allReduce(send.data(), recv.data(), count, dt.type, op.op);
     };
-    // Warm-up doubles as the check: poison, at least one untimed run, compare.
-    long long wrongs[kComms + 1] = {}, wrong = o.check ? 0 : -1;
-    for (int v = 0; v < variants; ++v) {
-      poison(recv.data(), nbytes);
-      for (int i = 0; i < std::max(1, o.warmup); ++i) run(v);
-      if (o.check) wrongs[v] = countWrong(in, dt.type, recv.data(), count);
-    }
+    std::vector<long long> wrongs = warmUpAndCheck(o, in, recv.data(), count, variants, run);
+    long long wrong = o.check ? 0 : -1;
     if (o.check) {
-      MPI_Allreduce(MPI_IN_PLACE, wrongs, kComms + 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
       for (long long w : wrongs) wrong += w;
       wrongTotal += wrong;
     }
-
-    std::vector<double> t(static_cast<size_t>(variants) * blocks);  // [variant][block]
-    for (int b = 0; b < blocks; ++b) {
-      for (int j = 0; j < variants; ++j) {
-        int v = (b + j) % variants;
-        run(v);  // untimed: the switch from the previous variant's communicator is not timed
-        MPI_Barrier(MPI_COMM_WORLD);
-        double t0 = MPI_Wtime();
-        for (int i = 0; i < perBlock; ++i) run(v);
-        t[v * blocks + b] = (MPI_Wtime() - t0) / perBlock;
-      }
-    }
-    MPI_Allreduce(MPI_IN_PLACE, t.data(), static_cast<int>(t.size()), MPI_DOUBLE, MPI_MAX,
-                  MPI_COMM_WORLD);
-    double med[kComms + 1] = {};
-    for (int v = 0; v < variants; ++v)
-      med[v] = median(std::vector<double>(t.begin() + v * blocks, t.begin() + (v + 1) * blocks));
+    std::vector<double> med = timing.time(variants, run);
     int best = 1;
     for (int k = 2; k < kComms; ++k)
       if (med[k] < med[best]) best = k;
@@ -169,12 +140,7 @@ long long compareAlgorithms(const AllReduceOptions& o, int rank, int p) {
     autoBest.print("auto/best", kAutoTarget);
     mpiAuto.print("mpi/auto", kMpiTarget);
     std::printf("# model: %s\n", comms[0].algorithmModel().c_str());
-    if (!o.check)
-      std::printf("# Out of bounds values : not checked\n");
-    else if (wrongTotal)
-      std::printf("# Out of bounds values : FAILED, #wrong %lld in total\n", wrongTotal);
-    else
-      std::printf("# Out of bounds values : 0 OK\n");
+    printOutOfBounds(o.check, wrongTotal);
   }
   for (prioccl::Communicator& c : comms) c.destroy();
   return wrongTotal;

@@ -1,8 +1,11 @@
-// What allreduce_perf.cpp and algo_compare.cpp share: the options, inputs whose all-reduce result
-// is known exactly, and the result check.
+// What allreduce_perf.cpp and the compare modes (algo_compare.cpp, transport_compare.cpp) share:
+// the options, inputs whose all-reduce result is known exactly, the result check, and the compare
+// modes' interleaved timing.
 #pragma once
 
+#include <cstdio>
 #include <string>
+#include <vector>
 
 #include "perf_common.h"
 
@@ -15,6 +18,7 @@ struct AllReduceOptions {
   int iters = 20, warmup = 5, check = 1;
   bool mpiBaseline = true;
   bool compareAlgorithms = false;  // --algo all: see algo_compare.h
+  bool compareTransports = false;  // --transport all: see transport_compare.h
   prioccl::Config config;
 };
 
@@ -109,5 +113,74 @@ inline void mpiAllReduce(const DtypeInfo& dt, const OpInfo& op, const void* send
 inline std::string wrongText(long long w) {
   return w < 0 ? "N/A" : std::to_string(w);
 }
+
+// allreduce_perf's closing line, as nccl-tests'.
+inline void printOutOfBounds(int check, long long wrongTotal) {
+  if (!check)
+    std::printf("# Out of bounds values : not checked\n");
+  else if (wrongTotal)
+    std::printf("# Out of bounds values : FAILED, #wrong %lld in total\n", wrongTotal);
+  else
+    std::printf("# Out of bounds values : 0 OK\n");
+}
+
+// nccl-tests' bus bandwidth (GB/s): algbw * 2(p-1)/p, so it is comparable across rank counts
+// (0 when p = 1: nothing crosses a link).
+inline double busBandwidth(size_t nbytes, double seconds, int p) {
+  return p > 1 ? nbytes / seconds / 1e9 * 2.0 * (p - 1) / p : 0.0;
+}
+
+// The compare modes' warm-up, which doubles as the check: per variant, poison `recv`, at least one
+// untimed run(v), then count wrong elements. Returns each variant's count summed over ranks (all
+// 0 when o.check is off). Collective.
+template <typename Run>
+std::vector<long long> warmUpAndCheck(const AllReduceOptions& o, const Inputs& in, void* recv,
+                                      size_t count, int variants, Run&& run) {
+  std::vector<long long> wrongs(variants);
+  for (int v = 0; v < variants; ++v) {
+    poison(recv, count * o.dtype->size);
+    for (int i = 0; i < std::max(1, o.warmup); ++i) run(v);
+    if (o.check) wrongs[v] = countWrong(in, o.dtype->type, recv, count);
+  }
+  if (o.check)
+    MPI_Allreduce(MPI_IN_PLACE, wrongs.data(), variants, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+  return wrongs;
+}
+
+// The compare modes' timing of several variants at one size. The benchmark machines are shared,
+// so a variant's time is not one long loop: the timed iterations are split into blocks; block b
+// runs every variant once (the starting variant rotating with b), so a burst of machine noise hits
+// all variants alike. Each variant's turn in a block starts with one untimed op, so switching
+// communicators is not timed. A block's time is the slowest rank's mean per iteration, and a
+// variant's time the median over its blocks.
+struct Interleaved {
+  static constexpr int kMaxBlocks = 5;
+  int blocks, perBlock;
+
+  explicit Interleaved(int iters)
+      : blocks(std::min(kMaxBlocks, iters)), perBlock((iters + blocks - 1) / blocks) {}
+
+  // Seconds per iteration of variants 0..variants-1; run(v) runs variant v once. Collective.
+  template <typename Run>
+  std::vector<double> time(int variants, Run&& run) const {
+    std::vector<double> t(static_cast<size_t>(variants) * blocks);  // [variant][block]
+    for (int b = 0; b < blocks; ++b) {
+      for (int j = 0; j < variants; ++j) {
+        int v = (b + j) % variants;
+        run(v);  // untimed: the switch from the previous variant's communicator
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
+        for (int i = 0; i < perBlock; ++i) run(v);
+        t[v * blocks + b] = (MPI_Wtime() - t0) / perBlock;
+      }
+    }
+    MPI_Allreduce(MPI_IN_PLACE, t.data(), static_cast<int>(t.size()), MPI_DOUBLE, MPI_MAX,
+                  MPI_COMM_WORLD);
+    std::vector<double> med(variants);
+    for (int v = 0; v < variants; ++v)
+      med[v] = median(std::vector<double>(t.begin() + v * blocks, t.begin() + (v + 1) * blocks));
+    return med;
+  }
+};
 
 }  // namespace perf

@@ -2,9 +2,11 @@
 // conventions and output of nccl-tests' all_reduce_perf.
 //   mpirun -np 4 allreduce_perf -b 1K -e 64M -f 4 [-d float32] [-o sum] [-n 20] [-w 5] [-c 1]
 //          [--baseline mpi|none] [--schedule priority|fifo] [--chunk B] [--credit B] [--window N]
-//          [--algo auto|ring|tree|rd|all]
+//          [--algo auto|ring|tree|rd|all] [--transport mpi|ucx|all]
 // --algo NAME runs one communicator with that algorithm. --algo all compares, in one run, the
 // automatic choice with each fixed algorithm and with MPI_Allreduce (algo_compare.cpp).
+// --transport mpi|ucx picks prioccl's transport; --transport all compares, in one run, prioccl
+// over MPI, prioccl over UCX and MPI_Allreduce (transport_compare.cpp). One compare mode a run.
 #include <getopt.h>
 
 #include <climits>
@@ -14,6 +16,7 @@
 
 #include "algo_compare.h"
 #include "allreduce_common.h"
+#include "transport_compare.h"
 
 namespace {
 
@@ -23,12 +26,16 @@ const char kUsage[] =
     "usage: allreduce_perf [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-d DTYPE] [-o OP] [-n ITERS]\n"
     "         [-w WARMUP] [-c 0|1] [--baseline mpi|none] [--schedule priority|fifo]\n"
     "         [--chunk BYTES] [--credit BYTES] [--window CHUNKS] [--algo NAME]\n"
+    "         [--transport NAME]\n"
     "  sizes take K/M/G suffixes; defaults -b 1K -e 64M -f 4 -d float32 -o sum -n 20 -w 5 -c 1\n"
     "  DTYPE: int8 uint8 int32 int64 float16 bfloat16 float32 float64; OP: sum prod min max avg\n"
-    "  PRIOCCL_* variables set the configuration; --schedule/--chunk/--credit/--window/--algo\n"
-    "  override. --algo auto|ring|tree|rd: the algorithm (default PRIOCCL_ALGO, else auto);\n"
-    "  --algo all: one communicator per algorithm, timed against each other and MPI at every\n"
-    "  size (median of 5 interleaved blocks of ITERS/5), with auto/best and mpi/auto ratios\n";
+    "  PRIOCCL_* variables set the configuration; --schedule/--chunk/--credit/--window/--algo/\n"
+    "  --transport override. --algo auto|ring|tree|rd: the algorithm (default PRIOCCL_ALGO, else\n"
+    "  auto); --algo all: one communicator per algorithm, timed against each other and MPI at\n"
+    "  every size (median of 5 interleaved blocks of ITERS/5), with auto/best and mpi/auto ratios\n"
+    "  --transport mpi|ucx: prioccl's transport (default PRIOCCL_TRANSPORT, else mpi);\n"
+    "  --transport all: one communicator per transport, timed against each other and MPI as\n"
+    "  --algo all, with the ucx/mpi busbw ratio; not together with --algo all\n";
 
 // Returns "ok" on success, "help" for -h, else what was wrong.
 std::string parseOptions(int argc, char** argv, Options* o) {
@@ -46,6 +53,7 @@ std::string parseOptions(int argc, char** argv, Options* o) {
                                     {"credit", required_argument, nullptr, 4},
                                     {"window", required_argument, nullptr, 5},
                                     {"algo", required_argument, nullptr, 6},
+                                    {"transport", required_argument, nullptr, 7},
                                     {"help", no_argument, nullptr, 'h'},
                                     {nullptr, 0, nullptr, 0}};
   o->config = prioccl::Config::fromEnv();
@@ -104,6 +112,13 @@ std::string parseOptions(int argc, char** argv, Options* o) {
           o->config.algorithm = a;
         }
         break;
+      case 7:
+        if (arg != "mpi" && arg != "ucx" && arg != "all")
+          return "--transport '" + arg + "' is not mpi, ucx or all";
+        o->compareTransports = arg == "all";
+        if (!o->compareTransports)
+          o->config.transport = arg == "ucx" ? priocclTransportUcx : priocclTransportMpi;
+        break;
       case 'h':
         return "help";
       default:
@@ -112,6 +127,9 @@ std::string parseOptions(int argc, char** argv, Options* o) {
     if (!ok) return "bad value '" + arg + "'";
   }
   if (optind < argc) return std::string("unexpected argument '") + argv[optind] + "'";
+  if (o->compareAlgorithms && o->compareTransports)
+    return "--algo all and --transport all cannot be combined: one compare mode per run (pick "
+           "one transport for --algo all, or one algorithm for --transport all)";
   if (o->minBytes > o->maxBytes) return "-b is larger than -e";
   if (o->factor < 2 && o->minBytes != o->maxBytes) return "-f must be at least 2";
   return "ok";
@@ -140,7 +158,6 @@ long long runOne(const Options& o, int rank, int p) {
   std::vector<unsigned char> send(maxCount * dt.size), recv(maxCount * dt.size);
   perf::fill(in, rank, dt.type, send.data(), maxCount);
   bool mpiOk = o.mpiBaseline && dt.mpi != MPI_DATATYPE_NULL;
-  double busFactor = p > 1 ? 2.0 * (p - 1) / p : 0.0;
   if (rank == 0) {
     std::printf("# prioccl allreduce_perf, out of place: nranks %d, dtype %s, op %s\n", p, dt.name,
                 op.name);
@@ -168,7 +185,7 @@ long long runOne(const Options& o, int rank, int p) {
     long long wrong =
         o.check ? perf::sumOverRanks(perf::countWrong(in, dt.type, recv.data(), count)) : -1;
     wrongTotal += std::max(0LL, wrong);
-    double algbw = nbytes / t / 1e9, busbw = algbw * busFactor;
+    double algbw = nbytes / t / 1e9, busbw = perf::busBandwidth(nbytes, t, p);
     busbws.push_back(busbw);
     char mpiCols[96] = "";
     if (mpiOk && count <= INT_MAX) {
@@ -178,7 +195,7 @@ long long runOne(const Options& o, int rank, int p) {
       long long mwrong =
           o.check ? perf::sumOverRanks(perf::countWrong(in, dt.type, recv.data(), count)) : -1;
       wrongTotal += std::max(0LL, mwrong);
-      double mbus = nbytes / tm / 1e9 * busFactor;
+      double mbus = perf::busBandwidth(nbytes, tm, p);
       mpiBusbws.push_back(mbus);
       ratios.push_back(tm / t);
       std::snprintf(mpiCols, sizeof mpiCols, "%12.1f  %9.3f  %6s |  %6.2f", tm * 1e6, mbus,
@@ -205,12 +222,7 @@ long long runOne(const Options& o, int rank, int p) {
     else
       std::printf("# Avg MPI bus bandwidth : %.3f\n# Median ratio : %.3f\n", avg(mpiBusbws),
                   perf::median(ratios));
-    if (!o.check)
-      std::printf("# Out of bounds values : not checked\n");
-    else if (wrongTotal)
-      std::printf("# Out of bounds values : FAILED, #wrong %lld in total\n", wrongTotal);
-    else
-      std::printf("# Out of bounds values : 0 OK\n");
+    perf::printOutOfBounds(o.check, wrongTotal);
   }
   comm.destroy();
   return wrongTotal;
@@ -243,7 +255,9 @@ int main(int argc, char** argv) {
 
   long long wrongTotal = 0;
   try {
-    wrongTotal = o.compareAlgorithms ? perf::compareAlgorithms(o, rank, p) : runOne(o, rank, p);
+    wrongTotal = o.compareAlgorithms   ? perf::compareAlgorithms(o, rank, p)
+                 : o.compareTransports ? perf::compareTransports(o, rank, p)
+                                       : runOne(o, rank, p);
   } catch (const prioccl::Error& e) {
     std::fprintf(stderr, "allreduce_perf: rank %d: %s\n", rank, e.what());
     MPI_Abort(MPI_COMM_WORLD, 3);

@@ -46,7 +46,7 @@ namespace {
 std::mutex g_mpiMutex;
 int g_liveComms = 0;
 bool g_mpiInitialisedByUs = false;
-// Cost models measured so far, by (MPI_COMM_WORLD ranks of the group, chunkBytes).
+// Cost models measured so far, by (MPI_COMM_WORLD ranks of the group, chunkBytes, transport).
 std::map<std::vector<int>, AlgoSelector> g_models;
 
 void validate(const Config& c) {
@@ -233,6 +233,7 @@ class CommImpl {
   void agreeAndCalibrate(const std::vector<int>& worldRanks) {
     std::vector<int> key = worldRanks;
     key.push_back(static_cast<int>(config_.chunkBytes));
+    key.push_back(static_cast<int>(config_.transport));  // each transport has its own costs
     const AlgoSelector* known = nullptr;
     {
       std::lock_guard<std::mutex> lock(g_mpiMutex);
