@@ -65,6 +65,7 @@ class UcxTransport final : public Transport {
   size_t orphans() const;
   void close();  // everything UCX, then the communicator; safe on a partly built object
   void closeWorker();
+  std::vector<char> sameHost();  // collective: by rank of comm_, whether it shares our host
   // Creates context and worker; returns what failed ("" when all went well).
   std::string startWorker(ucp_address_t** address, size_t* length);
   // Collective: throws on every rank (after close()) when `failure` is set on any.
