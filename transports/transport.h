@@ -1,8 +1,9 @@
-// The one point-to-point interface every transport implements (MPI today; UCX, NCCL later).
+// The one point-to-point interface every transport implements (MPI, UCX; NCCL later).
 //
 // Deliberately tiny, in the spirit of Gloo's transport::Pair: post non-blocking sends and receives
-// of byte ranges with a 64-bit tag, then poll for completions. Every call is made from the engine's
-// progress thread only, so implementations need no locking. Transports know nothing of priorities.
+// of byte ranges with a 64-bit tag, then poll for completions. The engine makes one call at a time
+// (from its progress thread, or from an application thread waiting on an op, under the engine's
+// lock), so implementations need no locking of their own. Transports know nothing of priorities.
 #pragma once
 
 #include <cstddef>
