@@ -15,6 +15,9 @@ esac
 if [[ $sanitize == thread ]]; then
   # Open MPI's own internals are not TSan-clean; report only races involving prioccl.
   export TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1 ${TSAN_OPTIONS:-}"
+  # UCX's memory hooks (libucm patches malloc/mmap at load) crash under TSan's interceptors.
+  # Without them UCX only loses its registration cache, which TCP and shared memory never need.
+  export UCX_MEM_EVENTS=no
 fi
 if [[ $sanitize == address ]]; then
   # Open MPI keeps its allocations until exit; leaks inside MPI are not ours.
