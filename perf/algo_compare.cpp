@@ -104,13 +104,11 @@ long long compareAlgorithms(const AllReduceOptions& o, int rank, int p) {
       else
         comms[v].allReduce(send.data(), recv.data(), count, dt.type, op.op);
     };
-    std::vector<long long> wrongs = warmUpAndCheck(o, in, recv.data(), count, variants, run);
-    long long wrong = o.check ? 0 : -1;
-    if (o.check) {
-      for (long long w : wrongs) wrong += w;
-      wrongTotal += wrong;
-    }
-    std::vector<double> med = timing.time(variants, run);
+    SizeResult r = measureSize(o, in, recv.data(), count, variants, timing, run);
+    const std::vector<long long>& wrongs = r.wrongs;
+    const std::vector<double>& med = r.seconds;
+    long long wrong = r.wrong;
+    if (o.check) wrongTotal += wrong;
     int best = 1;
     for (int k = 2; k < kComms; ++k)
       if (med[k] < med[best]) best = k;

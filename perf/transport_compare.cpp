@@ -82,13 +82,11 @@ long long compareTransports(const AllReduceOptions& o, int rank, int p) {
       else
         comms[v].allReduce(send.data(), recv.data(), count, dt.type, op.op);
     };
-    std::vector<long long> wrongs = warmUpAndCheck(o, in, recv.data(), count, variants, run);
-    long long wrong = o.check ? 0 : -1;
-    if (o.check) {
-      for (long long w : wrongs) wrong += w;
-      wrongTotal += wrong;
-    }
-    std::vector<double> med = timing.time(variants, run);
+    SizeResult r = measureSize(o, in, recv.data(), count, variants, timing, run);
+    const std::vector<long long>& wrongs = r.wrongs;
+    const std::vector<double>& med = r.seconds;
+    long long wrong = r.wrong;
+    if (o.check) wrongTotal += wrong;
 
     double ratio = med[0] / med[1];  // busbw ratio; defined at p = 1 too, where busbw is 0
     ratios.push_back(ratio);

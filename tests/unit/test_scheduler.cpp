@@ -154,6 +154,17 @@ std::shared_ptr<OpState> makeOp(std::vector<float>& data, int priority) {
   return op;
 }
 
+// One engine per rank over `fabric`, all running the ring.
+std::vector<std::unique_ptr<Engine>> ringEngines(Fabric& fabric, const prioccl::Config& cfg,
+                                                 int ranks) {
+  std::vector<std::unique_ptr<Engine>> engines;
+  for (int r = 0; r < ranks; ++r)
+    engines.push_back(std::make_unique<Engine>(std::make_unique<FabricTransport>(fabric, r, ranks),
+                                               cfg, prioccl::AlgoSelector(priocclAlgoRing),
+                                               std::make_shared<prioccl::detail::ErrorLog>()));
+  return engines;
+}
+
 // Moves messages until `until` holds, letting the engines react between deliveries.
 template <typename Pred>
 void run(Fabric& fabric, Pred until) {
@@ -175,11 +186,7 @@ int lowMessagesWhileUrgentRuns(priocclSchedule_t schedule) {
   cfg.windowChunks = 1024;
   cfg.schedule = schedule;
   Fabric fabric;
-  std::vector<std::unique_ptr<Engine>> engines;
-  for (int r = 0; r < kRanks; ++r)
-    engines.push_back(std::make_unique<Engine>(std::make_unique<FabricTransport>(fabric, r, kRanks),
-                                               cfg, prioccl::AlgoSelector(priocclAlgoRing),
-                                               std::make_shared<prioccl::detail::ErrorLog>()));
+  std::vector<std::unique_ptr<Engine>> engines = ringEngines(fabric, cfg, kRanks);
   std::vector<std::vector<float>> low(kRanks,
                                       std::vector<float>(1 << 20, 1.0f));  // 4 MiB, 64 chunks
   std::vector<std::vector<float>> urgent(kRanks, std::vector<float>(1 << 14, 2.0f));  // 64 KiB
@@ -244,11 +251,7 @@ TEST(Scheduler, UrgentSendIsNotHeldBackByLessUrgentBytesInFlight) {
   cfg.creditBytes = 64 << 10;
   cfg.windowChunks = 1024;
   Fabric fabric;
-  std::vector<std::unique_ptr<Engine>> engines;
-  for (int r = 0; r < kRanks; ++r)
-    engines.push_back(std::make_unique<Engine>(std::make_unique<FabricTransport>(fabric, r, kRanks),
-                                               cfg, prioccl::AlgoSelector(priocclAlgoRing),
-                                               std::make_shared<prioccl::detail::ErrorLog>()));
+  std::vector<std::unique_ptr<Engine>> engines = ringEngines(fabric, cfg, kRanks);
   std::vector<std::vector<float>> low(kRanks, std::vector<float>(1 << 20, 1.0f));
   std::vector<std::vector<float>> urgent(2 * kRanks, std::vector<float>(1 << 14, 2.0f));
   std::vector<std::shared_ptr<OpState>> lowOps, urgentOps;
