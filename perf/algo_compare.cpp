@@ -1,8 +1,9 @@
 // allreduce_perf --algo all; see algo_compare.h. Noise handling: Interleaved (allreduce_common.h).
 #include "algo_compare.h"
 
+#include "compare_sweep.h"
+
 #include <algorithm>
-#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -63,27 +64,15 @@ long long compareAlgorithms(const AllReduceOptions& o, int rank, int p) {
     comms.push_back(prioccl::Communicator::world(cfg));
   }
 
-  Inputs in(op.op, p);
-  size_t maxCount = std::max<size_t>(1, o.maxBytes / dt.size);
-  // Inputs do not depend on the size, so one fill serves every size.
-  std::vector<unsigned char> send(maxCount * dt.size), recv(maxCount * dt.size);
-  fill(in, rank, dt.type, send.data(), maxCount);
-  bool mpiOk = o.mpiBaseline && dt.mpi != MPI_DATATYPE_NULL;
-  const Interleaved timing(o.iters);
+  CompareSweep sweep(o, rank, p, comms, {"auto", "ring", "tree", "rd"});
   if (rank == 0) {
     std::printf("# prioccl allreduce_perf --algo all, out of place: nranks %d, dtype %s, op %s\n",
                 p, dt.name, op.name);
     std::printf("# config: %s\n", comms[0].config().describe().c_str());
     std::printf("# ring, tree and rd: separate communicators with auto's chunk and credit sizes\n");
-    std::printf("# iters %d per variant (%d blocks of %d), warmup %d, check %d, baseline %s%s\n",
-                timing.blocks * timing.perBlock, timing.blocks, timing.perBlock, o.warmup, o.check,
-                o.mpiBaseline ? "MPI_Allreduce" : "none",
-                o.mpiBaseline && !mpiOk ? " (MPI has no such dtype: n/a)" : "");
-    std::printf(
-        "# time: median over blocks of the mean per iteration (slowest rank); variants "
-        "interleaved per block, each after one untimed op\n");
-    if (op.op == priocclAvg && mpiOk)
-      std::printf("# MPI avg = MPI_SUM, then a local divide by nranks (timed)\n");
+  }
+  sweep.printCommonHeader();
+  if (rank == 0) {
     std::printf(
         "# best: fastest of ring/tree/rd; auto/best <= %.2f and mpi/auto >= %.2f are the "
         "targets; #wrong: all variants\n#\n",
@@ -93,47 +82,27 @@ long long compareAlgorithms(const AllReduceOptions& o, int rank, int p) {
                 "best", "auto/best", "mpi/auto", "#wrong");
   }
 
-  long long wrongTotal = 0;
   Extreme autoBest(false), mpiAuto(true);
-  for (long long bytes = o.minBytes; bytes <= o.maxBytes; bytes *= o.factor) {
-    size_t count = std::max<size_t>(1, bytes / dt.size), nbytes = count * dt.size;
-    int variants = mpiOk && count <= INT_MAX ? kComms + 1 : kComms;
-    auto run = [&](int v) {
-      if (v == kMpi)
-        mpiAllReduce(dt, op, send.data(), recv.data(), count, p);
-      else
-        comms[v].allReduce(send.data(), recv.data(), count, dt.type, op.op);
-    };
-    SizeResult r = measureSize(o, in, recv.data(), count, variants, timing, run);
-    const std::vector<long long>& wrongs = r.wrongs;
+  long long wrongTotal = sweep.run([&](const SizeResult& r) {
     const std::vector<double>& med = r.seconds;
-    long long wrong = r.wrong;
-    if (o.check) wrongTotal += wrong;
     int best = 1;
     for (int k = 2; k < kComms; ++k)
       if (med[k] < med[best]) best = k;
     double ratioAuto = med[0] / med[best];
-    autoBest.add(ratioAuto, nbytes, kAutoTarget);
+    autoBest.add(ratioAuto, r.nbytes, kAutoTarget);
     char mpiTime[16] = "n/a", mpiRatio[16] = "n/a";
-    if (variants > kMpi) {
+    if (r.variants > kMpi) {
       double ratioMpi = med[kMpi] / med[0];
-      mpiAuto.add(ratioMpi, nbytes, kMpiTarget);
+      mpiAuto.add(ratioMpi, r.nbytes, kMpiTarget);
       std::snprintf(mpiTime, sizeof mpiTime, "%.1f", med[kMpi] * 1e6);
       std::snprintf(mpiRatio, sizeof mpiRatio, "%.3f", ratioMpi);
     }
-    if (rank == 0) {
+    if (rank == 0)
       std::printf("%12zu  %12zu  %8s  %6s  %9.1f  %9.1f  %9.1f  %9.1f  %9s  %5s  %9.3f  %8s  %6s\n",
-                  nbytes, count, dt.name, op.name, med[0] * 1e6, med[1] * 1e6, med[2] * 1e6,
+                  r.nbytes, r.count, dt.name, op.name, med[0] * 1e6, med[1] * 1e6, med[2] * 1e6,
                   med[3] * 1e6, mpiTime, prioccl::algorithmName(kAlgos[best]), ratioAuto, mpiRatio,
-                  wrongText(wrong).c_str());
-      for (int v = 0; v < variants; ++v)
-        if (wrongs[v] > 0)
-          std::printf("#   ^ %s: %lld wrong\n",
-                      v == kMpi ? "MPI_Allreduce" : prioccl::algorithmName(kAlgos[v]), wrongs[v]);
-      std::fflush(stdout);
-    }
-    if (o.factor < 2) break;  // -b == -e: one size
-  }
+                  wrongText(r.wrong).c_str());
+  });
   if (rank == 0) {
     autoBest.print("auto/best", kAutoTarget);
     mpiAuto.print("mpi/auto", kMpiTarget);

@@ -183,23 +183,4 @@ struct Interleaved {
   }
 };
 
-// One size of a compare mode: check every variant, then time them interleaved.
-struct SizeResult {
-  std::vector<long long> wrongs;  // per variant, summed over ranks
-  long long wrong = -1;           // all variants together; -1 when not checked
-  std::vector<double> seconds;    // per variant: median seconds per iteration
-};
-template <typename Run>
-SizeResult measureSize(const AllReduceOptions& o, const Inputs& in, void* recv, size_t count,
-                       int variants, const Interleaved& timing, Run&& run) {
-  SizeResult r;
-  r.wrongs = warmUpAndCheck(o, in, recv, count, variants, run);
-  if (o.check) {
-    r.wrong = 0;
-    for (long long w : r.wrongs) r.wrong += w;
-  }
-  r.seconds = timing.time(variants, run);
-  return r;
-}
-
 }  // namespace perf

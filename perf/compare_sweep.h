@@ -1,0 +1,110 @@
+// The compare modes' shared body (--algo all, --transport all): prioccl communicators 0..n-1
+// and, where MPI has the dtype, MPI_Allreduce as variant n, checked and then timed interleaved
+// (Interleaved) at every size of the sweep. A mode prints its own columns from each size's result.
+#pragma once
+
+#include <climits>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "allreduce_common.h"
+
+namespace perf {
+
+struct SizeResult {
+  size_t nbytes = 0, count = 0;
+  int variants = 0;               // n + 1 when MPI_Allreduce ran at this size, else n
+  std::vector<long long> wrongs;  // per variant, summed over ranks
+  long long wrong = -1;           // all variants together; -1 when not checked
+  std::vector<double> seconds;    // per variant: median seconds per iteration
+};
+
+class CompareSweep {
+ public:
+  // `names`: one per communicator, for the "wrong" lines. Collective (fills the inputs).
+  CompareSweep(const AllReduceOptions& o, int rank, int p,
+               std::vector<prioccl::Communicator>& comms, std::vector<std::string> names)
+      : o_(o),
+        rank_(rank),
+        p_(p),
+        comms_(comms),
+        names_(std::move(names)),
+        in_(o.op->op, p),
+        maxCount_(std::max<size_t>(1, o.maxBytes / o.dtype->size)),
+        send_(maxCount_ * o.dtype->size),
+        recv_(send_.size()),
+        mpiOk_(o.mpiBaseline && o.dtype->mpi != MPI_DATATYPE_NULL),
+        timing_(o.iters) {
+    names_.push_back("MPI_Allreduce");
+    fill(in_, rank, o.dtype->type, send_.data(), maxCount_);  // one fill serves every size
+  }
+  int mpiVariant() const { return static_cast<int>(comms_.size()); }
+
+  // The header lines every compare mode prints (rank 0 only).
+  void printCommonHeader() const {
+    if (rank_ != 0) return;
+    std::printf("# iters %d per variant (%d blocks of %d), warmup %d, check %d, baseline %s%s\n",
+                timing_.blocks * timing_.perBlock, timing_.blocks, timing_.perBlock, o_.warmup,
+                o_.check, o_.mpiBaseline ? "MPI_Allreduce" : "none",
+                o_.mpiBaseline && !mpiOk_ ? " (MPI has no such dtype: n/a)" : "");
+    std::printf(
+        "# time: median over blocks of the mean per iteration (slowest rank); variants "
+        "interleaved per block, each after one untimed op\n");
+    if (o_.op->op == priocclAvg && mpiOk_)
+      std::printf("# MPI avg = MPI_SUM, then a local divide by nranks (timed)\n");
+  }
+
+  // Runs every size: row(const SizeResult&) on every rank (rank 0 prints), then rank 0 reports
+  // variants with wrong results. Returns the wrong elements over all sizes (0 when unchecked).
+  template <typename Row>
+  long long run(Row&& row) {
+    long long wrongTotal = 0;
+    for (long long bytes = o_.minBytes; bytes <= o_.maxBytes; bytes *= o_.factor) {
+      SizeResult r = measure(std::max<size_t>(1, bytes / o_.dtype->size));
+      if (o_.check) wrongTotal += r.wrong;
+      row(r);
+      if (rank_ == 0) {
+        for (int v = 0; v < r.variants; ++v)
+          if (r.wrongs[v] > 0)
+            std::printf("#   ^ %s: %lld wrong\n", names_[v].c_str(), r.wrongs[v]);
+        std::fflush(stdout);
+      }
+      if (o_.factor < 2) break;  // -b == -e: one size
+    }
+    return wrongTotal;
+  }
+
+ private:
+  SizeResult measure(size_t count) {
+    SizeResult r;
+    r.count = count;
+    r.nbytes = count * o_.dtype->size;
+    r.variants = mpiOk_ && count <= INT_MAX ? mpiVariant() + 1 : mpiVariant();
+    auto one = [&](int v) {
+      if (v == mpiVariant())
+        mpiAllReduce(*o_.dtype, *o_.op, send_.data(), recv_.data(), count, p_);
+      else
+        comms_[v].allReduce(send_.data(), recv_.data(), count, o_.dtype->type, o_.op->op);
+    };
+    r.wrongs = warmUpAndCheck(o_, in_, recv_.data(), count, r.variants, one);
+    if (o_.check) {
+      r.wrong = 0;
+      for (long long w : r.wrongs) r.wrong += w;
+    }
+    r.seconds = timing_.time(r.variants, one);
+    return r;
+  }
+
+  const AllReduceOptions& o_;
+  int rank_, p_;
+  std::vector<prioccl::Communicator>& comms_;
+  std::vector<std::string> names_;
+  Inputs in_;
+  size_t maxCount_;
+  std::vector<unsigned char> send_, recv_;
+  bool mpiOk_;
+  Interleaved timing_;
+};
+
+}  // namespace perf
