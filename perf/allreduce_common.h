@@ -3,6 +3,7 @@
 // modes' interleaved timing.
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -180,6 +181,22 @@ struct Interleaved {
     for (int v = 0; v < variants; ++v)
       med[v] = median(std::vector<double>(t.begin() + v * blocks, t.begin() + (v + 1) * blocks));
     return med;
+  }
+};
+
+// Send buffer filled with Inputs for the largest size (inputs do not depend on the size, so one
+// fill serves every size), a receive buffer of the same size, and whether MPI_Allreduce can serve
+// as the baseline for this dtype.
+struct SweepBuffers {
+  Inputs in;
+  std::vector<unsigned char> send, recv;
+  bool mpiOk;
+  SweepBuffers(const AllReduceOptions& o, int rank, int p)
+      : in(o.op->op, p),
+        send(std::max<size_t>(1, o.maxBytes / o.dtype->size) * o.dtype->size),
+        recv(send.size()),
+        mpiOk(o.mpiBaseline && o.dtype->mpi != MPI_DATATYPE_NULL) {
+    fill(in, rank, o.dtype->type, send.data(), send.size() / o.dtype->size);
   }
 };
 

@@ -152,12 +152,11 @@ long long runOne(const Options& o, int rank, int p) {
   prioccl::Communicator comm = prioccl::Communicator::world(o.config);
   const perf::DtypeInfo& dt = *o.dtype;
   const perf::OpInfo& op = *o.op;
-  perf::Inputs in(op.op, p);
-  size_t maxCount = std::max<size_t>(1, o.maxBytes / dt.size);
-  // Inputs do not depend on the size, so one fill serves every size.
-  std::vector<unsigned char> send(maxCount * dt.size), recv(maxCount * dt.size);
-  perf::fill(in, rank, dt.type, send.data(), maxCount);
-  bool mpiOk = o.mpiBaseline && dt.mpi != MPI_DATATYPE_NULL;
+  perf::SweepBuffers buf(o, rank, p);
+  const perf::Inputs& in = buf.in;
+  std::vector<unsigned char>& send = buf.send;
+  std::vector<unsigned char>& recv = buf.recv;
+  bool mpiOk = buf.mpiOk;
   if (rank == 0) {
     std::printf("# prioccl allreduce_perf, out of place: nranks %d, dtype %s, op %s\n", p, dt.name,
                 op.name);

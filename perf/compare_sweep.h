@@ -22,7 +22,7 @@ struct SizeResult {
 
 class CompareSweep {
  public:
-  // `names`: one per communicator, for the "wrong" lines. Collective (fills the inputs).
+  // `names`: one per communicator, for the "wrong" lines.
   CompareSweep(const AllReduceOptions& o, int rank, int p,
                std::vector<prioccl::Communicator>& comms, std::vector<std::string> names)
       : o_(o),
@@ -30,14 +30,9 @@ class CompareSweep {
         p_(p),
         comms_(comms),
         names_(std::move(names)),
-        in_(o.op->op, p),
-        maxCount_(std::max<size_t>(1, o.maxBytes / o.dtype->size)),
-        send_(maxCount_ * o.dtype->size),
-        recv_(send_.size()),
-        mpiOk_(o.mpiBaseline && o.dtype->mpi != MPI_DATATYPE_NULL),
+        buf_(o, rank, p),
         timing_(o.iters) {
     names_.push_back("MPI_Allreduce");
-    fill(in_, rank, o.dtype->type, send_.data(), maxCount_);  // one fill serves every size
   }
   int mpiVariant() const { return static_cast<int>(comms_.size()); }
 
@@ -47,11 +42,11 @@ class CompareSweep {
     std::printf("# iters %d per variant (%d blocks of %d), warmup %d, check %d, baseline %s%s\n",
                 timing_.blocks * timing_.perBlock, timing_.blocks, timing_.perBlock, o_.warmup,
                 o_.check, o_.mpiBaseline ? "MPI_Allreduce" : "none",
-                o_.mpiBaseline && !mpiOk_ ? " (MPI has no such dtype: n/a)" : "");
+                o_.mpiBaseline && !buf_.mpiOk ? " (MPI has no such dtype: n/a)" : "");
     std::printf(
         "# time: median over blocks of the mean per iteration (slowest rank); variants "
         "interleaved per block, each after one untimed op\n");
-    if (o_.op->op == priocclAvg && mpiOk_)
+    if (o_.op->op == priocclAvg && buf_.mpiOk)
       std::printf("# MPI avg = MPI_SUM, then a local divide by nranks (timed)\n");
   }
 
@@ -80,14 +75,14 @@ class CompareSweep {
     SizeResult r;
     r.count = count;
     r.nbytes = count * o_.dtype->size;
-    r.variants = mpiOk_ && count <= INT_MAX ? mpiVariant() + 1 : mpiVariant();
+    r.variants = buf_.mpiOk && count <= INT_MAX ? mpiVariant() + 1 : mpiVariant();
     auto one = [&](int v) {
       if (v == mpiVariant())
-        mpiAllReduce(*o_.dtype, *o_.op, send_.data(), recv_.data(), count, p_);
+        mpiAllReduce(*o_.dtype, *o_.op, buf_.send.data(), buf_.recv.data(), count, p_);
       else
-        comms_[v].allReduce(send_.data(), recv_.data(), count, o_.dtype->type, o_.op->op);
+        comms_[v].allReduce(buf_.send.data(), buf_.recv.data(), count, o_.dtype->type, o_.op->op);
     };
-    r.wrongs = warmUpAndCheck(o_, in_, recv_.data(), count, r.variants, one);
+    r.wrongs = warmUpAndCheck(o_, buf_.in, buf_.recv.data(), count, r.variants, one);
     if (o_.check) {
       r.wrong = 0;
       for (long long w : r.wrongs) r.wrong += w;
@@ -100,10 +95,7 @@ class CompareSweep {
   int rank_, p_;
   std::vector<prioccl::Communicator>& comms_;
   std::vector<std::string> names_;
-  Inputs in_;
-  size_t maxCount_;
-  std::vector<unsigned char> send_, recv_;
-  bool mpiOk_;
+  SweepBuffers buf_;
   Interleaved timing_;
 };
 
