@@ -100,20 +100,24 @@ LinkEstimate measureRingLink(MPI_Comm comm) {
   return e;
 }
 
-std::vector<int> worldRanksOf(MPI_Comm comm) {
-  MPI_Group group, world;
+std::vector<int> ranksIn(MPI_Comm comm, MPI_Comm other) {
+  MPI_Group group, otherGroup;
   MPI_Comm_group(comm, &group);
-  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  MPI_Comm_group(other, &otherGroup);
   int n = 0;
   MPI_Group_size(group, &n);
   std::vector<int> mine(static_cast<size_t>(n)), theirs(mine.size());
   for (int i = 0; i < n; ++i) mine[i] = i;
-  MPI_Group_translate_ranks(group, n, mine.data(), world, theirs.data());
+  MPI_Group_translate_ranks(group, n, mine.data(), otherGroup, theirs.data());
   for (int& r : theirs)
     if (r == MPI_UNDEFINED) r = -1;
   MPI_Group_free(&group);
-  MPI_Group_free(&world);
+  MPI_Group_free(&otherGroup);
   return theirs;
+}
+
+std::vector<int> worldRanksOf(MPI_Comm comm) {
+  return ranksIn(comm, MPI_COMM_WORLD);
 }
 
 MpiTransport::MpiTransport(MPI_Comm comm) : comm_(comm) {

@@ -64,6 +64,8 @@ struct LinkEstimate {
 };
 LinkEstimate measureRingLink(MPI_Comm comm);
 
+// For each rank of `comm`, its rank in `other` (-1 where it is not in `other`).
+std::vector<int> ranksIn(MPI_Comm comm, MPI_Comm other);
 // The MPI_COMM_WORLD rank of each rank of `comm` (-1 where none): names the group of processes.
 std::vector<int> worldRanksOf(MPI_Comm comm);
 

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "mpi/mpi_transport.h"
 
 namespace prioccl {
 
@@ -121,18 +122,8 @@ std::vector<char> UcxTransport::sameHost() {
   std::vector<char> local(static_cast<size_t>(size_), 0);
   MPI_Comm host;
   MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &host);
-  MPI_Group hostGroup, group;
-  MPI_Comm_group(host, &hostGroup);
-  MPI_Comm_group(comm_, &group);
-  int n = 0;
-  MPI_Group_size(hostGroup, &n);
-  std::vector<int> mine(static_cast<size_t>(n)), theirs(mine.size());
-  for (int i = 0; i < n; ++i) mine[i] = i;
-  MPI_Group_translate_ranks(hostGroup, n, mine.data(), group, theirs.data());
-  for (int r : theirs)
-    if (r >= 0 && r < size_) local[r] = 1;
-  MPI_Group_free(&hostGroup);
-  MPI_Group_free(&group);
+  for (int r : ranksIn(host, comm_))
+    if (r >= 0) local[r] = 1;
   MPI_Comm_free(&host);
   return local;
 }
