@@ -3,6 +3,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
+#include <string>
+#include <utility>
 
 #include "algo/select.h"
 #include "core/error.h"
@@ -61,6 +64,23 @@ template <typename T>
 void readSize(const char* name, T& field, unsigned long long lo, unsigned long long hi) {
   if (const char* v = std::getenv(name); v && *v)
     field = static_cast<T>(parseSize(name, v, lo, hi));
+}
+
+// One of a few names (case-insensitive); anything else is an error listing them.
+template <typename T>
+void readChoice(const char* name, T& field,
+                std::initializer_list<std::pair<const char*, T>> choices) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return;
+  std::string names;
+  for (const auto& [text, value] : choices) {
+    if (!strcasecmp(v, text)) {
+      field = value;
+      return;
+    }
+    names += concat(names.empty() ? "" : " or ", "'", text, "'");
+  }
+  fail(priocclInvalidArgument, name, "='", v, "' is not ", names);
 }
 
 // As readSize, but "auto" (or "0") selects the measured default.
@@ -137,14 +157,8 @@ Config Config::fromEnv() {
   readSize("PRIOCCL_WINDOW_CHUNKS", c.windowChunks, 1, 1ULL << 20);
   if (const char* v = std::getenv("PRIOCCL_MPI_THREAD_CHECK"); v && *v)
     c.requireThreadMultiple = parseBool("PRIOCCL_MPI_THREAD_CHECK", v);
-  if (const char* v = std::getenv("PRIOCCL_SCHEDULE"); v && *v) {
-    if (!strcasecmp(v, "priority"))
-      c.schedule = priocclSchedulePriority;
-    else if (!strcasecmp(v, "fifo"))
-      c.schedule = priocclScheduleFifo;
-    else
-      fail(priocclInvalidArgument, "PRIOCCL_SCHEDULE='", v, "' is not 'priority' or 'fifo'");
-  }
+  readChoice("PRIOCCL_SCHEDULE", c.schedule,
+             {{"priority", priocclSchedulePriority}, {"fifo", priocclScheduleFifo}});
   if (const char* v = std::getenv("PRIOCCL_CALIBRATE"); v && *v)
     c.calibrate = parseBool("PRIOCCL_CALIBRATE", v);
   if (const char* v = std::getenv("PRIOCCL_ALGO"); v && std::strpbrk(v, "<,")) {
@@ -155,14 +169,8 @@ Config Config::fromEnv() {
     if (c.algorithm == priocclNumAlgos)
       fail(priocclInvalidArgument, "PRIOCCL_ALGO='", v, "' is not 'auto', 'ring', 'tree' or 'rd'");
   }
-  if (const char* v = std::getenv("PRIOCCL_TRANSPORT"); v && *v) {
-    if (!strcasecmp(v, "mpi"))
-      c.transport = priocclTransportMpi;
-    else if (!strcasecmp(v, "ucx"))
-      c.transport = priocclTransportUcx;
-    else
-      fail(priocclInvalidArgument, "PRIOCCL_TRANSPORT='", v, "' is not 'mpi' or 'ucx'");
-  }
+  readChoice("PRIOCCL_TRANSPORT", c.transport,
+             {{"mpi", priocclTransportMpi}, {"ucx", priocclTransportUcx}});
   if (const char* v = std::getenv("PRIOCCL_TIMELINE")) c.timelinePath = v;
   return c;
 }
