@@ -44,6 +44,13 @@ class Transport {
   virtual size_t pending() const = 0;
   // Best effort: withdraw every posted receive (used when the communicator fails).
   virtual void cancelAll() = 0;
+
+  // Optional, so that a waiting engine can sleep instead of napping: a descriptor that becomes
+  // readable when poll() may have something new (-1: none, the engine naps).
+  virtual int eventFd() const { return -1; }
+  // Called right before sleeping on eventFd(); false when something is already waiting, so
+  // the caller polls instead of sleeping.
+  virtual bool armEvents() { return false; }
 };
 
 }  // namespace prioccl

@@ -27,6 +27,7 @@
 
 #include "algo/chunk_algo.h"
 #include "algo/select.h"
+#include "core/event_sleep.h"
 #include "core/negotiator.h"
 #include "core/op.h"
 #include "core/scratch_pool.h"
@@ -164,6 +165,8 @@ class Engine {
   void retireOps();
   void failAll(priocclResult_t code, const std::string& message);
   bool idle() const;
+  void sleepOnEvents(std::chrono::microseconds limit);
+  void wakeProgress();  // under mutex_
   size_t chunkElements(const OpState& op) const;
   // FIFO mode schedules every op alike; ties then go by global op order.
   size_t inflightAtOrAbove(int priority) const;  // bytes of sends in flight at <= priority
@@ -196,6 +199,9 @@ class Engine {
   std::mutex mutex_;
   int drivers_ = 0;  // waiters driving progress now; the progress thread sleeps meanwhile
   std::condition_variable wake_;
+  EventSleep events_;     // sleeping on the transport's descriptor, when it has one
+  bool napping_ = false;  // the progress thread sleeps in events_: wakeProgress() must poke it
+  std::atomic<int> sleepingDrivers_{0};  // waiters asleep in events_: ending ops poke it
   std::vector<std::shared_ptr<OpState>> incoming_;
   bool stopping_ = false;
   bool failed_ = false;

@@ -135,7 +135,9 @@ std::string UcxTransport::startWorker(ucp_address_t** address, size_t* length) {
     return concat("ucp_config_read (check the UCX_* variables): ", ucs_status_string(status));
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
-  params.features = UCP_FEATURE_TAG;
+  // WAKEUP: the engine sleeps on the worker's descriptor while waiting for peers. It does not
+  // change which transports UCX picks (checked with ucp_ep_print_info for sm, tcp and default).
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
   params.estimated_num_eps = static_cast<size_t>(size_);
   status = ucp_init(&params, config, &context_);
   ucp_config_release(config);
@@ -151,6 +153,10 @@ std::string UcxTransport::startWorker(ucp_address_t** address, size_t* length) {
   if (status != UCS_OK) {
     worker_ = nullptr;
     return concat("ucp_worker_create: ", ucs_status_string(status));
+  }
+  if (ucp_worker_get_efd(worker_, &eventFd_) != UCS_OK) {
+    eventFd_ = -1;  // not fatal: the engine naps between polls instead
+    detail::log(detail::LogLevel::kInfo, "rank ", rank_, ": UCX worker has no event descriptor");
   }
   status = ucp_worker_get_address(worker_, address, length);
   if (status != UCS_OK) {
@@ -213,6 +219,7 @@ void UcxTransport::closeWorker() {
   }
   ucp_worker_destroy(worker_);
   worker_ = nullptr;
+  eventFd_ = -1;
 }
 
 UcxTransport::Slot& UcxTransport::takeSlot(int peer, size_t bytes, uint64_t cookie, bool isRecv) {
@@ -366,6 +373,12 @@ void UcxTransport::cancelAll() {
   }
   finished_.clear();
   pending_ = 0;
+}
+
+bool UcxTransport::armEvents() {
+  // Completions gathered but not reported yet would not make the descriptor readable.
+  if (eventFd_ < 0 || !finished_.empty()) return false;
+  return ucp_worker_arm(worker_) == UCS_OK;  // UCS_ERR_BUSY: events wait to be progressed
 }
 
 std::string UcxTransport::describeLanes() const {

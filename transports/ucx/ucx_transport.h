@@ -36,6 +36,8 @@ class UcxTransport final : public Transport {
   size_t poll(std::vector<Completion>& out) override;
   size_t pending() const override { return pending_; }
   void cancelAll() override;
+  int eventFd() const override { return eventFd_; }
+  bool armEvents() override;
 
   // The UCX transports in use towards each peer (e.g. "rank 1: tcp/lo"), for logs and the README.
   std::string describeLanes() const;
@@ -77,6 +79,7 @@ class UcxTransport final : public Transport {
   uint64_t tagSpace_ = 0;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
+  int eventFd_ = -1;           // the worker's (UCP_FEATURE_WAKEUP), -1 when UCX has none
   std::vector<ucp_ep_h> eps_;  // by peer rank; none to ourselves
   std::vector<std::string> peerErrors_;
   std::deque<Slot> slots_;
