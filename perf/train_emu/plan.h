@@ -1,0 +1,62 @@
+// Which all-reduce ops a gradient-sync schedule ("mode") issues in one training iteration, when,
+// and what waits for them. The emulator runs a plan; the fluid model predicts its time. Both
+// read the same plan, so the prediction is of exactly what runs.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "profile.h"
+
+namespace emu {
+
+enum class Mode { kWfbp, kFused, kDdp, kSlice, kP3, kLagged, kDelayed };
+
+struct ModeSpec {
+  Mode mode = Mode::kWfbp;
+  int k = 1;         // delayed:K
+  std::string name;  // as given, e.g. "delayed:2"
+};
+
+// "wfbp", "fused", "ddp", "slice", "p3", "lagged", "delayed:K"; throws std::invalid_argument.
+ModeSpec parseMode(const std::string& text);
+
+struct PlanOptions {
+  size_t sliceElems = 0;   // slice: each layer's gradient as ops of this many elements
+  size_t fusionBytes = 0;  // fused: Horovod's fusion threshold
+  double cycleMs = 1.0;    // fused: Horovod's cycle time
+  size_t bucketBytes = 0;  // ddp: bucket size
+};
+
+struct PlannedOp {
+  size_t offset = 0, count = 0;  // elements of the flat gradient buffer (layers in forward order)
+  size_t firstLayer = 0, lastLayer = 0;
+  size_t trigger = 0;  // issued once this layer's backward has produced its gradient...
+  double delayMs = 0;  // ...and this much later (fused: the next cycle tick)
+  int priority = 0;    // lower is more urgent
+};
+
+// What the next computation waits for.
+enum class Wait {
+  kEndOfIteration,  // every op of the iteration, before the next forward (wfbp, fused, ddp, slice)
+  kBeforeForward,   // layer i's ops, before the next forward of layer i (p3)
+  kNextIteration,   // the op of iteration t at the end of iteration t+1's backward (lagged)
+  kEveryK,          // every outstanding op, at the end of every K-th iteration (delayed:K)
+};
+
+struct Plan {
+  ModeSpec mode;
+  std::vector<PlannedOp> ops;   // in submission order (the same on every rank)
+  std::vector<size_t> offsets;  // per layer: its first element in the flat buffer
+  size_t elements = 0;          // the flat buffer
+  Wait wait = Wait::kEndOfIteration;
+  bool fifo = true;         // FIFO schedule; else priority
+  bool staged = false;      // lagged: the op reduces a copy of the gradient (double buffer)
+  int gradientBuffers = 1;  // distinct buffers the iterations rotate through
+  int period = 1;           // iterations per repeating pattern (K for delayed:K)
+};
+
+Plan makePlan(const Profile& scaledProfile, const ModeSpec& mode, const PlanOptions& options);
+
+}  // namespace emu

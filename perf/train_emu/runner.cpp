@@ -1,0 +1,187 @@
+#include "runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <thread>
+
+namespace emu {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Ms = std::chrono::duration<double, std::milli>;
+
+// Gradients: a constant per (iteration, layer) everywhere, and a position-dependent value every
+// kStride elements, so a chunk that lands in the wrong place or is reduced twice is caught by a
+// sampled check (chunks are >= 64 KiB = 16384 floats, longer than the stride). Small integers:
+// every sum is exact in float.
+constexpr size_t kStride = 4096;
+float base(int iteration, size_t layer) {
+  return 1.0f + static_cast<float>((iteration + layer) % 5);
+}
+float sample(int iteration, size_t k) {
+  return 1.0f + static_cast<float>((k + iteration) % 251);
+}
+size_t samplePos(size_t k) {
+  return k * kStride + (k * 97) % kStride;
+}
+
+struct Pending {
+  prioccl::Request request;
+  int iteration;
+  size_t op;
+  float* buffer;  // the flat buffer the op reduced (its offsets are the plan's)
+};
+
+class Run {
+ public:
+  Run(const Profile& p, const Plan& plan, prioccl::Communicator& comm)
+      : p_(p), plan_(plan), comm_(comm), rank_(comm.rank()), ranks_(comm.size()) {
+    buffers_.assign(static_cast<size_t>(plan.gradientBuffers), std::vector<float>(plan.elements));
+    if (plan.staged) staging_.assign(2, std::vector<float>(plan.elements));
+  }
+
+  RunResult run(int iterations, int warmup) {
+    RunResult r;
+    deadline_ = Clock::now();
+    std::vector<Clock::time_point> starts;
+    for (int it = 0; it < iterations + warmup; ++it) {
+      starts.push_back(Clock::now());
+      iteration(it);
+    }
+    starts.push_back(Clock::now());
+    while (!pending_.empty()) finishOldest();
+    for (size_t i = static_cast<size_t>(warmup) + 1; i < starts.size(); ++i)
+      r.iterationMs.push_back(Ms(starts[i] - starts[i - 1]).count());
+    r.wrong = wrong_;
+    r.checked = checked_;
+    return r;
+  }
+
+ private:
+  void iteration(int it) {
+    float* grads = buffers_[static_cast<size_t>(it % plan_.gradientBuffers)].data();
+    for (size_t i = 0; i < p_.layers.size(); ++i) {
+      if (plan_.wait == Wait::kBeforeForward)  // p3: only this layer's ops of the last iteration
+        waitWhere([&](const Pending& q) { return plan_.ops[q.op].firstLayer == i; });
+      deadline_ = std::max(deadline_, Clock::now());  // compute resumes when the wait ends
+      compute(p_.layers[i].fwdMs);
+    }
+    for (size_t i = p_.layers.size(); i-- > 0;) {
+      compute(p_.layers[i].bwdMs);
+      produce(grads, it, i);
+      for (size_t o = 0; o < plan_.ops.size(); ++o)
+        if (plan_.ops[o].trigger == i)
+          deferred_.emplace(deadline_ + toDuration(plan_.ops[o].delayMs), std::pair(it, o));
+    }
+    submitDue(Clock::time_point::max());
+    if (plan_.wait == Wait::kEndOfIteration ||
+        (plan_.wait == Wait::kEveryK && (it + 1) % plan_.period == 0))
+      waitWhere([](const Pending&) { return true; });
+    else if (plan_.wait == Wait::kNextIteration)
+      waitWhere([&](const Pending& q) { return q.iteration < it; });
+    deadline_ = std::max(deadline_, Clock::now());
+  }
+
+  static Clock::duration toDuration(double ms) {
+    return std::chrono::duration_cast<Clock::duration>(Ms(ms));
+  }
+
+  // Sleeps `ms` of compute, issuing deferred ops (fused's cycle ticks) as they come due.
+  void compute(double ms) {
+    deadline_ += toDuration(ms);
+    submitDue(deadline_);
+    std::this_thread::sleep_until(deadline_);
+  }
+
+  void submitDue(Clock::time_point limit) {
+    while (!deferred_.empty() && deferred_.begin()->first <= limit) {
+      auto [due, which] = *deferred_.begin();
+      deferred_.erase(deferred_.begin());
+      std::this_thread::sleep_until(due);
+      submit(which.first, which.second);
+    }
+  }
+
+  void produce(float* grads, int it, size_t layer) {
+    size_t n = p_.layers[layer].params;
+    float* g = grads + plan_.offsets[layer];
+    float scale = static_cast<float>(rank_ + 1);
+    std::fill(g, g + n, scale * base(it, layer));
+    for (size_t k = 0; samplePos(k) < n; ++k) g[samplePos(k)] = scale * sample(it, k);
+  }
+
+  void submit(int it, size_t o) {
+    const PlannedOp& op = plan_.ops[o];
+    float* buffer = buffers_[static_cast<size_t>(it % plan_.gradientBuffers)].data();
+    if (plan_.staged) {  // lagged: reduce a copy; the next backward may overwrite the gradient
+      float* copy = staging_[static_cast<size_t>(it % 2)].data();
+      std::memcpy(copy + op.offset, buffer + op.offset, op.count * sizeof(float));
+      buffer = copy;
+    }
+    float* at = buffer + op.offset;
+    pending_.push_back(
+        {comm_.allReduceAsync(at, at, op.count, priocclSum, op.priority), it, o, buffer});
+  }
+
+  template <typename Which>
+  void waitWhere(Which which) {
+    for (auto q = pending_.begin(); q != pending_.end();) {
+      if (!which(*q)) {
+        ++q;
+        continue;
+      }
+      q->request.wait();
+      check(*q);
+      q = pending_.erase(q);
+    }
+  }
+
+  void finishOldest() {
+    pending_.front().request.wait();
+    check(pending_.front());
+    pending_.pop_front();
+  }
+
+  void check(const Pending& q) {
+    const PlannedOp& op = plan_.ops[q.op];
+    const float ranksSum = static_cast<float>(ranks_ * (ranks_ + 1) / 2);
+    for (size_t layer = op.firstLayer; layer <= op.lastLayer; ++layer) {
+      size_t begin = std::max(op.offset, plan_.offsets[layer]);
+      size_t end = std::min(op.offset + op.count, plan_.offsets[layer] + p_.layers[layer].params);
+      if (begin >= end) continue;
+      const float* g = q.buffer + plan_.offsets[layer];
+      auto expect = [&](size_t pos, float v) {
+        ++checked_;
+        wrong_ += g[pos] != ranksSum * v;
+      };
+      size_t first = begin - plan_.offsets[layer], last = end - plan_.offsets[layer];
+      for (size_t k = 0; samplePos(k) < last; ++k)
+        if (samplePos(k) >= first) expect(samplePos(k), sample(q.iteration, k));
+      size_t tail = last - 1;
+      if (tail % kStride != (tail / kStride * 97) % kStride)  // not itself a sample position
+        expect(tail, base(q.iteration, layer));
+    }
+  }
+
+  const Profile& p_;
+  const Plan& plan_;
+  prioccl::Communicator& comm_;
+  const int rank_, ranks_;
+  std::vector<std::vector<float>> buffers_, staging_;
+  std::deque<Pending> pending_;
+  std::multimap<Clock::time_point, std::pair<int, size_t>> deferred_;
+  Clock::time_point deadline_;
+  long long wrong_ = 0, checked_ = 0;
+};
+
+}  // namespace
+
+RunResult runPlan(const Profile& p, const Plan& plan, prioccl::Communicator& comm, int iterations,
+                  int warmup) {
+  return Run(p, plan, comm).run(iterations, warmup);
+}
+
+}  // namespace emu
