@@ -152,6 +152,77 @@ PRIOCCL_API priocclResult_t priocclTest(priocclRequest_t request, int* done);
 /* Blocks until done, returns the op's result and releases the request: call it once per request. */
 PRIOCCL_API priocclResult_t priocclWait(priocclRequest_t request);
 
+/* ---- Training modes (C++: prioccl/modes.hpp) ------------------------------------------------ */
+
+/* Last Batch Optimization: one fused all-reduce of the whole gradient per step, overlapping the
+ * next forward+backward. Collective: every rank creates it with the same count, datatype, op and
+ * warm-up (checked: a disagreement fails creation on every rank). key names the fused op (NULL:
+ * "prioccl.lagged"; give each object on a communicator its own). priority: INT_MAX = least
+ * urgent. */
+typedef struct priocclLagged* priocclLagged_t;
+PRIOCCL_API priocclResult_t priocclLaggedCreate(priocclComm_t comm, size_t count,
+                                                priocclDataType_t datatype, priocclRedOp_t op,
+                                                int warmupSteps, int priority, const char* key,
+                                                priocclLagged_t* lagged);
+/* During warm-up: a synchronous all-reduce of grads into out, *hasResult = 1. Afterwards: grads
+ * is copied (reusable at once) and its all-reduce started; out receives the previous step's
+ * aggregate (*hasResult = 1), except at the switch step (*hasResult = 0: skip that update).
+ * out may be NULL: then read the aggregate with priocclLaggedResult (one copy fewer). */
+PRIOCCL_API priocclResult_t priocclLaggedStep(priocclLagged_t lagged, const void* grads, void* out,
+                                              int* hasResult);
+/* The last pending aggregate, if any (*hasResult says), into out (may be NULL). */
+PRIOCCL_API priocclResult_t priocclLaggedFlush(priocclLagged_t lagged, void* out, int* hasResult);
+/* The aggregate returned by the last step/flush, valid until the next call on `lagged`. */
+PRIOCCL_API priocclResult_t priocclLaggedResult(priocclLagged_t lagged, const void** result);
+/* Waits for the op in flight and frees everything; the handle is dead afterwards. */
+PRIOCCL_API priocclResult_t priocclLaggedDestroy(priocclLagged_t lagged);
+/* LB-SGD's switch decay: LR multiplier rising linearly 0 -> 2 over warmupSteps, then 2/5. */
+PRIOCCL_API priocclResult_t priocclSwitchDecayLrRatio(long step, long warmupSteps, double* ratio);
+
+/* SSD-SGD over float32 weights updated in place: gradients all-reduced (averaged) every step in
+ * the background, waited for every k steps, GLU local updates in between, the exact global
+ * weights (momentum SGD with weight decay) at every k-th step. Weights must start equal on every
+ * rank. localLr 0 means 4 x lr; defaults from the paper: alpha 2, beta 0.5, warm-up 500. */
+typedef struct priocclDelayed* priocclDelayed_t;
+typedef struct {
+  int k;
+  double lr, momentum, weightDecay; /* the global optimizer */
+  double alpha, beta, localLr;      /* GLU */
+  int warmupSteps;                  /* synchronous SGD steps first */
+  int priority;                     /* of the background all-reduces */
+} priocclDelayedConfig_t;
+#define PRIOCCL_DELAYED_CONFIG_INITIALIZER \
+  { 2, 0.1, 0.9, 0.0, 2.0, 0.5, 0.0, 500, 2147483647 }
+PRIOCCL_API priocclResult_t priocclDelayedCreate(priocclComm_t comm, float* weights, size_t count,
+                                                 const priocclDelayedConfig_t* config,
+                                                 const char* key, priocclDelayed_t* delayed);
+/* One iteration with this rank's gradient; *synced = 1 when the weights are the global ones. */
+PRIOCCL_API priocclResult_t priocclDelayedStep(priocclDelayed_t delayed, const float* grads,
+                                               int* synced);
+PRIOCCL_API priocclResult_t priocclDelayedFlush(priocclDelayed_t delayed);
+PRIOCCL_API priocclResult_t priocclDelayedDestroy(priocclDelayed_t delayed);
+
+/* Kernels over flat buffers of float16, bfloat16, float32 or float64. */
+/* GLU: w -= localLr*(alpha*g + wd*w + beta*(pre - w)*(1 - momentum)/(lr*k)). */
+PRIOCCL_API priocclResult_t priocclGluUpdate(void* weights, const void* grads,
+                                             const void* preWeights, size_t count,
+                                             priocclDataType_t datatype, double localLr,
+                                             double alpha, double beta, double weightDecay,
+                                             double momentum, double lr, int k);
+/* Momentum SGD as PyTorch's: v = momentum*v + g + wd*w; w -= lr*v. */
+PRIOCCL_API priocclResult_t priocclSgdUpdate(void* weights, void* velocity, const void* grads,
+                                             size_t count, priocclDataType_t datatype, double lr,
+                                             double momentum, double weightDecay);
+/* SpecTrain: predicted = weights - staleness*lr*velocity. */
+PRIOCCL_API priocclResult_t priocclSpecTrainPredict(void* predicted, const void* weights,
+                                                    const void* velocity, size_t count,
+                                                    priocclDataType_t datatype, double lr,
+                                                    double staleness);
+/* Version difference of pipeline stage `stage` (0-based) of `stages`: floor(k/2) + N - k - 1 in
+ * the forward pass (forward != 0), floor(k/2) in the backward pass. */
+PRIOCCL_API priocclResult_t priocclSpecTrainStaleness(int stage, int stages, int forward,
+                                                      int* staleness);
+
 #ifdef __cplusplus
 }
 #endif

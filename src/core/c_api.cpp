@@ -3,98 +3,24 @@
 // reported as priocclInvalidUsage instead of being dereferenced.
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <string>
-#include <unordered_map>
 
+#include "core/c_api_support.h"
 #include "core/error.h"
 #include "core/op.h"
 
 namespace prioccl {
 namespace {
 
-thread_local std::string t_lastError;      // this thread's most recent failure
-thread_local uint64_t t_lastSerial = 0;    // ... and its place among all recorded failures
+using capi::comms;
+using capi::guarded;
+using capi::lookup;
+
 thread_local std::string t_returnedError;  // backing store of priocclGetLastError's result
 
-// Ids are never reused, and the two kinds of handle never share a value.
-template <typename T, uintptr_t Kind>
-class HandleTable {
- public:
-  uintptr_t add(T value) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    uintptr_t id = (++next_ << 2) | Kind;
-    map_.emplace(id, std::move(value));
-    return id;
-  }
-  bool find(uintptr_t id, T* out) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = map_.find(id);
-    if (it == map_.end()) return false;
-    *out = it->second;
-    return true;
-  }
-  bool take(uintptr_t id, T* out) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = map_.find(id);
-    if (it == map_.end()) return false;
-    *out = std::move(it->second);
-    map_.erase(it);
-    return true;
-  }
-
- private:
-  std::mutex mutex_;
-  std::unordered_map<uintptr_t, T> map_;
-  uintptr_t next_ = 0;
-};
-
-HandleTable<Communicator, 1>& comms() {
-  static HandleTable<Communicator, 1> table;
+capi::HandleTable<Request, capi::kRequestHandle>& requests() {
+  static capi::HandleTable<Request, capi::kRequestHandle> table;
   return table;
-}
-HandleTable<Request, 2>& requests() {
-  static HandleTable<Request, 2> table;
-  return table;
-}
-
-Communicator lookup(priocclComm_t comm) {
-  Communicator c;
-  if (!comm) detail::fail(priocclInvalidArgument, "comm is NULL");
-  if (!comms().find(reinterpret_cast<uintptr_t>(comm), &c))
-    detail::fail(priocclInvalidUsage,
-                 "comm is not a live communicator (destroyed or never created)");
-  return c;
-}
-
-// Every failure goes to this thread's record and, for a live communicator, to its own log.
-void record(priocclComm_t comm, const std::string& message) {
-  Communicator c;
-  if (comm && comms().find(reinterpret_cast<uintptr_t>(comm), &c) && c.valid())
-    c.recordError(message);
-  t_lastError = message;
-  t_lastSerial = detail::nextErrorSerial();
-}
-
-// Runs `body`, turning every exception into a result code and a recorded message.
-template <typename F>
-priocclResult_t guarded(const char* func, priocclComm_t comm, F&& body) {
-  try {
-    body();
-    return priocclSuccess;
-  } catch (const Error& e) {
-    record(comm, std::string(func) + ": " + e.what());
-    return e.code();
-  } catch (const std::bad_alloc&) {
-    record(comm, std::string(func) + ": out of memory");
-    return priocclSystemError;
-  } catch (const std::exception& e) {
-    record(comm, std::string(func) + ": " + e.what());
-    return priocclInternalError;
-  } catch (...) {
-    record(comm, std::string(func) + ": unknown exception");
-    return priocclInternalError;
-  }
 }
 
 // The body of both async entry points; key == nullptr for an unnamed op.
@@ -147,12 +73,12 @@ const char* priocclGetErrorString(priocclResult_t result) {
 // its ops found by the progress thread).
 const char* priocclGetLastError(priocclComm_t comm) {
   Communicator c;
-  t_returnedError = t_lastError;
-  uint64_t serial = 0;
+  uint64_t mySerial = 0, serial = 0;
+  t_returnedError = capi::lastError(&mySerial);
   try {
     if (comm && comms().find(reinterpret_cast<uintptr_t>(comm), &c) && c.valid()) {
       std::string own = c.lastError(&serial);
-      if (serial > t_lastSerial) t_returnedError = own;
+      if (serial > mySerial) t_returnedError = own;
     }
   } catch (...) {  // destroyed meanwhile: this thread's record stands
   }

@@ -1,0 +1,16 @@
+// Collective argument check for the training modes' constructors: every rank must pass the same
+// values, or each rank gets InvalidUsage naming the first field that differs.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+#include "prioccl/prioccl.hpp"
+
+namespace prioccl::detail {
+
+void agreeAcrossRanks(const Communicator& comm, const char* what,
+                      std::initializer_list<std::pair<const char*, long long>> fields);
+
+}  // namespace prioccl::detail

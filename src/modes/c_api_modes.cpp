@@ -1,0 +1,193 @@
+// The training modes' C ABI: handles in tables (a destroyed object is reported, never
+// dereferenced), every failure a result code plus priocclGetLastError's message.
+#include <memory>
+#include <type_traits>
+
+#include "core/c_api_support.h"
+#include "core/error.h"
+#include "prioccl/modes.hpp"
+
+namespace prioccl {
+namespace {
+
+using capi::guarded;
+using LaggedPtr = std::shared_ptr<LaggedAllReduce>;
+using DelayedPtr = std::shared_ptr<DelayedSgd>;
+
+capi::HandleTable<LaggedPtr, capi::kLaggedHandle>& laggeds() {
+  static capi::HandleTable<LaggedPtr, capi::kLaggedHandle> table;
+  return table;
+}
+capi::HandleTable<DelayedPtr, capi::kDelayedHandle>& delayeds() {
+  static capi::HandleTable<DelayedPtr, capi::kDelayedHandle> table;
+  return table;
+}
+
+template <typename Table, typename Handle>
+auto findLive(Table& table, Handle h, const char* what) {
+  typename std::remove_reference_t<decltype(table)>::Value value;
+  if (!h) detail::fail(priocclInvalidArgument, what, " is NULL");
+  if (!table.find(reinterpret_cast<uintptr_t>(h), &value))
+    detail::fail(priocclInvalidUsage, what, " is not live (destroyed or never created)");
+  return value;
+}
+
+template <typename T>
+void requireOut(T* p, const char* name) {
+  if (!p) detail::fail(priocclInvalidArgument, name, " is NULL");
+}
+
+}  // namespace
+}  // namespace prioccl
+
+using namespace prioccl;
+
+extern "C" {
+
+priocclResult_t priocclLaggedCreate(priocclComm_t comm, size_t count, priocclDataType_t datatype,
+                                    priocclRedOp_t op, int warmupSteps, int priority,
+                                    const char* key, priocclLagged_t* lagged) {
+  return guarded(__func__, comm, [&] {
+    requireOut(lagged, "lagged");
+    *lagged = nullptr;
+    detail::validateEnums(datatype, op);
+    LaggedAllReduce::Options o;
+    o.warmupSteps = warmupSteps;
+    o.priority = priority;
+    if (key) o.key = key;
+    auto object = std::make_shared<LaggedAllReduce>(capi::lookup(comm), count, datatype, op, o);
+    *lagged = reinterpret_cast<priocclLagged_t>(laggeds().add(std::move(object)));
+  });
+}
+
+priocclResult_t priocclLaggedStep(priocclLagged_t lagged, const void* grads, void* out,
+                                  int* hasResult) {
+  return guarded(__func__, nullptr, [&] {
+    requireOut(hasResult, "hasResult");
+    *hasResult = 0;
+    *hasResult = findLive(laggeds(), lagged, "lagged")->step(grads, out) ? 1 : 0;
+  });
+}
+
+priocclResult_t priocclLaggedFlush(priocclLagged_t lagged, void* out, int* hasResult) {
+  return guarded(__func__, nullptr, [&] {
+    requireOut(hasResult, "hasResult");
+    *hasResult = 0;
+    *hasResult = findLive(laggeds(), lagged, "lagged")->flush(out) ? 1 : 0;
+  });
+}
+
+priocclResult_t priocclLaggedResult(priocclLagged_t lagged, const void** result) {
+  return guarded(__func__, nullptr, [&] {
+    requireOut(result, "result");
+    *result = findLive(laggeds(), lagged, "lagged")->result();
+  });
+}
+
+priocclResult_t priocclLaggedDestroy(priocclLagged_t lagged) {
+  return guarded(__func__, nullptr, [&] {
+    LaggedPtr object;
+    if (!lagged) detail::fail(priocclInvalidArgument, "lagged is NULL");
+    if (!laggeds().take(reinterpret_cast<uintptr_t>(lagged), &object))
+      detail::fail(priocclInvalidUsage, "lagged is not live (already destroyed?)");
+    object->destroy();
+  });
+}
+
+priocclResult_t priocclSwitchDecayLrRatio(long step, long warmupSteps, double* ratio) {
+  return guarded(__func__, nullptr, [&] {
+    requireOut(ratio, "ratio");
+    *ratio = switchDecayLrRatio(step, warmupSteps);
+  });
+}
+
+priocclResult_t priocclDelayedCreate(priocclComm_t comm, float* weights, size_t count,
+                                     const priocclDelayedConfig_t* config, const char* key,
+                                     priocclDelayed_t* delayed) {
+  return guarded(__func__, comm, [&] {
+    requireOut(delayed, "delayed");
+    *delayed = nullptr;
+    requireOut(config, "config");
+    DelayedSgd::Options o;
+    o.k = config->k;
+    o.sgd.lr = config->lr;
+    o.sgd.momentum = config->momentum;
+    o.sgd.weightDecay = config->weightDecay;
+    o.alpha = config->alpha;
+    o.beta = config->beta;
+    o.localLr = config->localLr;
+    o.warmupSteps = config->warmupSteps;
+    o.priority = config->priority;
+    if (key) o.key = key;
+    auto object = std::make_shared<DelayedSgd>(capi::lookup(comm), weights, count, o);
+    *delayed = reinterpret_cast<priocclDelayed_t>(delayeds().add(std::move(object)));
+  });
+}
+
+priocclResult_t priocclDelayedStep(priocclDelayed_t delayed, const float* grads, int* synced) {
+  return guarded(__func__, nullptr, [&] {
+    requireOut(synced, "synced");
+    *synced = 0;
+    *synced = findLive(delayeds(), delayed, "delayed")->step(grads) ? 1 : 0;
+  });
+}
+
+priocclResult_t priocclDelayedFlush(priocclDelayed_t delayed) {
+  return guarded(__func__, nullptr, [&] { findLive(delayeds(), delayed, "delayed")->flush(); });
+}
+
+priocclResult_t priocclDelayedDestroy(priocclDelayed_t delayed) {
+  return guarded(__func__, nullptr, [&] {
+    DelayedPtr object;
+    if (!delayed) detail::fail(priocclInvalidArgument, "delayed is NULL");
+    if (!delayeds().take(reinterpret_cast<uintptr_t>(delayed), &object))
+      detail::fail(priocclInvalidUsage, "delayed is not live (already destroyed?)");
+    object->destroy();
+  });
+}
+
+priocclResult_t priocclGluUpdate(void* weights, const void* grads, const void* preWeights,
+                                 size_t count, priocclDataType_t datatype, double localLr,
+                                 double alpha, double beta, double weightDecay, double momentum,
+                                 double lr, int k) {
+  return guarded(__func__, nullptr, [&] {
+    GluParams p;
+    p.localLr = localLr;
+    p.alpha = alpha;
+    p.beta = beta;
+    p.weightDecay = weightDecay;
+    p.momentum = momentum;
+    p.lr = lr;
+    p.k = k;
+    gluUpdate(weights, grads, preWeights, count, datatype, p);
+  });
+}
+
+priocclResult_t priocclSgdUpdate(void* weights, void* velocity, const void* grads, size_t count,
+                                 priocclDataType_t datatype, double lr, double momentum,
+                                 double weightDecay) {
+  return guarded(__func__, nullptr, [&] {
+    SgdParams p;
+    p.lr = lr;
+    p.momentum = momentum;
+    p.weightDecay = weightDecay;
+    sgdUpdate(weights, velocity, grads, count, datatype, p);
+  });
+}
+
+priocclResult_t priocclSpecTrainPredict(void* predicted, const void* weights, const void* velocity,
+                                        size_t count, priocclDataType_t datatype, double lr,
+                                        double staleness) {
+  return guarded(__func__, nullptr, [&] {
+    specTrainPredict(predicted, weights, velocity, count, datatype, lr, staleness);
+  });
+}
+
+priocclResult_t priocclSpecTrainStaleness(int stage, int stages, int forward, int* staleness) {
+  return guarded(__func__, nullptr, [&] {
+    requireOut(staleness, "staleness");
+    *staleness = specTrainStaleness(stage, stages, forward != 0);
+  });
+}
+
+}  // extern "C"

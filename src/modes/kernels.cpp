@@ -1,0 +1,141 @@
+// The training modes' vectorisable kernels over flat buffers, for every float dtype. Values
+// are loaded into float (double for float64), computed, and stored back, one element at a time
+// in a loop the compiler vectorises.
+#include <cmath>
+
+#include "core/error.h"
+#include "prioccl/modes.hpp"
+#include "reduce/half.h"
+
+namespace prioccl {
+namespace {
+
+struct Half {
+  using Storage = uint16_t;
+  using Math = float;
+  static float load(uint16_t v) { return reduce::halfToFloat(v); }
+  static uint16_t store(float v) { return reduce::floatToHalf(v); }
+};
+struct Bf16 {
+  using Storage = uint16_t;
+  using Math = float;
+  static float load(uint16_t v) { return reduce::bf16ToFloat(v); }
+  static uint16_t store(float v) { return reduce::floatToBf16(v); }
+};
+template <typename T>
+struct Native {
+  using Storage = T;
+  using Math = T;
+  static T load(T v) { return v; }
+  static T store(T v) { return v; }
+};
+
+// Calls fn(Codec{}) for a float dtype; anything else is an invalid argument.
+template <typename Fn>
+void withFloatCodec(priocclDataType_t datatype, const char* what, Fn fn) {
+  detail::validateEnums(datatype, priocclSum);
+  switch (datatype) {
+    case priocclFloat16:
+      return fn(Half{});
+    case priocclBfloat16:
+      return fn(Bf16{});
+    case priocclFloat32:
+      return fn(Native<float>{});
+    case priocclFloat64:
+      return fn(Native<double>{});
+    default:
+      detail::fail(priocclInvalidArgument, what, ": datatype must be float16, bfloat16, float32 ",
+                   "or float64");
+  }
+}
+
+void requireBuffers(size_t count, std::initializer_list<const void*> buffers, const char* what) {
+  if (count == 0) return;
+  for (const void* b : buffers)
+    if (!b) detail::fail(priocclInvalidArgument, what, ": a buffer is NULL (count ", count, ")");
+}
+
+void requireFinite(std::initializer_list<double> values, const char* what) {
+  for (double v : values)
+    if (!std::isfinite(v))
+      detail::fail(priocclInvalidArgument, what, ": a parameter is not finite");
+}
+
+}  // namespace
+
+void gluUpdate(void* weights, const void* grads, const void* preWeights, size_t count,
+               priocclDataType_t datatype, const GluParams& p) {
+  requireBuffers(count, {weights, grads, preWeights}, "gluUpdate");
+  requireFinite({p.localLr, p.alpha, p.beta, p.weightDecay, p.momentum, p.lr}, "gluUpdate");
+  if (p.lr <= 0 || p.k < 1)
+    detail::fail(priocclInvalidArgument, "gluUpdate: lr must be > 0 and k >= 1 (lr ", p.lr, ", k ",
+                 p.k, ")");
+  withFloatCodec(datatype, "gluUpdate", [&](auto codec) {
+    using C = decltype(codec);
+    using M = typename C::Math;
+    auto* w = static_cast<typename C::Storage*>(weights);
+    auto* g = static_cast<const typename C::Storage*>(grads);
+    auto* pre = static_cast<const typename C::Storage*>(preWeights);
+    const M lrLoc = static_cast<M>(p.localLr), alpha = static_cast<M>(p.alpha),
+            beta = static_cast<M>(p.beta), wd = static_cast<M>(p.weightDecay),
+            syncScale = static_cast<M>((1 - p.momentum) / (p.lr * p.k));
+    for (size_t i = 0; i < count; ++i) {
+      M wi = C::load(w[i]);
+      M gsync = (C::load(pre[i]) - wi) * syncScale;
+      w[i] = C::store(wi - lrLoc * (alpha * C::load(g[i]) + wd * wi + beta * gsync));
+    }
+  });
+}
+
+void sgdUpdate(void* weights, void* velocity, const void* grads, size_t count,
+               priocclDataType_t datatype, const SgdParams& p) {
+  requireBuffers(count, {weights, velocity, grads}, "sgdUpdate");
+  requireFinite({p.lr, p.momentum, p.weightDecay}, "sgdUpdate");
+  withFloatCodec(datatype, "sgdUpdate", [&](auto codec) {
+    using C = decltype(codec);
+    using M = typename C::Math;
+    auto* w = static_cast<typename C::Storage*>(weights);
+    auto* v = static_cast<typename C::Storage*>(velocity);
+    auto* g = static_cast<const typename C::Storage*>(grads);
+    const M lr = static_cast<M>(p.lr), m = static_cast<M>(p.momentum),
+            wd = static_cast<M>(p.weightDecay);
+    for (size_t i = 0; i < count; ++i) {
+      M wi = C::load(w[i]);
+      M vi = m * C::load(v[i]) + (C::load(g[i]) + wd * wi);
+      v[i] = C::store(vi);
+      w[i] = C::store(wi - lr * vi);
+    }
+  });
+}
+
+void specTrainPredict(void* predicted, const void* weights, const void* velocity, size_t count,
+                      priocclDataType_t datatype, double lr, double staleness) {
+  requireBuffers(count, {predicted, weights, velocity}, "specTrainPredict");
+  requireFinite({lr, staleness}, "specTrainPredict");
+  withFloatCodec(datatype, "specTrainPredict", [&](auto codec) {
+    using C = decltype(codec);
+    using M = typename C::Math;
+    auto* out = static_cast<typename C::Storage*>(predicted);
+    auto* w = static_cast<const typename C::Storage*>(weights);
+    auto* v = static_cast<const typename C::Storage*>(velocity);
+    const M step = static_cast<M>(staleness * lr);
+    for (size_t i = 0; i < count; ++i) out[i] = C::store(C::load(w[i]) - step * C::load(v[i]));
+  });
+}
+
+int specTrainStaleness(int stage, int stages, bool forward) {
+  if (stages < 1 || stage < 0 || stage >= stages)
+    detail::fail(priocclInvalidArgument, "specTrainStaleness: stage ", stage,
+                 " is not in 0..stages-1 (stages ", stages, ")");
+  return forward ? stage / 2 + stages - stage - 1 : stage / 2;
+}
+
+double switchDecayLrRatio(long step, long warmupSteps) {
+  if (step < 0 || warmupSteps < 0)
+    detail::fail(priocclInvalidArgument, "switchDecayLrRatio: step ", step, " and warm-up ",
+                 warmupSteps, " must be >= 0");
+  if (step < warmupSteps) return 2.0 * static_cast<double>(step + 1) / warmupSteps;
+  return 2.0 / 5.0;
+}
+
+}  // namespace prioccl
