@@ -52,7 +52,7 @@ struct Plan {
   size_t elements = 0;          // the flat buffer
   Wait wait = Wait::kEndOfIteration;
   bool fifo = true;         // FIFO schedule; else priority
-  bool staged = false;      // lagged: the op reduces a copy of the gradient (double buffer)
+  bool staged = false;      // lagged: runs through prioccl::LaggedAllReduce (copy, one op)
   int gradientBuffers = 1;  // distinct buffers the iterations rotate through
   int period = 1;           // iterations per repeating pattern (K for delayed:K)
 };

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <thread>
 
 namespace emu {
@@ -40,7 +40,10 @@ class Run {
   Run(const Profile& p, const Plan& plan, prioccl::Communicator& comm)
       : p_(p), plan_(plan), comm_(comm), rank_(comm.rank()), ranks_(comm.size()) {
     buffers_.assign(static_cast<size_t>(plan.gradientBuffers), std::vector<float>(plan.elements));
-    if (plan.staged) staging_.assign(2, std::vector<float>(plan.elements));
+    // Lagged: the library's LaggedAllReduce (its double buffer, its single fused op).
+    if (plan.staged)
+      lagged_ = std::make_unique<prioccl::LaggedAllReduce>(comm, plan.elements, priocclFloat32,
+                                                           priocclSum, laggedOptions(plan));
   }
 
   RunResult run(int iterations, int warmup) {
@@ -53,6 +56,7 @@ class Run {
     }
     starts.push_back(Clock::now());
     while (!pending_.empty()) finishOldest();
+    if (lagged_ && lagged_->flush(nullptr)) checkLagged(iterations + warmup - 1);
     for (size_t i = static_cast<size_t>(warmup) + 1; i < starts.size(); ++i)
       r.iterationMs.push_back(Ms(starts[i] - starts[i - 1]).count());
     r.wrong = wrong_;
@@ -113,13 +117,28 @@ class Run {
     for (size_t k = 0; samplePos(k) < n; ++k) g[samplePos(k)] = scale * sample(it, k);
   }
 
+  static prioccl::LaggedAllReduce::Options laggedOptions(const Plan& plan) {
+    prioccl::LaggedAllReduce::Options o;
+    o.priority = plan.ops.front().priority;
+    o.key = "train_emu.lagged";
+    return o;
+  }
+
+  // The gradient was copied by step(); the previous iteration's aggregate is its result().
+  void checkLagged(int iteration) {
+    Pending q;
+    q.iteration = iteration;
+    q.op = 0;
+    q.buffer = static_cast<float*>(const_cast<void*>(lagged_->result()));
+    check(q);
+  }
+
   void submit(int it, size_t o) {
     const PlannedOp& op = plan_.ops[o];
     float* buffer = buffers_[static_cast<size_t>(it % plan_.gradientBuffers)].data();
-    if (plan_.staged) {  // lagged: reduce a copy; the next backward may overwrite the gradient
-      float* copy = staging_[static_cast<size_t>(it % 2)].data();
-      std::memcpy(copy + op.offset, buffer + op.offset, op.count * sizeof(float));
-      buffer = copy;
+    if (lagged_) {  // one op over the whole buffer: offset 0
+      if (lagged_->step(buffer, nullptr)) checkLagged(it - 1);
+      return;
     }
     float* at = buffer + op.offset;
     pending_.push_back(
@@ -170,7 +189,8 @@ class Run {
   const Plan& plan_;
   prioccl::Communicator& comm_;
   const int rank_, ranks_;
-  std::vector<std::vector<float>> buffers_, staging_;
+  std::vector<std::vector<float>> buffers_;
+  std::unique_ptr<prioccl::LaggedAllReduce> lagged_;
   std::deque<Pending> pending_;
   std::multimap<Clock::time_point, std::pair<int, size_t>> deferred_;
   Clock::time_point deadline_;

@@ -3,6 +3,7 @@
 // reduced gradient is checked.
 #pragma once
 
+#include <prioccl/modes.hpp>
 #include <prioccl/prioccl.hpp>
 
 #include <vector>
