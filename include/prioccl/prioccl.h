@@ -145,6 +145,17 @@ PRIOCCL_API priocclResult_t priocclAllReduceNamedAsync(const void* sendbuf, void
                                                        priocclRedOp_t op, int priority,
                                                        const char* key, priocclComm_t comm,
                                                        priocclRequest_t* request);
+/* Point to point, for pipeline stages: count elements to / from peer, scheduled with the
+ * collectives by priority (an urgent activation preempts a less urgent all-reduce at its next
+ * step). A send and a receive between two ranks with the same tag match in submission order; both
+ * must have the same count and datatype (a size mismatch fails the communicator). */
+PRIOCCL_API priocclResult_t priocclSendAsync(const void* buf, size_t count,
+                                             priocclDataType_t datatype, int peer, int tag,
+                                             int priority, priocclComm_t comm,
+                                             priocclRequest_t* request);
+PRIOCCL_API priocclResult_t priocclRecvAsync(void* buf, size_t count, priocclDataType_t datatype,
+                                             int peer, int tag, int priority, priocclComm_t comm,
+                                             priocclRequest_t* request);
 PRIOCCL_API priocclResult_t priocclGetCounters(priocclComm_t comm, priocclCounters_t* counters);
 
 /* Non-blocking; sets *done to 1 when finished and returns the op's result. Never releases. */

@@ -153,6 +153,15 @@ class PRIOCCL_API Communicator {
   Request allReduceAsync(const void* sendbuf, void* recvbuf, size_t count,
                          priocclDataType_t datatype, priocclRedOp_t op, int priority,
                          const std::string& key);
+  // Point to point (pipeline stages): `count` elements to or from `peer`, scheduled with the
+  // collectives by priority. Sends and receives between two ranks with the same tag match in
+  // submission order; both sides must agree on count and datatype (a size mismatch fails the
+  // communicator). 0 <= tag < a bound that depends on the transport and the rank count
+  // (thousands over MPI for small jobs; a larger tag gets InvalidArgument naming the bound).
+  Request sendAsync(const void* buf, size_t count, priocclDataType_t datatype, int peer,
+                    int tag = 0, int priority = 0);
+  Request recvAsync(void* buf, size_t count, priocclDataType_t datatype, int peer, int tag = 0,
+                    int priority = 0);
   priocclCounters_t counters() const;
   void allReduce(const void* sendbuf, void* recvbuf, size_t count, priocclDataType_t datatype,
                  priocclRedOp_t op);

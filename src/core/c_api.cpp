@@ -188,6 +188,30 @@ priocclResult_t priocclAllReduceNamedAsync(const void* sendbuf, void* recvbuf, s
   });
 }
 
+priocclResult_t priocclSendAsync(const void* buf, size_t count, priocclDataType_t datatype,
+                                 int peer, int tag, int priority, priocclComm_t comm,
+                                 priocclRequest_t* request) {
+  return guarded(__func__, comm, [&] {
+    if (!request) detail::fail(priocclInvalidArgument, "request is NULL");
+    *request = nullptr;
+    detail::validateEnums(datatype, priocclSum);
+    Request r = lookup(comm).sendAsync(buf, count, datatype, peer, tag, priority);
+    *request = reinterpret_cast<priocclRequest_t>(requests().add(std::move(r)));
+  });
+}
+
+priocclResult_t priocclRecvAsync(void* buf, size_t count, priocclDataType_t datatype, int peer,
+                                 int tag, int priority, priocclComm_t comm,
+                                 priocclRequest_t* request) {
+  return guarded(__func__, comm, [&] {
+    if (!request) detail::fail(priocclInvalidArgument, "request is NULL");
+    *request = nullptr;
+    detail::validateEnums(datatype, priocclSum);
+    Request r = lookup(comm).recvAsync(buf, count, datatype, peer, tag, priority);
+    *request = reinterpret_cast<priocclRequest_t>(requests().add(std::move(r)));
+  });
+}
+
 priocclResult_t priocclGetCounters(priocclComm_t comm, priocclCounters_t* counters) {
   return guarded(__func__, comm, [&] {
     if (!counters) detail::fail(priocclInvalidArgument, "counters is NULL");

@@ -141,6 +141,32 @@ class CommImpl {
     return Request(state);
   }
 
+  // A send (buf read) or receive (buf written) of `count` elements with `peer`.
+  Request pointToPoint(OpState::Kind kind, void* buf, size_t count, priocclDataType_t dtype,
+                       int peer, int tag, int priority) {
+    const char* what = kind == OpState::Kind::kSend ? "send" : "recv";
+    size_t elem = reduce::dtypeSize(dtype);
+    if (count > SIZE_MAX / elem)
+      fail(priocclInvalidArgument, what, ": count ", count, " overflows the address space");
+    if (count > 0 && !buf) fail(priocclInvalidArgument, what, ": buf is null with count ", count);
+    if (peer < 0 || peer >= size_ || peer == rank_)
+      fail(priocclInvalidArgument, what, ": peer ", peer, " is not another rank (this is rank ",
+           rank_, " of ", size_, ")");
+    auto state = makeOp(buf, buf, count, dtype, priocclSum);
+    state->kind = kind;
+    state->peer = peer;
+    state->tag = tag;
+    state->priority = priority;
+    state->errorLog = errors_;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
+    if (tag < 0 || tag >= engine_->pointToPointTags())
+      fail(priocclInvalidArgument, what, ": tag ", tag, " is not in 0..",
+           engine_->pointToPointTags() - 1);
+    engine_->submit(state, false);
+    return Request(state);
+  }
+
   priocclCounters_t counters() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
@@ -419,6 +445,21 @@ Request Communicator::allReduceAsync(const void* sendbuf, void* recvbuf, size_t 
                                      const std::string& key) {
   detail::validateEnums(datatype, op);
   return impl().allReduceAsync(sendbuf, recvbuf, count, datatype, op, priority, &key);
+}
+
+Request Communicator::sendAsync(const void* buf, size_t count, priocclDataType_t datatype, int peer,
+                                int tag, int priority) {
+  detail::validateEnums(datatype, priocclSum);
+  // The engine only reads a send's buffer.
+  return impl().pointToPoint(detail::OpState::Kind::kSend, const_cast<void*>(buf), count, datatype,
+                             peer, tag, priority);
+}
+
+Request Communicator::recvAsync(void* buf, size_t count, priocclDataType_t datatype, int peer,
+                                int tag, int priority) {
+  detail::validateEnums(datatype, priocclSum);
+  return impl().pointToPoint(detail::OpState::Kind::kRecv, buf, count, datatype, peer, tag,
+                             priority);
 }
 
 priocclCounters_t Communicator::counters() const {

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "algo/point_to_point.h"
 #include "algo/recursive_doubling.h"
 #include "algo/ring.h"
 #include "algo/tree.h"
@@ -85,13 +86,15 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
   // The top tag is the control channel's; each lane's data tags get an equal share below it.
   controlTag_ = transport_->tagSpace() - 1;
   uint64_t window = std::max<uint64_t>(1, config_.windowChunks);
-  tagChunks_ = (controlTag_ >> stepBits_) / kLanes;
+  tagChunks_ = (controlTag_ >> stepBits_) / kTagLanes;
   if (tagChunks_ < 2)
     fail(priocclInternalError, "transport tag space too small for ", nranks_, " ranks");
   if (2 * window > tagChunks_) {
     window = tagChunks_ / 2;
     log(LogLevel::kWarn, "window limited to ", window, " chunks by the transport's tag space");
   }
+  window_ = window;
+  lanes_.resize(kLanes);
   for (LaneState& lane : lanes_) lane.slots.resize(window);
   controlPeers_ = negotiator_.controlPeers();
   controlRecv_.resize(controlPeers_.size(), std::vector<unsigned char>(kControlBytes));
@@ -182,7 +185,14 @@ void Engine::startApplication() {
     c->store(0, std::memory_order_relaxed);
 }
 
-uint64_t Engine::tagOf(uint8_t lane, uint64_t gid, int step) const {
+uint64_t Engine::tagOf(uint32_t lane, uint64_t gid, int step) const {
+  if (lane >= kLanes) {  // live chunks of a lane differ modulo 2 x window; tags get a range each
+    const LaneState& l = lanes_[lane];
+    uint64_t stride = 2 * window_;
+    return ((kP2pTagLane * tagChunks_ + static_cast<uint64_t>(l.userTag) * stride + gid % stride)
+            << stepBits_) |
+           static_cast<uint64_t>(step);
+  }
   return ((lane * tagChunks_ + gid % tagChunks_) << stepBits_) | static_cast<uint64_t>(step);
 }
 
@@ -327,6 +337,17 @@ bool Engine::takeSubmissions() {
     fresh.swap(incoming_);
   }
   for (auto& op : fresh) {
+    if (op->kind != OpState::Kind::kAllReduce) {  // point to point: matched by order per lane
+      if (op->count == 0) {
+        finishOp(*op, priocclSuccess, "");
+        continue;
+      }
+      op->algorithm = priocclAlgoRing;  // chunked as a ring op of its size, alike on both ends
+      op->globalSeq = (uint64_t{1} << 62) + pointToPointOps_++;  // apart from collectives
+      uint32_t lane = pointToPointLane(*op);
+      addLive(lane, std::move(op));
+      continue;
+    }
     // The algorithm is settled once, from arguments every rank agrees on (and a table every rank
     // holds alike); a mismatched op fails before its algorithm matters.
     if (op->algorithm == priocclAlgoAuto)
@@ -401,7 +422,19 @@ void Engine::noteMatched(const OpState& op) {
                           op.named ? op.key : "", "\""));
 }
 
-Engine::LiveOp& Engine::addLive(Lane lane, std::shared_ptr<OpState> op) {
+uint32_t Engine::pointToPointLane(const OpState& op) {
+  auto key = std::make_tuple(op.peer, op.kind == OpState::Kind::kSend ? 1 : 0, op.tag);
+  auto it = p2pLanes_.find(key);
+  if (it != p2pLanes_.end()) return it->second;
+  uint32_t lane = static_cast<uint32_t>(lanes_.size());
+  lanes_.emplace_back();
+  lanes_.back().slots.resize(window_);
+  lanes_.back().userTag = op.tag;
+  p2pLanes_.emplace(key, lane);
+  return lane;
+}
+
+Engine::LiveOp& Engine::addLive(uint32_t lane, std::shared_ptr<OpState> op) {
   LiveOp live;
   if (lane == kAgreeLane) {
     live.chunks = 1;
@@ -430,7 +463,7 @@ size_t Engine::chunkElements(const OpState& op) const {
 
 bool Engine::activate() {
   bool any = false;
-  for (uint8_t l = 0; l < kLanes; ++l) {
+  for (uint32_t l = 0; l < lanes_.size(); ++l) {
     LaneState& lane = lanes_[l];
     while (lane.activating < lane.live.size() &&
            lane.nextGid < lane.oldestGid + lane.slots.size()) {
@@ -447,7 +480,7 @@ bool Engine::activate() {
       spec.rank = rank_;
       spec.nranks = nranks_;
       Slot& slot = slotOf(l, lane.nextGid);
-      slot.algo = makeChunk(live, spec, static_cast<Lane>(l));
+      slot.algo = makeChunk(live, spec, l);
       slot.live = &live;
       slot.lane = l;
       slot.gid = lane.nextGid++;
@@ -462,7 +495,10 @@ bool Engine::activate() {
   return any;
 }
 
-std::unique_ptr<ChunkAlgo> Engine::makeChunk(LiveOp& live, const ChunkSpec& spec, Lane lane) {
+std::unique_ptr<ChunkAlgo> Engine::makeChunk(LiveOp& live, const ChunkSpec& spec, uint32_t lane) {
+  if (lane >= kLanes)
+    return std::make_unique<PointToPointChunk>(spec, live.op->peer,
+                                               live.op->kind == OpState::Kind::kSend);
   if (lane == kAgreeLane) {
     // Small ops whose algorithm is recursive doubling are reduced by the agreement itself.
     const OpState& op = *live.op;
@@ -612,7 +648,7 @@ bool Engine::postSends() {
   // of the credit), so a stall is any wait with sends in flight and none completing.
   bool stalled =
       inflightBytes_ > 0 && Clock::now() - lastSendDone_ > std::chrono::milliseconds(kStallMs);
-  for (uint8_t l = 0; stalled && l < kLanes; ++l) {
+  for (uint32_t l = 0; stalled && l < lanes_.size(); ++l) {
     LaneState& lane = lanes_[l];
     if (lane.oldestGid == lane.nextGid) continue;
     Slot& oldest = slotOf(l, lane.oldestGid);

@@ -14,7 +14,9 @@
 #pragma once
 
 #include <array>
+#include <algorithm>
 #include <atomic>
+#include <climits>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -23,6 +25,7 @@
 #include <mutex>
 #include <queue>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "algo/chunk_algo.h"
@@ -74,6 +77,10 @@ class Engine {
   // are numbered from here in messages.
   void startApplication();
   // The lane and chunk identity a data tag belongs to (for tests that watch the wire).
+  // Point-to-point tags: 0 <= tag < this.
+  int pointToPointTags() const {
+    return static_cast<int>(std::min<uint64_t>(tagChunks_ / (2 * window_), INT_MAX));
+  }
   uint64_t chunkOfTag(uint64_t tag, int* lane) const {
     *lane = static_cast<int>((tag >> stepBits_) / tagChunks_);
     return (tag >> stepBits_) % tagChunks_;
@@ -90,7 +97,11 @@ class Engine {
   // the coordinator; unnamed ops from submission order: first their agreement (one chunk each,
   // which also reduces small ops), then, in the same order, the data chunks of those that need
   // them. The orders differ between the spaces, so they cannot share identities.
-  enum Lane : uint8_t { kNamedLane = 0, kAgreeLane = 1, kUnnamedLane = 2, kLanes = 3 };
+  enum Lane : uint32_t { kNamedLane = 0, kAgreeLane = 1, kUnnamedLane = 2, kLanes = 3 };
+  // Lanes from kLanes on carry point-to-point ops, one per (peer, direction, user tag), made on
+  // first use: their chunk order is the submission order on that lane, the same on both ends.
+  // They share one tag range, split by user tag.
+  static constexpr uint32_t kP2pTagLane = kLanes, kTagLanes = kLanes + 1;
   struct LiveOp {
     std::shared_ptr<OpState> op;
     uint64_t chunks = 0;
@@ -103,7 +114,7 @@ class Engine {
   struct Slot {
     std::unique_ptr<ChunkAlgo> algo;
     LiveOp* live = nullptr;  // deque elements stay put while the deque grows at the back
-    uint8_t lane = 0;
+    uint32_t lane = 0;
     uint64_t gid = 0;
     uint64_t chunkIndex = 0;
     bool queued = false;  // has an entry in ready_
@@ -114,13 +125,14 @@ class Engine {
     uint64_t nextGid = 0;     // identity of the next chunk to activate
     uint64_t oldestGid = 0;   // every chunk below this has finished on this rank
     std::vector<Slot> slots;
+    int userTag = 0;  // point-to-point lanes: the user's tag
   };
   // Scheduling key of a chunk with a send ready: priority, then the lane's op order and chunk
   // (gids follow both), so ties go in submission order.
   struct ReadyEntry {
     int priority;
     uint64_t gid;
-    uint8_t lane;
+    uint32_t lane;
     bool operator>(const ReadyEntry& o) const {
       if (priority != o.priority) return priority > o.priority;
       return gid != o.gid ? gid > o.gid : lane > o.lane;
@@ -130,7 +142,7 @@ class Engine {
   enum class Kind : uint8_t { kDataSend, kDataRecv, kControlSend, kControlRecv };
   struct Posted {
     Kind kind;
-    uint8_t lane;
+    uint32_t lane;
     bool exact;
     int peer;
     int step;      // data: the chunk's step; control receive: index into controlRecv_
@@ -149,9 +161,10 @@ class Engine {
   bool exchangeControl();
   void applyDecision(const Decision& d);
   void noteMatched(const OpState& op);
-  LiveOp& addLive(Lane lane, std::shared_ptr<OpState> op);
+  LiveOp& addLive(uint32_t lane, std::shared_ptr<OpState> op);
+  uint32_t pointToPointLane(const OpState& op);  // made on first use
   bool activate();
-  std::unique_ptr<ChunkAlgo> makeChunk(LiveOp& live, const ChunkSpec& spec, Lane lane);
+  std::unique_ptr<ChunkAlgo> makeChunk(LiveOp& live, const ChunkSpec& spec, uint32_t lane);
   bool pollTransport();
   bool postSends();
   void pump(Slot& slot);
@@ -173,12 +186,12 @@ class Engine {
   int schedulingPriority(const OpState& op) const {
     return config_.schedule == priocclScheduleFifo ? 0 : op.priority;
   }
-  uint64_t tagOf(uint8_t lane, uint64_t gid, int step) const;
-  Slot& slotOf(uint8_t lane, uint64_t gid) {
+  uint64_t tagOf(uint32_t lane, uint64_t gid, int step) const;
+  Slot& slotOf(uint32_t lane, uint64_t gid) {
     std::vector<Slot>& slots = lanes_[lane].slots;
     return slots[gid % slots.size()];
   }
-  bool isLive(const Slot& slot, uint8_t lane, uint64_t gid) const {
+  bool isLive(const Slot& slot, uint32_t lane, uint64_t gid) const {
     return slot.algo && slot.lane == lane && slot.gid == gid;
   }
 
@@ -222,13 +235,16 @@ class Engine {
   std::vector<int> controlPeers_;
   std::map<uint64_t, std::vector<unsigned char>> controlSends_;  // by cookie, until sent
   uint64_t decidedOps_ = 0;                                      // named ops decided so far
+  uint64_t pointToPointOps_ = 0;                                 // for the timeline's op numbers
   uint64_t unnamedOps_ = 0;                                      // unnamed ops submitted so far
   uint64_t unnamedBase_ = 0;  // ... of which the communicator's own
   // Unnamed ops whose agreement ended, by sequence, until their turn in the unnamed data lane
   // (null: nothing left to move).
   std::map<uint64_t, std::shared_ptr<OpState>> agreed_;
   uint64_t nextUnnamedData_ = 0;
-  std::array<LaneState, kLanes> lanes_;
+  std::deque<LaneState> lanes_;  // a deque: lanes added later leave the others in place
+  std::map<std::tuple<int, int, int>, uint32_t> p2pLanes_;  // (peer, is a send, tag) -> lane
+  size_t window_ = 0;                                       // slots per lane
   std::priority_queue<ReadyEntry, std::vector<ReadyEntry>, std::greater<ReadyEntry>> ready_;
   size_t inflightBytes_ = 0;
   // The same bytes by scheduling priority: a send waits only for those at its priority or more

@@ -41,6 +41,11 @@ class ErrorLog {
 struct ProgressGate;
 
 struct OpState : std::enable_shared_from_this<OpState> {
+  // An all-reduce, or a point-to-point send to / receive from `peer` with the user's `tag`.
+  enum class Kind : uint8_t { kAllReduce, kSend, kRecv };
+  Kind kind = Kind::kAllReduce;
+  int peer = -1;
+  int tag = 0;
   const void* send = nullptr;
   void* recv = nullptr;
   size_t count = 0;

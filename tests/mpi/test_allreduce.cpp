@@ -524,6 +524,11 @@ TEST(AllReduce, FifoAndPriorityGiveIdenticalBits) {
   for (int fifo = 0; fifo < 2; ++fifo) {
     prioccl::Config cfg = prioccl::Config::fromEnv();
     cfg.schedule = fifo ? priocclScheduleFifo : priocclSchedulePriority;
+    // Fixed sizes: "auto" derives them from a link measurement at creation, which may differ
+    // between the two communicators on a busy machine, and the chunking decides the order in
+    // which floats are summed. The claim is that the schedule never changes the bits.
+    cfg.chunkBytes = 256 << 10;
+    cfg.creditBytes = 1 << 20;
     Communicator comm = Communicator::world(cfg);
     std::vector<std::unique_ptr<Running>> ops;
     for (int k = 0; k < 24; ++k)
