@@ -1,0 +1,242 @@
+"""prioccl for Python: Horovod-style collectives over prioccl's C ABI (ctypes, no build step).
+
+    import prioccl
+    prioccl.init()
+    avg = prioccl.allreduce(tensor)                      # a new tensor, averaged over ranks
+    h = prioccl.allreduce_async_(tensor, priority=0)     # in place; smaller priority = more urgent
+    prioccl.synchronize(h)
+
+Works on numpy arrays and CPU torch tensors (contiguous; int8, uint8, int32, int64, float16,
+bfloat16 (torch), float32, float64) without copies. Errors raise PriocclError with the library's
+message. Launch with mpirun; prioccl initialises MPI itself.
+"""
+import ctypes
+import os
+
+from . import _lib
+
+__all__ = ["init", "shutdown", "is_initialized", "rank", "size", "local_rank", "allreduce",
+           "allreduce_", "allreduce_async", "allreduce_async_", "synchronize", "poll",
+           "broadcast_", "broadcast_parameters", "send_async", "recv_async", "PriocclError",
+           "Sum", "Prod", "Min", "Max", "Average"]
+
+# priocclRedOp_t
+Sum, Prod, Min, Max, Average = 0, 1, 2, 3, 4
+
+
+class PriocclError(RuntimeError):
+    """A prioccl call failed; the message is the library's (priocclGetLastError)."""
+
+    def __init__(self, message, code=None):
+        super().__init__(message)
+        self.code = code
+
+
+_L = None
+_comm = None
+
+
+def _check(result, what):
+    if result != 0:
+        detail = _L.priocclGetLastError(_comm).decode(errors="replace")
+        kind = _L.priocclGetErrorString(result).decode()
+        raise PriocclError(f"{what}: {kind}: {detail}", result)
+
+
+def _require():
+    if _comm is None:
+        raise PriocclError("prioccl is not initialised: call prioccl.init() first")
+
+
+def init():
+    """Creates the communicator over all ranks (MPI_COMM_WORLD). Idempotent."""
+    global _L, _comm
+    if _comm is not None:
+        return
+    if _L is None:
+        _L = _lib.load()
+    comm = ctypes.c_void_p()
+    _check(_L.priocclCommInitWorld(ctypes.byref(comm)), "init")
+    _comm = comm
+
+
+def shutdown():
+    """Finishes pending ops and destroys the communicator (finalising MPI if prioccl started it)."""
+    global _comm
+    if _comm is None:
+        return
+    comm, _comm = _comm, None
+    result = _L.priocclCommDestroy(comm)
+    if result != 0:
+        raise PriocclError("shutdown: " + _L.priocclGetLastError(None).decode(errors="replace"))
+
+
+def is_initialized():
+    return _comm is not None
+
+
+def rank():
+    _require()
+    out = ctypes.c_int()
+    _check(_L.priocclCommRank(_comm, ctypes.byref(out)), "rank")
+    return out.value
+
+
+def size():
+    _require()
+    out = ctypes.c_int()
+    _check(_L.priocclCommSize(_comm, ctypes.byref(out)), "size")
+    return out.value
+
+
+def local_rank():
+    """This rank's index on its host, from the launcher (Open MPI, MPICH/Hydra, Slurm)."""
+    for var in ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"):
+        if var in os.environ:
+            return int(os.environ[var])
+    return 0
+
+
+# ---- buffers: numpy arrays and torch tensors, seen as (pointer, count, priocclDataType_t) ----
+_NUMPY_TYPES = {"int8": 0, "uint8": 1, "int32": 2, "int64": 3, "float16": 4, "float32": 6,
+                "float64": 7}
+_TORCH_TYPES = {"torch.int8": 0, "torch.uint8": 1, "torch.int32": 2, "torch.int64": 3,
+                "torch.float16": 4, "torch.bfloat16": 5, "torch.float32": 6, "torch.float64": 7}
+
+
+def _buffer(t, writable=True):
+    """(address, count, dtype code) of a contiguous CPU numpy array or torch tensor."""
+    if hasattr(t, "data_ptr"):  # torch
+        if t.device.type != "cpu":
+            raise PriocclError(f"tensor is on {t.device}: only CPU tensors (GPU: issue 10)")
+        if not t.is_contiguous():
+            raise PriocclError("tensor is not contiguous: call .contiguous() first")
+        code = _TORCH_TYPES.get(str(t.dtype))
+        if code is None:
+            raise PriocclError(f"unsupported dtype {t.dtype}")
+        return t.data_ptr(), t.numel(), code
+    if hasattr(t, "__array_interface__"):  # numpy
+        if not t.flags["C_CONTIGUOUS"]:
+            raise PriocclError("array is not C-contiguous: use numpy.ascontiguousarray")
+        if writable and not t.flags["WRITEABLE"]:
+            raise PriocclError("array is read-only")
+        code = _NUMPY_TYPES.get(str(t.dtype))
+        if code is None:
+            raise PriocclError(f"unsupported dtype {t.dtype}")
+        return t.ctypes.data, t.size, code
+    raise PriocclError(f"expected a numpy array or a torch tensor, got {type(t).__name__}")
+
+
+class Handle:
+    """An op in flight; keeps its buffers alive until it is synchronised."""
+
+    def __init__(self, request, tensors, result):
+        self._request = request
+        self._tensors = tensors
+        self.result = result
+
+    def __del__(self):  # an abandoned handle: the op still must finish before its buffers go
+        if getattr(self, "_request", None) is not None and _L is not None and _comm is not None:
+            _L.priocclWait(self._request)
+
+
+def _async(src, dst, op, priority, name):
+    _require()
+    s_ptr, count, code = _buffer(src, writable=False)
+    d_ptr, d_count, d_code = _buffer(dst)
+    if (count, code) != (d_count, d_code):
+        raise PriocclError("source and destination differ in size or dtype")
+    req = ctypes.c_void_p()
+    if name is None:
+        result = _L.priocclAllReduceAsync(s_ptr, d_ptr, count, code, op, priority, _comm,
+                                          ctypes.byref(req))
+    else:
+        result = _L.priocclAllReduceNamedAsync(s_ptr, d_ptr, count, code, op, priority,
+                                               str(name).encode(), _comm, ctypes.byref(req))
+    _check(result, "allreduce")
+    return Handle(req, (src, dst), dst)
+
+
+def _empty_like(t):
+    if hasattr(t, "data_ptr"):
+        import torch
+        return torch.empty_like(t, memory_format=torch.contiguous_format)
+    import numpy
+    return numpy.empty_like(t, order="C")
+
+
+def allreduce_async_(tensor, op=Average, priority=0, name=None):
+    """Starts an in-place all-reduce of `tensor`; returns a handle for synchronize()/poll()."""
+    return _async(tensor, tensor, op, priority, name)
+
+
+def allreduce_async(tensor, op=Average, priority=0, name=None):
+    """Starts an all-reduce into a new tensor (synchronize() returns it); `tensor` is unchanged."""
+    return _async(tensor, _empty_like(tensor), op, priority, name)
+
+
+def synchronize(handle):
+    """Waits for the op; returns its result tensor. Raises PriocclError if the op failed."""
+    req, handle._request = handle._request, None
+    if req is None:
+        return handle.result
+    _check(_L.priocclWait(req), "synchronize")
+    handle._tensors = None
+    return handle.result
+
+
+def poll(handle):
+    """True when the op has finished (synchronize() then returns at once)."""
+    if handle._request is None:
+        return True
+    done = ctypes.c_int()
+    _check(_L.priocclTest(handle._request, ctypes.byref(done)), "poll")
+    return bool(done.value)
+
+
+def allreduce(tensor, op=Average, priority=0, name=None):
+    return synchronize(allreduce_async(tensor, op, priority, name))
+
+
+def allreduce_(tensor, op=Average, priority=0, name=None):
+    return synchronize(allreduce_async_(tensor, op, priority, name))
+
+
+def broadcast_(tensor, root_rank=0, name=None):
+    """Overwrites `tensor` with root_rank's: a sum to which the other ranks contribute zeros
+    (exact for every value except -0.0, which arrives as +0.0)."""
+    if rank() != root_rank:
+        tensor[...] = 0
+    return allreduce_(tensor, op=Sum, name=name)
+
+
+def broadcast_parameters(params, root_rank=0):
+    """Broadcasts a state_dict (or an iterable of (name, tensor)) from root_rank, in place. Every
+    rank must pass the same names; ops are named, so dict order does not matter."""
+    items = params.items() if hasattr(params, "items") else params
+    handles = []
+    for name, t in items:
+        target = t.data if hasattr(t, "data_ptr") else t  # a Parameter's storage, not autograd's
+        if rank() != root_rank:
+            target[...] = 0
+        handles.append(allreduce_async_(target, op=Sum, name=f"prioccl.broadcast.{name}"))
+    for h in handles:
+        synchronize(h)
+
+
+def send_async(tensor, peer, tag=0, priority=0):
+    _require()
+    ptr, count, code = _buffer(tensor, writable=False)
+    req = ctypes.c_void_p()
+    _check(_L.priocclSendAsync(ptr, count, code, peer, tag, priority, _comm, ctypes.byref(req)),
+           "send")
+    return Handle(req, (tensor,), tensor)
+
+
+def recv_async(tensor, peer, tag=0, priority=0):
+    _require()
+    ptr, count, code = _buffer(tensor)
+    req = ctypes.c_void_p()
+    _check(_L.priocclRecvAsync(ptr, count, code, peer, tag, priority, _comm, ctypes.byref(req)),
+           "recv")
+    return Handle(req, (tensor,), tensor)

@@ -1,0 +1,84 @@
+"""Loads libprioccl.so and declares the C ABI (include/prioccl/prioccl.h) for ctypes."""
+import ctypes
+import ctypes.util
+import os
+from pathlib import Path
+
+c_int_p = ctypes.POINTER(ctypes.c_int)
+c_void_pp = ctypes.POINTER(ctypes.c_void_p)
+
+
+def _candidates():
+    env = os.environ.get("PRIOCCL_LIBRARY")
+    if env:
+        yield env
+    here = Path(__file__).resolve().parent
+    for build in (here.parent.parent / "build", here.parent.parent.parent / "lib"):
+        yield str(build / "libprioccl.so")
+    found = ctypes.util.find_library("prioccl")
+    if found:
+        yield found
+    yield "libprioccl.so.0"
+
+
+def load():
+    """The library, loaded RTLD_GLOBAL: Open MPI's plugins resolve MPI's symbols through it."""
+    errors = []
+    for path in _candidates():
+        if os.sep in path and not os.path.exists(path):
+            continue
+        try:
+            lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        except OSError as e:
+            errors.append(f"{path}: {e}")
+            continue
+        _declare(lib)
+        return lib
+    raise OSError("cannot load libprioccl.so (build it with scripts/build.sh, or set "
+                  "PRIOCCL_LIBRARY to its path): " + "; ".join(errors or ["not found"]))
+
+
+def _declare(lib):
+    R = ctypes.c_int  # priocclResult_t
+    v, sz, i = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
+    sigs = {
+        "priocclGetErrorString": (ctypes.c_char_p, [i]),
+        "priocclGetLastError": (ctypes.c_char_p, [v]),
+        "priocclCommInitWorld": (R, [c_void_pp]),
+        "priocclCommDestroy": (R, [v]),
+        "priocclCommRank": (R, [v, c_int_p]),
+        "priocclCommSize": (R, [v, c_int_p]),
+        "priocclAllReduce": (R, [v, v, sz, i, i, v]),
+        "priocclAllReduceAsync": (R, [v, v, sz, i, i, i, v, c_void_pp]),
+        "priocclAllReduceNamedAsync": (R, [v, v, sz, i, i, i, ctypes.c_char_p, v, c_void_pp]),
+        "priocclSendAsync": (R, [v, sz, i, i, i, i, v, c_void_pp]),
+        "priocclRecvAsync": (R, [v, sz, i, i, i, i, v, c_void_pp]),
+        "priocclTest": (R, [v, c_int_p]),
+        "priocclWait": (R, [v]),
+    }
+    for name, (res, args) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+
+
+def declare_modes(lib):
+    """The training modes' C ABI (priocclLagged*, kernels), declared on first use."""
+    if getattr(lib, "_modes_declared", False):
+        return
+    R, v, sz, i, d = ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_double
+    sigs = {
+        "priocclLaggedCreate": (R, [v, sz, i, i, i, i, ctypes.c_char_p, c_void_pp]),
+        "priocclLaggedStep": (R, [v, v, v, c_int_p]),
+        "priocclLaggedFlush": (R, [v, v, c_int_p]),
+        "priocclLaggedDestroy": (R, [v]),
+        "priocclSwitchDecayLrRatio": (R, [ctypes.c_long, ctypes.c_long, ctypes.POINTER(d)]),
+        "priocclGluUpdate": (R, [v, v, v, sz, i, d, d, d, d, d, d, i]),
+        "priocclSpecTrainPredict": (R, [v, v, v, sz, i, d, d]),
+        "priocclSpecTrainStaleness": (R, [i, i, i, c_int_p]),
+    }
+    for name, (res, args) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+    lib._modes_declared = True

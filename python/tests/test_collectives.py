@@ -1,0 +1,108 @@
+"""prioccl's Python package on several ranks (run under mpirun): results against references
+computed here, async/poll/synchronize, broadcast, point to point, and clear errors. torch
+tensors too when python3-torch is installed (otherwise that part says it is skipped)."""
+import sys
+
+import numpy as np
+
+import prioccl
+
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print(f"[rank {prioccl.rank()}] FAIL: {what}", file=sys.stderr, flush=True)
+
+
+def expect_error(fn, needle, what):
+    try:
+        fn()
+    except prioccl.PriocclError as e:
+        check(needle in str(e), f"{what}: message '{e}' lacks '{needle}'")
+        return
+    check(False, f"{what}: no PriocclError")
+
+
+def numpy_cases(r, p):
+    n = 100003
+    x = (np.arange(n, dtype=np.float32) % 1000) * (r + 1)
+    avg = prioccl.allreduce(x)  # a new array; x unchanged
+    want = (np.arange(n, dtype=np.float64) % 1000) * (p * (p + 1) / 2) / p
+    check(np.allclose(avg, want, rtol=2 ** -22, atol=0), "float32 average")
+    check(x[7] == 7 * (r + 1), "allreduce left its input alone")
+
+    ints = np.full(4099, r + 1, dtype=np.int64)
+    prioccl.allreduce_(ints, op=prioccl.Sum, name="ints")
+    check((ints == p * (p + 1) // 2).all(), "int64 sum in place, named")
+
+    hs = [prioccl.allreduce_async_(np.full(64, r * 10 + k, dtype=np.int32), op=prioccl.Max,
+                                   priority=k) for k in range(8)]
+    for k, h in enumerate(hs):
+        out = prioccl.synchronize(h)
+        check((out == (p - 1) * 10 + k).all(), f"async max #{k}")
+        check(prioccl.poll(h), "poll after synchronize")
+
+    state = {"w": np.full(10, float(r), dtype=np.float64), "b": np.full(3, r, dtype=np.int8)}
+    prioccl.broadcast_parameters(state, root_rank=p - 1)
+    check((state["w"] == p - 1).all() and (state["b"] == p - 1).all(), "broadcast_parameters")
+
+    if p > 1:  # each rank sends its rank to the next
+        got = np.zeros(5, dtype=np.float32)
+        h_recv = prioccl.recv_async(got, (r - 1) % p, tag=3)
+        h_send = prioccl.send_async(np.full(5, r, dtype=np.float32), (r + 1) % p, tag=3)
+        prioccl.synchronize(h_send)
+        prioccl.synchronize(h_recv)
+        check((got == (r - 1) % p).all(), "send/recv ring")
+
+    expect_error(lambda: prioccl.allreduce(np.zeros((4, 4), dtype=np.float32)[:, 1]),
+                 "not C-contiguous", "non-contiguous array")
+    expect_error(lambda: prioccl.allreduce(np.zeros(4, dtype=np.complex64)), "unsupported dtype",
+                 "complex dtype")
+    expect_error(lambda: prioccl.allreduce([1, 2]), "expected a numpy array", "a list")
+    if p > 1:  # ranks disagree on the count of a named op: every rank gets the same error
+        expect_error(lambda: prioccl.allreduce(np.zeros(10 + r, dtype=np.float32), name="bad"),
+                     "Mismatched allreduce 'bad'", "count mismatch")
+        ok = np.ones(3, dtype=np.float32)
+        check((prioccl.allreduce(ok, op=prioccl.Sum) == p).all(), "works after a mismatch")
+
+
+def torch_cases(r, p):
+    try:
+        import torch
+    except ImportError:
+        if r == 0:
+            print("SKIPPED torch cases: python3-torch is not installed", flush=True)
+        return
+    for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.int32):
+        t = torch.full((1001,), r + 1, dtype=dtype)
+        out = prioccl.allreduce(t, op=prioccl.Sum)
+        check(bool((out == p * (p + 1) // 2).all()), f"torch {dtype} sum")
+    model = torch.nn.Linear(4, 3)
+    with torch.no_grad():
+        for q in model.parameters():
+            q.fill_(r)
+    prioccl.broadcast_parameters(model.state_dict(), root_rank=0)
+    check(all(bool((q == 0).all()) for q in model.parameters()), "torch broadcast_parameters")
+    expect_error(lambda: prioccl.allreduce(torch.zeros(4, 4).t()), "not contiguous",
+                 "non-contiguous tensor")
+
+
+def main():
+    expect_error(lambda: prioccl.rank(), "not initialised", "rank before init")
+    prioccl.init()
+    prioccl.init()  # idempotent
+    r, p = prioccl.rank(), prioccl.size()
+    check(0 <= prioccl.local_rank() < p, "local_rank")
+    numpy_cases(r, p)
+    torch_cases(r, p)
+    prioccl.shutdown()
+    if failures:
+        sys.exit(1)
+    if r == 0:
+        print(f"python collectives: all checks passed on {p} ranks", flush=True)
+
+
+if __name__ == "__main__":
+    main()
