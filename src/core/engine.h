@@ -13,8 +13,8 @@
 // callbacks run) outside the lock.
 #pragma once
 
-#include <array>
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <climits>
 #include <condition_variable>
