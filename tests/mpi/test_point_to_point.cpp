@@ -69,28 +69,32 @@ TEST(PointToPoint, RingPipelineMatchesInOrderPerTag) {
 
 TEST(PointToPoint, UrgentSendOvertakesALowPriorityAllReduce) {
   Communicator comm = Communicator::world();
-  const int r = rankOf(comm);
+  const int p = comm.size(), r = rankOf(comm), next = (r + 1) % p, prev = (r + p - 1) % p;
   std::vector<float> big(16 << 20, 1.0f);  // 64 MiB, least urgent
   Request low =
       comm.allReduceAsync(big.data(), big.data(), big.size(), priocclFloat32, priocclSum, 100);
-  std::vector<float> act(64 << 10, static_cast<float>(r));  // 256 KiB of activations
   while (comm.counters().sendsPosted == 0)
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   MPI_Barrier(MPI_COMM_WORLD);  // the low op is on the wire everywhere
-  uint64_t preemptionsBefore = comm.counters().preemptions;
-  if (r == 0) {
-    comm.sendAsync(act.data(), act.size(), priocclFloat32, 1, 3, 0).wait();
-    // The wire went to the urgent send while the all-reduce still had sends to make (under
-    // PRIOCCL_SCHEDULE=fifo this count stays unchanged and the test fails).
-    EXPECT_GT(comm.counters().preemptions, preemptionsBefore);
-  } else if (r == 1) {
-    comm.recvAsync(act.data(), act.size(), priocclFloat32, 0, 3, 0).wait();
-    EXPECT_EQ(act[12345], 0.0f);
+  uint64_t before = comm.counters().preemptions;
+  // Every stage sends 8 x 64 KiB of activations to the next, urgently.
+  std::vector<std::vector<float>> out(8, std::vector<float>(16 << 10, static_cast<float>(r)));
+  std::vector<std::vector<float>> in(8, std::vector<float>(16 << 10, -1.0f));
+  std::vector<Request> reqs;
+  for (int k = 0; k < 8; ++k) {
+    reqs.push_back(comm.recvAsync(in[k].data(), in[k].size(), priocclFloat32, prev, 3, 0));
+    reqs.push_back(comm.sendAsync(out[k].data(), out[k].size(), priocclFloat32, next, 3, 0));
   }
-  // The 256 KiB transfer went ahead of the 64 MiB op instead of behind it.
-  EXPECT_FALSE(low.test()) << "the all-reduce finished before the urgent transfer";
+  for (Request& q : reqs) q.wait();
+  for (auto& v : in) EXPECT_EQ(v[999], static_cast<float>(prev));
+  // The wire went to urgent sends while the all-reduce still had sends to make. Counted over
+  // all ranks: a rank whose low chunks all happened to wait on peers switched nothing. Under
+  // PRIOCCL_SCHEDULE=fifo nothing is counted and the test fails.
+  unsigned long long mine = comm.counters().preemptions - before, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT_GT(all, 0u);
   low.wait();
-  EXPECT_EQ(big[777], static_cast<float>(comm.size()));
+  EXPECT_EQ(big[777], static_cast<float>(p));
 }
 
 TEST(PointToPoint, BadArgumentsAreRefused) {
