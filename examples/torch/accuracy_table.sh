@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # Test accuracy on scikit-learn's digits after a fixed budget, per DistributedOptimizer mode,
 # mean ± std over seeds, 4 ranks. Usage: examples/torch/accuracy_table.sh [SEEDS] [EPOCHS] [MODES]
-# (defaults: 3 seeds, 20 epochs, "sync p3 lagged lagged-tricks").
+# (defaults: 3 seeds, 20 epochs, "sync p3 lagged lagged-tricks delayed:1 ... delayed:5").
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-seeds=${1:-3} epochs=${2:-20} modes=${3:-"sync p3 lagged lagged-tricks"}
+seeds=${1:-3} epochs=${2:-20}
+modes=${3:-"sync p3 lagged lagged-tricks delayed:1 delayed:2 delayed:3 delayed:4 delayed:5"}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 for mode in $modes; do
+  args=(--mode "$mode")
+  [[ $mode == delayed:* ]] && args=(--mode delayed --k "${mode#delayed:}")
   for ((seed = 0; seed < seeds; seed++)); do
     echo "[accuracy] $mode seed $seed" >&2
     PYTHONPATH="$root/python" "$root/scripts/mpirun-local" -np 4 /usr/bin/python3 \
-      "$root/examples/torch/digits.py" --mode "$mode" --seed "$seed" --epochs "$epochs" \
+      "$root/examples/torch/digits.py" "${args[@]}" --seed "$seed" --epochs "$epochs" \
       | grep '^RESULT' | tee -a "$out" >&2
   done
 done

@@ -39,12 +39,15 @@ class Mlp(torch.nn.Module):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--mode", default="sync", choices=["sync", "p3", "lagged", "lagged-tricks"])
+    ap.add_argument("--mode", default="sync",
+                    choices=["sync", "p3", "lagged", "lagged-tricks", "delayed"])
+    ap.add_argument("--k", type=int, default=2, help="delayed: wait every K steps")
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--batch", type=int, default=16, help="per rank")
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--warmup-epochs", type=int, default=2, help="lagged-tricks: S-SGD epochs")
+    ap.add_argument("--warmup-epochs", type=int, default=2,
+                    help="lagged-tricks and delayed: synchronous epochs first")
     a = ap.parse_args()
 
     prioccl.init()
@@ -61,6 +64,8 @@ def main():
     if mode == "lagged-tricks":  # LB-SGD's warm-up (synchronous) and switch decay
         mode = "lagged"
         kwargs = dict(warmup_steps=a.warmup_epochs * steps_per_epoch, switch_decay=True)
+    if mode == "delayed":  # SSD-SGD: the paper's GLU defaults, S-SGD warm-up epochs first
+        kwargs = dict(k=a.k, warmup_steps=a.warmup_epochs * steps_per_epoch)
     opt = ptorch.DistributedOptimizer(sgd, model.named_parameters(), mode=mode, model=model,
                                       **kwargs)
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -91,7 +96,8 @@ def main():
         opt.close()
     prioccl.shutdown()
     if rank == 0:
-        print(f"RESULT mode={a.mode} seed={a.seed} ranks={size} epochs={a.epochs} "
+        label = f"delayed:{a.k}" if a.mode == "delayed" else a.mode
+        print(f"RESULT mode={label} seed={a.seed} ranks={size} epochs={a.epochs} "
               f"test_accuracy={acc:.4f} identical_weights={int(same)}", flush=True)
     sys.exit(0 if same else 1)
 

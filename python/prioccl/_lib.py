@@ -62,6 +62,14 @@ def _declare(lib):
         fn.argtypes = args
 
 
+class DelayedConfig(ctypes.Structure):
+    """priocclDelayedConfig_t"""
+    _fields_ = [("k", ctypes.c_int), ("lr", ctypes.c_double), ("momentum", ctypes.c_double),
+                ("weightDecay", ctypes.c_double), ("alpha", ctypes.c_double),
+                ("beta", ctypes.c_double), ("localLr", ctypes.c_double),
+                ("warmupSteps", ctypes.c_int), ("priority", ctypes.c_int)]
+
+
 def declare_modes(lib):
     """The training modes' C ABI (priocclLagged*, kernels), declared on first use."""
     if getattr(lib, "_modes_declared", False):
@@ -76,6 +84,11 @@ def declare_modes(lib):
         "priocclGluUpdate": (R, [v, v, v, sz, i, d, d, d, d, d, d, i]),
         "priocclSpecTrainPredict": (R, [v, v, v, sz, i, d, d]),
         "priocclSpecTrainStaleness": (R, [i, i, i, c_int_p]),
+        "priocclDelayedCreate": (R, [v, v, sz, ctypes.POINTER(DelayedConfig), ctypes.c_char_p,
+                                     c_void_pp]),
+        "priocclDelayedStep": (R, [v, v, c_int_p]),
+        "priocclDelayedFlush": (R, [v]),
+        "priocclDelayedDestroy": (R, [v]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)

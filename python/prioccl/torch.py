@@ -15,6 +15,11 @@ Modes:
   fused all-reduce overlapping the next iteration; step() applies the previous step's aggregate
   (skipped at the switch step). warmup_steps synchronous steps first; switch_decay=True scales
   the learning rate by LB-SGD's ratio (0 -> 2 over the warm-up, then 2/5).
+- "delayed": SSD-SGD through prioccl's delayed mode: gradients averaged in the background every
+  step and waited every k steps, GLU local updates in between (alpha, beta, local_lr; defaults
+  2, 0.5, 4 x lr), the exact global weights every k-th step. The parameters are moved into one
+  flat float32 buffer (they become views of it); lr, momentum and weight_decay come from the
+  wrapped SGD optimizer's first param group, which this mode replaces.
 """
 import ctypes
 
@@ -23,12 +28,12 @@ import torch
 import prioccl
 from prioccl import _lib
 
-_MODES = ("sync", "p3", "lagged")
+_MODES = ("sync", "p3", "lagged", "delayed")
 
 
 class DistributedOptimizer:
     def __init__(self, optimizer, named_parameters, mode="sync", model=None, op=prioccl.Average,
-                 warmup_steps=0, switch_decay=False):
+                 warmup_steps=0, switch_decay=False, k=2, alpha=2.0, beta=0.5, local_lr=0.0):
         if mode not in _MODES:
             raise prioccl.PriocclError(f"mode must be one of {_MODES}, not {mode!r}")
         if mode == "p3" and model is None:
@@ -55,6 +60,8 @@ class DistributedOptimizer:
             self._register_forward_hooks(model)
         if mode == "lagged":
             self._setup_lagged(warmup_steps, switch_decay)
+        if mode == "delayed":
+            self._setup_delayed(k, warmup_steps, alpha, beta, local_lr)
 
     # -- the wrapped optimizer's interface --
     @property
@@ -100,15 +107,20 @@ class DistributedOptimizer:
             unhooked = [p for p in self._ready if p not in self._hooked]
             if unhooked:
                 self._apply(unhooked)
-        else:
+        elif self.mode == "lagged":
             self._lagged_step()
+        else:
+            self._delayed_step()
 
     def synchronize(self):
-        """Waits for every gradient in flight and applies every pending update now."""
+        """Waits for every gradient in flight and applies every pending update now (delayed:
+        applies the gradients in flight to the global weights and restarts from them)."""
         if self.mode == "p3" and self._ready:
             self._apply(list(self._ready))
         elif self.mode == "sync":
             self._wait(list(self._handles))
+        elif self.mode == "delayed":
+            prioccl._check(self._L.priocclDelayedFlush(self._delayed), "delayed flush")
 
     # -- sync / p3 --
     def _register_grad_hooks(self):
@@ -204,14 +216,7 @@ class DistributedOptimizer:
         self._base_lr = [g["lr"] for g in self.optimizer.param_groups]
 
     def _lagged_step(self):
-        at = 0
-        for _, p in self._named:  # the gradient, flattened (zeros for a parameter without one)
-            n = p.numel()
-            if p.grad is None:
-                self._flat[at:at + n].zero_()
-            else:
-                self._flat[at:at + n].copy_(p.grad.reshape(-1))
-            at += n
+        self._flatten_into(self._flat, lambda p: p.grad)  # zeros where there is no gradient
         has = ctypes.c_int()
         prioccl._check(self._L.priocclLaggedStep(self._lagged, self._flat.data_ptr(),
                                                  self._flat.data_ptr(), ctypes.byref(has)),
@@ -233,6 +238,48 @@ class DistributedOptimizer:
                 g["lr"] = lr * ratio.value
         self.optimizer.step()
 
+    # -- delayed --
+    def _flatten_into(self, flat, tensors):
+        at = 0
+        for _, p in self._named:
+            n = p.numel()
+            t = tensors(p)
+            if t is None:
+                flat[at:at + n].zero_()
+            else:
+                flat[at:at + n].copy_(t.reshape(-1))
+            at += n
+
+    def _setup_delayed(self, k, warmup_steps, alpha, beta, local_lr):
+        self._L = prioccl._L
+        _lib.declare_modes(self._L)
+        if {p.dtype for _, p in self._named} != {torch.float32}:
+            raise prioccl.PriocclError("delayed mode needs float32 parameters")
+        group = self.optimizer.param_groups[0]
+        n = sum(p.numel() for _, p in self._named)
+        self._flat_w = torch.empty(n, dtype=torch.float32)
+        self._flat_g = torch.empty(n, dtype=torch.float32)
+        self._flatten_into(self._flat_w, lambda p: p.data)
+        at = 0
+        for _, p in self._named:  # the parameters become views of the flat buffer
+            p.data = self._flat_w[at:at + p.numel()].view_as(p)
+            at += p.numel()
+        cfg = _lib.DelayedConfig(k=k, lr=group["lr"], momentum=group.get("momentum", 0.0),
+                                 weightDecay=group.get("weight_decay", 0.0), alpha=alpha,
+                                 beta=beta, localLr=local_lr, warmupSteps=warmup_steps,
+                                 priority=2 ** 31 - 1)
+        self._delayed = ctypes.c_void_p()
+        prioccl._check(self._L.priocclDelayedCreate(prioccl._comm, self._flat_w.data_ptr(), n,
+                                                    ctypes.byref(cfg), b"prioccl.torch.delayed",
+                                                    ctypes.byref(self._delayed)), "delayed create")
+
+    def _delayed_step(self):
+        self._flatten_into(self._flat_g, lambda p: p.grad)
+        synced = ctypes.c_int()
+        prioccl._check(self._L.priocclDelayedStep(self._delayed, self._flat_g.data_ptr(),
+                                                  ctypes.byref(synced)), "delayed step")
+        self.last_step_synced = bool(synced.value)
+
     def close(self):
         for h in self._hooks:
             h.remove()
@@ -240,3 +287,6 @@ class DistributedOptimizer:
         if self.mode == "lagged" and self._lagged:
             self._L.priocclLaggedDestroy(self._lagged)
             self._lagged = ctypes.c_void_p()
+        if self.mode == "delayed" and self._delayed:
+            self._L.priocclDelayedDestroy(self._delayed)
+            self._delayed = ctypes.c_void_p()

@@ -96,6 +96,22 @@ def main():
         check(changed == (i != 1), f"lagged step {i}: weights changed = {changed}")
     opt.close()
 
+    # Delayed (SSD-SGD), k = 3 after one synchronous step: the weights are the global ones (equal
+    # on every rank) exactly at steps 0, 3 and 6; in between each rank moves on its own gradient.
+    net = make()
+    sgd = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
+    opt = ptorch.DistributedOptimizer(sgd, net.named_parameters(), mode="delayed", k=3,
+                                      warmup_steps=1)
+    for i, (x, y) in enumerate(data[:7]):
+        opt.zero_grad()
+        loss_fn(net(x), y).backward()
+        opt.step()
+        boundary = i in (0, 3, 6)
+        check(opt.last_step_synced == boundary, f"delayed step {i}: synced {opt.last_step_synced}")
+        same = same_on_every_rank(net.last.weight.detach().clone())
+        check(same == (boundary or prioccl.size() == 1), f"delayed step {i}: identical {same}")
+    opt.close()
+
     for bad in (lambda: ptorch.DistributedOptimizer(sgd, net.named_parameters(), mode="fast"),
                 lambda: ptorch.DistributedOptimizer(sgd, net.named_parameters(), mode="p3")):
         try:
