@@ -17,6 +17,8 @@ using capi::guarded;
 using capi::lookup;
 
 thread_local std::string t_returnedError;  // backing store of priocclGetLastError's result
+constexpr const char* kDeadRequest =
+    "is not live (already released by priocclWait, or never created)";
 
 capi::HandleTable<Request, capi::kRequestHandle>& requests() {
   static capi::HandleTable<Request, capi::kRequestHandle> table;
@@ -146,11 +148,7 @@ priocclResult_t priocclCommInitWorld(priocclComm_t* comm) {
 
 priocclResult_t priocclCommDestroy(priocclComm_t comm) {
   return guarded(__func__, nullptr, [&] {
-    Communicator c;
-    if (!comm) detail::fail(priocclInvalidArgument, "comm is NULL");
-    if (!comms().take(reinterpret_cast<uintptr_t>(comm), &c))
-      detail::fail(priocclInvalidUsage, "comm is not a live communicator (already destroyed?)");
-    c.destroy();
+    comms().release(comm, "comm", "is not a live communicator (already destroyed?)").destroy();
   });
 }
 
@@ -230,12 +228,8 @@ priocclResult_t priocclAllReduce(const void* sendbuf, void* recvbuf, size_t coun
 
 priocclResult_t priocclTest(priocclRequest_t request, int* done) {
   return guarded(__func__, nullptr, [&] {
-    if (!request) detail::fail(priocclInvalidArgument, "request is NULL");
     if (!done) detail::fail(priocclInvalidArgument, "done is NULL");
-    Request r;
-    if (!requests().find(reinterpret_cast<uintptr_t>(request), &r))
-      detail::fail(priocclInvalidUsage,
-                   "request is not live (already released by priocclWait, or never created)");
+    Request r = requests().get(request, "request", kDeadRequest);
     *done = 0;
     std::string error;
     priocclResult_t status = r.status(&error);
@@ -246,14 +240,8 @@ priocclResult_t priocclTest(priocclRequest_t request, int* done) {
 }
 
 priocclResult_t priocclWait(priocclRequest_t request) {
-  return guarded(__func__, nullptr, [&] {
-    if (!request) detail::fail(priocclInvalidArgument, "request is NULL");
-    Request r;
-    if (!requests().take(reinterpret_cast<uintptr_t>(request), &r))
-      detail::fail(priocclInvalidUsage,
-                   "request is not live (already released by priocclWait, or never created)");
-    r.wait();
-  });
+  return guarded(__func__, nullptr,
+                 [&] { requests().release(request, "request", kDeadRequest).wait(); });
 }
 
 }  // extern "C"

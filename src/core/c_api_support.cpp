@@ -17,12 +17,7 @@ HandleTable<Communicator, kCommHandle>& comms() {
 }
 
 Communicator lookup(priocclComm_t comm) {
-  Communicator c;
-  if (!comm) detail::fail(priocclInvalidArgument, "comm is NULL");
-  if (!comms().find(reinterpret_cast<uintptr_t>(comm), &c))
-    detail::fail(priocclInvalidUsage,
-                 "comm is not a live communicator (destroyed or never created)");
-  return c;
+  return comms().get(comm, "comm", "is not a live communicator (destroyed or never created)");
 }
 
 void record(priocclComm_t comm, const std::string& message) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "core/error.h"
 #include "prioccl/prioccl.hpp"
 
 namespace prioccl::capi {
@@ -42,8 +43,26 @@ class HandleTable {
     map_.erase(it);
     return true;
   }
+  // The value behind the handle `h` (the C ABI's name for it: `what`), or the C ABI's errors:
+  // InvalidArgument when NULL, InvalidUsage "<what> <dead>" when it is not live.
+  T get(const void* h, const char* what, const char* dead) {
+    T value;
+    if (!find(checked(h, what), &value)) detail::fail(priocclInvalidUsage, what, " ", dead);
+    return value;
+  }
+  // As get(), and the handle dies.
+  T release(const void* h, const char* what, const char* dead) {
+    T value;
+    if (!take(checked(h, what), &value)) detail::fail(priocclInvalidUsage, what, " ", dead);
+    return value;
+  }
 
  private:
+  static uintptr_t checked(const void* h, const char* what) {
+    if (!h) detail::fail(priocclInvalidArgument, what, " is NULL");
+    return reinterpret_cast<uintptr_t>(h);
+  }
+
   std::mutex mutex_;
   std::unordered_map<uintptr_t, T> map_;
   uintptr_t next_ = 0;

@@ -1,7 +1,6 @@
 // The training modes' C ABI: handles in tables (a destroyed object is reported, never
 // dereferenced), every failure a result code plus priocclGetLastError's message.
 #include <memory>
-#include <type_traits>
 
 #include "core/c_api_support.h"
 #include "core/error.h"
@@ -23,14 +22,8 @@ capi::HandleTable<DelayedPtr, capi::kDelayedHandle>& delayeds() {
   return table;
 }
 
-template <typename Table, typename Handle>
-auto findLive(Table& table, Handle h, const char* what) {
-  typename std::remove_reference_t<decltype(table)>::Value value;
-  if (!h) detail::fail(priocclInvalidArgument, what, " is NULL");
-  if (!table.find(reinterpret_cast<uintptr_t>(h), &value))
-    detail::fail(priocclInvalidUsage, what, " is not live (destroyed or never created)");
-  return value;
-}
+constexpr const char* kDead = "is not live (destroyed or never created)";
+constexpr const char* kDestroyed = "is not live (already destroyed?)";
 
 template <typename T>
 void requireOut(T* p, const char* name) {
@@ -65,7 +58,7 @@ priocclResult_t priocclLaggedStep(priocclLagged_t lagged, const void* grads, voi
   return guarded(__func__, nullptr, [&] {
     requireOut(hasResult, "hasResult");
     *hasResult = 0;
-    *hasResult = findLive(laggeds(), lagged, "lagged")->step(grads, out) ? 1 : 0;
+    *hasResult = laggeds().get(lagged, "lagged", kDead)->step(grads, out) ? 1 : 0;
   });
 }
 
@@ -73,25 +66,20 @@ priocclResult_t priocclLaggedFlush(priocclLagged_t lagged, void* out, int* hasRe
   return guarded(__func__, nullptr, [&] {
     requireOut(hasResult, "hasResult");
     *hasResult = 0;
-    *hasResult = findLive(laggeds(), lagged, "lagged")->flush(out) ? 1 : 0;
+    *hasResult = laggeds().get(lagged, "lagged", kDead)->flush(out) ? 1 : 0;
   });
 }
 
 priocclResult_t priocclLaggedResult(priocclLagged_t lagged, const void** result) {
   return guarded(__func__, nullptr, [&] {
     requireOut(result, "result");
-    *result = findLive(laggeds(), lagged, "lagged")->result();
+    *result = laggeds().get(lagged, "lagged", kDead)->result();
   });
 }
 
 priocclResult_t priocclLaggedDestroy(priocclLagged_t lagged) {
-  return guarded(__func__, nullptr, [&] {
-    LaggedPtr object;
-    if (!lagged) detail::fail(priocclInvalidArgument, "lagged is NULL");
-    if (!laggeds().take(reinterpret_cast<uintptr_t>(lagged), &object))
-      detail::fail(priocclInvalidUsage, "lagged is not live (already destroyed?)");
-    object->destroy();
-  });
+  return guarded(__func__, nullptr,
+                 [&] { laggeds().release(lagged, "lagged", kDestroyed)->destroy(); });
 }
 
 priocclResult_t priocclSwitchDecayLrRatio(long step, long warmupSteps, double* ratio) {
@@ -128,22 +116,17 @@ priocclResult_t priocclDelayedStep(priocclDelayed_t delayed, const float* grads,
   return guarded(__func__, nullptr, [&] {
     requireOut(synced, "synced");
     *synced = 0;
-    *synced = findLive(delayeds(), delayed, "delayed")->step(grads) ? 1 : 0;
+    *synced = delayeds().get(delayed, "delayed", kDead)->step(grads) ? 1 : 0;
   });
 }
 
 priocclResult_t priocclDelayedFlush(priocclDelayed_t delayed) {
-  return guarded(__func__, nullptr, [&] { findLive(delayeds(), delayed, "delayed")->flush(); });
+  return guarded(__func__, nullptr, [&] { delayeds().get(delayed, "delayed", kDead)->flush(); });
 }
 
 priocclResult_t priocclDelayedDestroy(priocclDelayed_t delayed) {
-  return guarded(__func__, nullptr, [&] {
-    DelayedPtr object;
-    if (!delayed) detail::fail(priocclInvalidArgument, "delayed is NULL");
-    if (!delayeds().take(reinterpret_cast<uintptr_t>(delayed), &object))
-      detail::fail(priocclInvalidUsage, "delayed is not live (already destroyed?)");
-    object->destroy();
-  });
+  return guarded(__func__, nullptr,
+                 [&] { delayeds().release(delayed, "delayed", kDestroyed)->destroy(); });
 }
 
 priocclResult_t priocclGluUpdate(void* weights, const void* grads, const void* preWeights,
