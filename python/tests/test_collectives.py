@@ -1,20 +1,11 @@
 """prioccl's Python package on several ranks (run under mpirun): results against references
 computed here, async/poll/synchronize, broadcast, point to point, and clear errors. torch
 tensors too when python3-torch is installed (otherwise that part says it is skipped)."""
-import sys
 
 import numpy as np
 
 import prioccl
-
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print(f"[rank {prioccl.rank()}] FAIL: {what}", file=sys.stderr, flush=True)
-
+from checks import check, finish
 
 def expect_error(fn, needle, what):
     try:
@@ -97,11 +88,7 @@ def main():
     check(0 <= prioccl.local_rank() < p, "local_rank")
     numpy_cases(r, p)
     torch_cases(r, p)
-    prioccl.shutdown()
-    if failures:
-        sys.exit(1)
-    if r == 0:
-        print(f"python collectives: all checks passed on {p} ranks", flush=True)
+    finish("python collectives")
 
 
 if __name__ == "__main__":

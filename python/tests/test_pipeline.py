@@ -1,21 +1,12 @@
 """prioccl.pipeline.PipelineStage under mpirun: on 1 rank every variant is plain SGD to the last
 bit; on several ranks the 1F1B schedule runs to the end with every message matched, the
 staleness follows SpecTrain's formula, and evaluation agrees on every rank."""
-import sys
 
 import torch
 
 import prioccl
+from checks import check, finish
 from prioccl.pipeline import PipelineStage
-
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print(f"[rank {prioccl.rank()}] FAIL: {what}", file=sys.stderr, flush=True)
-
 
 def main():
     prioccl.init()
@@ -55,11 +46,7 @@ def main():
         prioccl.allreduce_(lo, op=prioccl.Min)
         prioccl.allreduce_(hi, op=prioccl.Max)
         check(torch.equal(lo, hi) and 0 <= acc.item() <= 1, "evaluate agrees on every rank")
-    prioccl.shutdown()
-    if failures:
-        sys.exit(1)
-    if k == 0:
-        print(f"pipeline: all checks passed on {n} ranks", flush=True)
+    finish("pipeline")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ switch step, and bad arguments raise PriocclError. Skips (saying so) without pyt
 import sys
 
 import prioccl
+from checks import check, finish
 
 try:
     import torch
@@ -11,15 +12,6 @@ except ImportError:
     print("SKIPPED: python3-torch is not installed", flush=True)
     sys.exit(0)
 import prioccl.torch as ptorch
-
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print(f"[rank {prioccl.rank()}] FAIL: {what}", file=sys.stderr, flush=True)
-
 
 class Net(torch.nn.Module):
     def __init__(self):
@@ -119,12 +111,7 @@ def main():
             check(False, "bad arguments accepted")
         except prioccl.PriocclError:
             pass
-    r = prioccl.rank()
-    prioccl.shutdown()
-    if failures:
-        sys.exit(1)
-    if r == 0:
-        print("torch optimizer: all checks passed", flush=True)
+    finish("torch optimizer")
 
 
 if __name__ == "__main__":
