@@ -10,17 +10,10 @@
 namespace prioccl {
 namespace {
 
-struct Half {
-  using Storage = uint16_t;
+// The 16-bit formats compute in float; the others in their own type.
+template <typename Codec>
+struct Widened : Codec {
   using Math = float;
-  static float load(uint16_t v) { return reduce::halfToFloat(v); }
-  static uint16_t store(float v) { return reduce::floatToHalf(v); }
-};
-struct Bf16 {
-  using Storage = uint16_t;
-  using Math = float;
-  static float load(uint16_t v) { return reduce::bf16ToFloat(v); }
-  static uint16_t store(float v) { return reduce::floatToBf16(v); }
 };
 template <typename T>
 struct Native {
@@ -36,9 +29,9 @@ void withFloatCodec(priocclDataType_t datatype, const char* what, Fn fn) {
   detail::validateEnums(datatype, priocclSum);
   switch (datatype) {
     case priocclFloat16:
-      return fn(Half{});
+      return fn(Widened<reduce::HalfCodec>{});
     case priocclBfloat16:
-      return fn(Bf16{});
+      return fn(Widened<reduce::Bf16Codec>{});
     case priocclFloat32:
       return fn(Native<float>{});
     case priocclFloat64:

@@ -83,6 +83,19 @@ inline float bf16ToFloat(uint16_t b) {
   return bitsFloat(static_cast<uint32_t>(b) << 16);
 }
 
+// The two 16-bit formats as codecs over their storage: load widens to float, store rounds once.
+struct HalfCodec {
+  using Storage = uint16_t;
+  static float load(uint16_t v) { return halfToFloat(v); }
+  static uint16_t store(float f) { return floatToHalf(f); }
+};
+
+struct Bf16Codec {
+  using Storage = uint16_t;
+  static float load(uint16_t v) { return bf16ToFloat(v); }
+  static uint16_t store(float f) { return floatToBf16(f); }
+};
+
 }  // namespace reduce
 }  // namespace prioccl
 

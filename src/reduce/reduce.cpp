@@ -70,16 +70,6 @@ void avgKernel(T* d, const T* a, const T* b, size_t n, int divisor) {
   }
 }
 
-struct HalfCodec {
-  static float load(uint16_t v) { return halfToFloat(v); }
-  static uint16_t store(float f) { return floatToHalf(f); }
-};
-
-struct Bf16Codec {
-  static float load(uint16_t v) { return bf16ToFloat(v); }
-  static uint16_t store(float f) { return floatToBf16(f); }
-};
-
 // 16-bit floats: widen, compute in float32, round once. Min/Max copy the chosen operand's bits.
 template <class Codec, priocclRedOp_t Op>
 void kernel16(uint16_t* d, const uint16_t* a, const uint16_t* b, size_t n, float div) {
