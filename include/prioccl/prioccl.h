@@ -86,10 +86,15 @@ typedef struct {
   int schedule;              /* PRIOCCL_SCHEDULE: a priocclSchedule_t ("priority" or "fifo") */
   int algorithm;             /* PRIOCCL_ALGO: a priocclAlgorithm_t ("auto", "ring", "tree", "rd") */
   int transport;             /* PRIOCCL_TRANSPORT: a priocclTransport_t ("mpi" or "ucx") */
+  double timeoutSeconds;     /* PRIOCCL_TIMEOUT_S (default 300, 0 = off): an op without progress
+                                this long fails the communicator (priocclTimeout); a peer silent
+                                this long is declared lost (priocclRemoteError) */
+  double stallWarnSeconds;   /* PRIOCCL_STALL_WARN_S (default 60, 0 = off): a warning names an op
+                                stuck this long and the ranks it waits for */
 } priocclConfig_t;
 
 #define PRIOCCL_CONFIG_INITIALIZER \
-  { sizeof(priocclConfig_t), -1, -1, -1, -1, -1, -1, -1 }
+  { sizeof(priocclConfig_t), -1, -1, -1, -1, -1, -1, -1, -1.0, -1.0 }
 
 /* What a communicator's engine has done so far (monotonic counters). */
 typedef struct {
@@ -121,6 +126,11 @@ PRIOCCL_API priocclResult_t priocclCommInitMPI(priocclComm_t* comm, const void* 
 /* Waits for the communicator's pending ops, stops its progress thread and finalises MPI only if
  * prioccl initialised it. Requests still held stay valid for priocclTest/priocclWait. */
 PRIOCCL_API priocclResult_t priocclCommDestroy(priocclComm_t comm);
+/* Callable from any thread, returns promptly: every pending and later op of the communicator
+ * fails (priocclInvalidUsage), the other ranks are told (their ops fail with priocclRemoteError
+ * naming this rank), and priocclCommDestroy afterwards waits for nothing. For a stuck job or a
+ * failed peer: frees the ranks that would otherwise wait for it. */
+PRIOCCL_API priocclResult_t priocclCommAbort(priocclComm_t comm);
 PRIOCCL_API priocclResult_t priocclCommRank(priocclComm_t comm, int* rank);
 PRIOCCL_API priocclResult_t priocclCommSize(priocclComm_t comm, int* size);
 

@@ -57,7 +57,12 @@ struct PRIOCCL_API Config {
   // (recursive doubling below 64 KiB, tree above); a term may be "auto". PRIOCCL_ALGO accepts it.
   std::string algorithmRules;
   priocclTransport_t transport = priocclTransportMpi;  // PRIOCCL_TRANSPORT=mpi|ucx
-  std::string timelinePath;      // PRIOCCL_TIMELINE: Chrome-trace JSON, one file per rank
+  std::string timelinePath;  // PRIOCCL_TIMELINE: Chrome-trace JSON, one file per rank
+  // An op that makes no progress for this long fails the communicator with Timeout, and a peer
+  // silent this long is declared lost (RemoteError on every pending and later op). 0 = off.
+  double timeoutSeconds = 300;  // PRIOCCL_TIMEOUT_S
+  // An op stuck this long gets a warning naming it and the ranks it waits for. 0 = off.
+  double stallWarnSeconds = 60;  // PRIOCCL_STALL_WARN_S
   static Config fromEnv();       // throws InvalidArgument on a malformed variable
   std::string describe() const;  // one line, for logs
   // Fills chunkBytes/creditBytes left at 0 from a link measurement (bytes/s <= 0: unmeasured).
@@ -179,6 +184,10 @@ class PRIOCCL_API Communicator {
   // Waits for pending ops, stops the progress thread, releases MPI resources. Idempotent; any
   // later call on this communicator (or a copy) throws InvalidUsage.
   void destroy();
+  // From any thread, promptly: fails every pending and later op (InvalidUsage, "aborted") and
+  // tells the other ranks, whose ops then fail with RemoteError naming this rank. destroy()
+  // afterwards does not wait for anything. No-op on a destroyed communicator.
+  void abort();
 
  private:
   explicit Communicator(std::shared_ptr<detail::CommImpl> impl) : impl_(std::move(impl)) {}

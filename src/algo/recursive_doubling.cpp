@@ -131,6 +131,9 @@ void RecursiveDoublingChunk::merge(size_t i) {
   const Exchange& x = xs_[i];
   unsigned char* in = inbox_[i].get();
   size_t got = static_cast<size_t>(received_[i]);
+  // A short message: its header is treated as all zeros (malformed), never as whatever an
+  // earlier chunk left in the block (found by tests/fuzz/fuzz_chunk_steps).
+  if (got < header_) std::memset(in, 0, header_);
   size_t inPayload = got >= header_ ? got - header_ : 0;
   bool ok = got >= header_;
   if (!x.send) {

@@ -101,8 +101,10 @@ priocclResult_t priocclCommInitMPI(priocclComm_t* comm, const void* mpiComm,
     *comm = nullptr;
     Config c = Config::fromEnv();
     if (config) {
-      // Configs from before `algorithm` (or `transport`) existed end where it starts.
-      bool hasTransport = config->size == sizeof(priocclConfig_t);
+      // Configs from before `algorithm` (or `transport`, or the timeouts) existed end where it
+      // starts.
+      bool hasTimeouts = config->size == sizeof(priocclConfig_t);
+      bool hasTransport = hasTimeouts || config->size == offsetof(priocclConfig_t, timeoutSeconds);
       bool hasAlgorithm = hasTransport || config->size == offsetof(priocclConfig_t, transport);
       if (!hasAlgorithm && config->size != offsetof(priocclConfig_t, algorithm))
         detail::fail(priocclInvalidArgument, "config->size is ", config->size, ", expected ",
@@ -137,6 +139,15 @@ priocclResult_t priocclCommInitMPI(priocclComm_t* comm, const void* mpiComm,
                        " is not a priocclTransport_t");
         c.transport = static_cast<priocclTransport_t>(config->transport);
       }
+      auto seconds = [&](double v, double& field, const char* name) {
+        if (!hasTimeouts || v == -1) return;
+        if (!(v >= 0) || v > 1e9)
+          detail::fail(priocclInvalidArgument, "config->", name, " = ", v,
+                       " must be between 0 (off) and 1e9 seconds");
+        field = v;
+      };
+      seconds(config->timeoutSeconds, c.timeoutSeconds, "timeoutSeconds");
+      seconds(config->stallWarnSeconds, c.stallWarnSeconds, "stallWarnSeconds");
     }
     *comm = toHandle(comms().add(Communicator::fromMpi(mpiComm, c)));
   });
@@ -150,6 +161,10 @@ priocclResult_t priocclCommDestroy(priocclComm_t comm) {
   return guarded(__func__, nullptr, [&] {
     comms().release(comm, "comm", "is not a live communicator (already destroyed?)").destroy();
   });
+}
+
+priocclResult_t priocclCommAbort(priocclComm_t comm) {
+  return guarded(__func__, comm, [&] { lookup(comm).abort(); });
 }
 
 priocclResult_t priocclCommRank(priocclComm_t comm, int* rank) {

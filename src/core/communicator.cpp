@@ -54,6 +54,10 @@ void validate(const Config& c) {
     fail(priocclInvalidArgument, "chunkBytes=", c.chunkBytes, " is above 1 GiB");
   if (c.windowChunks < 1 || c.windowChunks > (size_t{1} << 20))
     fail(priocclInvalidArgument, "windowChunks=", c.windowChunks, " is outside [1, 1048576]");
+  for (double v : {c.timeoutSeconds, c.stallWarnSeconds})
+    if (!(v >= 0) || v > 1e9)
+      fail(priocclInvalidArgument, "timeoutSeconds/stallWarnSeconds=", v,
+           " is outside [0 (off), 1e9]");
 }
 
 }  // namespace
@@ -173,6 +177,11 @@ class CommImpl {
     return engine_->counters();
   }
 
+  void abort() {
+    std::lock_guard<std::mutex> lock(mutex_);  // keeps the engine alive meanwhile
+    if (engine_) engine_->abort();
+  }
+
   void destroy() {
     std::unique_ptr<Engine> engine;
     {
@@ -207,6 +216,15 @@ class CommImpl {
       fail(priocclInvalidUsage,
            "ranks disagree on the transport (PRIOCCL_TRANSPORT / config.transport): every rank "
            "must use the same");
+    }
+    // A rank with a shorter timeout than a peer's heartbeat period would declare it lost.
+    double t[2] = {config_.timeoutSeconds, -config_.timeoutSeconds}, tAll[2] = {0, 0};
+    MPI_Allreduce(t, tAll, 2, MPI_DOUBLE, MPI_MAX, dup);
+    if (tAll[0] != -tAll[1]) {
+      MPI_Comm_free(&dup);
+      fail(priocclInvalidUsage, "ranks disagree on the timeout (PRIOCCL_TIMEOUT_S / ",
+           "config.timeoutSeconds: between ", -tAll[1], " and ", tAll[0],
+           " s): every rank must use the same");
     }
     if (config_.transport == priocclTransportMpi) return std::make_unique<MpiTransport>(dup);
 #ifdef PRIOCCL_HAVE_UCX
@@ -470,6 +488,10 @@ void Communicator::allReduce(const void* sendbuf, void* recvbuf, size_t count,
                              priocclDataType_t datatype, priocclRedOp_t op) {
   detail::validateEnums(datatype, op);  // before passing them on by value (a load)
   Request(impl().allReduceAsync(sendbuf, recvbuf, count, datatype, op, 0, nullptr, true)).wait();
+}
+
+void Communicator::abort() {
+  if (impl_) impl_->abort();
 }
 
 void Communicator::destroy() {

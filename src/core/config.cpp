@@ -66,6 +66,19 @@ void readSize(const char* name, T& field, unsigned long long lo, unsigned long l
     field = static_cast<T>(parseSize(name, v, lo, hi));
 }
 
+// Non-negative seconds, decimals allowed ("300", "2.5"); 0 turns the feature off.
+void readSeconds(const char* name, double& field) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return;
+  errno = 0;
+  char* end = nullptr;
+  double s = std::strtod(v, &end);
+  if (end == v || *end || errno != 0 || !(s >= 0) || s > 1e9)
+    fail(priocclInvalidArgument, name, "='", v,
+         "' is not a number of seconds between 0 (off) and 1e9");
+  field = s;
+}
+
 // One of a few names (case-insensitive); anything else is an error listing them.
 template <typename T>
 void readChoice(const char* name, T& field,
@@ -172,6 +185,8 @@ Config Config::fromEnv() {
   readChoice("PRIOCCL_TRANSPORT", c.transport,
              {{"mpi", priocclTransportMpi}, {"ucx", priocclTransportUcx}});
   if (const char* v = std::getenv("PRIOCCL_TIMELINE")) c.timelinePath = v;
+  readSeconds("PRIOCCL_TIMEOUT_S", c.timeoutSeconds);
+  readSeconds("PRIOCCL_STALL_WARN_S", c.stallWarnSeconds);
   return c;
 }
 
@@ -205,6 +220,7 @@ std::string Config::describe() const {
                 " calibrate=", calibrate,
                 " transport=", transport == priocclTransportUcx ? "ucx" : "mpi",
                 " timeline=", timelinePath.empty() ? "off" : timelinePath,
+                " timeoutSeconds=", timeoutSeconds, " stallWarnSeconds=", stallWarnSeconds,
                 " link=", linkBytesPerSecond / 1e9, "GB/s,", linkLatencySeconds * 1e6, "us");
 }
 

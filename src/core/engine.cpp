@@ -38,6 +38,12 @@ constexpr unsigned kMaxSleepUs = 256;   // longest nap between polls while ops a
 // Longest sleep on the transport's descriptor: the stall escape and timeouts need a poll now
 // and then even when nothing arrives.
 constexpr std::chrono::microseconds kEventSleep(1000);
+// How long a failing rank tries to get its abort notice out before tearing its receives down.
+constexpr std::chrono::milliseconds kAbortFlush(200);
+// Longest wait at destroy for the peers' goodbyes (they destroy theirs at about the same time).
+constexpr std::chrono::seconds kGoodbyeWait(30);
+// The watchdog's period: timeouts are seconds, so this costs nothing and adds little.
+constexpr std::chrono::milliseconds kWatchPeriod(20);
 
 uint64_t bitsFor(uint64_t values) {
   uint64_t bits = 0;
@@ -54,6 +60,10 @@ uint64_t keyHash(const OpState& op) {
 }
 
 std::string describeOp(const OpState& op, uint64_t occurrence) {
+  if (op.kind == OpState::Kind::kSend)
+    return concat("send to rank ", op.peer, " (tag ", op.tag, ", count ", op.count, ")");
+  if (op.kind == OpState::Kind::kRecv)
+    return concat("receive from rank ", op.peer, " (tag ", op.tag, ", count ", op.count, ")");
   if (op.named) return concat("'", op.key, "' (occurrence ", occurrence, ")");
   return concat("#", occurrence, " (unnamed, matched by submission order)");
 }
@@ -78,6 +88,7 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
                                           RecursiveDoublingChunk::steps(nranks_)})))),
       events_(transport_->eventFd()),
       negotiator_(rank_, nranks_),
+      liveness_(nranks_, negotiator_.controlPeers(), config.timeoutSeconds, Clock::now()),
       scratch_(std::max({RingChunk::scratchBytes(config.chunkBytes, nranks_),
                          TreeChunk::scratchBytes(config.chunkBytes, nranks_),
                          RecursiveDoublingChunk::scratchBytes(config.chunkBytes, nranks_)})),
@@ -133,7 +144,7 @@ void driveUntilDone(OpState& op) {
 }
 
 void Engine::submit(std::shared_ptr<OpState> op, bool callerWaits) {
-  op->submitted = Clock::now();
+  op->submitted = op->lastProgress = Clock::now();
   op->gate = gate_;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -156,6 +167,59 @@ void Engine::drainAndStop() {
     wakeProgress();
   }
   if (thread_.joinable()) thread_.join();
+  // Every op is done. A goodbye tells the peers that this rank's silence is not death, and is
+  // its last message to them. Waiting for theirs makes sure nothing is in flight to this rank
+  // when its MPI communicator is freed: Open MPI hands a message for a freed communicator to the
+  // next one created with the same context id, where a stale heartbeat would take the sequence
+  // slot of a real message.
+  std::lock_guard<std::mutex> progress(progress_);
+  if (!liveness_.enabled() || failed_ || saidGoodbye_) return;
+  saidGoodbye_ = true;
+  try {
+    sendToPeers(encodeSignal(ControlKind::kGoodbye), -1, std::chrono::milliseconds(200));
+  } catch (const Error& e) {
+    failAll(e.code(), e.what());
+  }
+  Clock::time_point start = Clock::now(), deadline = start + kGoodbyeWait;
+  unsigned quiet = 0;
+  for (;;) {
+    bool waiting = false;
+    for (int peer : controlPeers_) waiting |= !liveness_.hasLeft(peer);
+    Clock::time_point now = Clock::now();
+    if (!waiting || failed_ || liveness_.lost(now) >= 0) return;
+    if (now > deadline) {
+      log(LogLevel::kWarn, "rank ", rank_, ": destroying the communicator without the goodbye of ",
+          "every peer (", liveness_.report(now, Clock::duration::zero()),
+          "): a message still in flight could reach a later communicator");
+      return;
+    }
+    try {
+      if (pollTransport()) quiet = 0;
+    } catch (const Error& e) {
+      failAll(e.code(), e.what());
+    }
+    if (++quiet > 64) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+void Engine::abort() {
+  std::vector<Ended> ended;
+  {
+    std::lock_guard<std::mutex> progress(progress_);
+    bool failed;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      failed = failed_;
+    }
+    if (!failed)
+      failAll(priocclInvalidUsage,
+              "the communicator was aborted on this rank (priocclCommAbort / Communicator::abort)");
+    ended.swap(ended_);
+  }
+  for (Ended& e : ended) e.op->finish(e.code, e.message);
+  events_.wake();  // sleeping drivers see their ops done
+  std::lock_guard<std::mutex> lock(mutex_);
+  wakeProgress();
 }
 
 priocclCounters_t Engine::counters() const {
@@ -206,6 +270,8 @@ bool Engine::idle() const {
 // One round of progress; a transport failure fails the communicator rather than the process.
 bool Engine::step() {
   try {
+    if (failed_) return false;  // nothing moves any more (written under progress_ too)
+    watchdog();
     bool moved = takeSubmissions();
     moved |= pollTransport();
     moved |= exchangeControl();
@@ -262,7 +328,11 @@ void Engine::run() {
     if (!incoming_.empty()) continue;
     if (idleNow || failed_) {
       if (stopping_) return;
-      wake_.wait(lock, [&] { return !incoming_.empty() || stopping_; });
+      if (failed_ || !liveness_.enabled()) {
+        wake_.wait(lock, [&] { return !incoming_.empty() || stopping_; });
+      } else {  // idle, but heartbeats keep going out
+        wake_.wait_for(lock, liveness_.period(), [&] { return !incoming_.empty() || stopping_; });
+      }
       continue;
     }
     if (drivers_ > 0) {  // a waiter drives progress: stay off the cores until it leaves
@@ -360,6 +430,7 @@ bool Engine::takeSubmissions() {
     if (!op->named) {  // agreed among the ranks themselves, in submission order
       a.occurrence = unnamedOps_++;
       op->globalSeq = a.occurrence;
+      op->occurrence = a.occurrence - unnamedBase_;
       addLive(kAgreeLane, std::move(op)).announce = a;
       continue;
     }
@@ -368,6 +439,7 @@ bool Engine::takeSubmissions() {
       continue;
     }
     a.occurrence = occurrences_[a.key]++;
+    op->occurrence = a.occurrence;
     negotiating_.emplace(Identity{a.key, a.occurrence}, std::move(op));
     negotiator_.submit(a);
   }
@@ -393,7 +465,7 @@ bool Engine::exchangeControl() {
 void Engine::applyDecision(const Decision& d) {
   auto it = negotiating_.find({d.key, d.occurrence});
   if (it == negotiating_.end())
-    fail(priocclInternalError, "decision for an op this rank never submitted (key ", d.key,
+    fail(priocclRemoteError, "decision for an op this rank never submitted (key ", d.key,
          ", occurrence ", d.occurrence, ")");
   std::shared_ptr<OpState> op = std::move(it->second);
   negotiating_.erase(it);
@@ -589,21 +661,36 @@ bool Engine::pollTransport() {
 }
 
 void Engine::onCompletion(const Completion& c) {
-  if (!c.ok) {
-    failAll(c.code, c.error);
-    return;
-  }
+  if (c.cookie >= posted_.size())
+    fail(priocclInternalError, "completion with unknown cookie ", c.cookie);
   Posted p = posted_[c.cookie];
+  if (!c.ok) {
+    // A peer that said goodbye may have closed its end under a heartbeat: not a failure.
+    bool toGone = p.kind == Kind::kControlSend && liveness_.hasLeft(p.peer);
+    if (!toGone) {
+      failAll(c.code, c.error);
+      return;
+    }
+  }
   freePosted_.push_back(c.cookie);
   if (p.kind == Kind::kControlSend) {
     controlSends_.erase(c.cookie);
     return;
   }
+  Clock::time_point done = Clock::now();
+  if (p.kind == Kind::kDataRecv || p.kind == Kind::kControlRecv) liveness_.heard(p.peer, done);
   if (p.kind == Kind::kControlRecv) {
     size_t i = static_cast<size_t>(p.step);
-    negotiator_.onMessage(controlPeers_[i], controlRecv_[i].data(), c.bytes);
-    uint64_t cookie = post(Kind::kControlRecv, controlPeers_[i], controlTag_,
-                           controlRecv_[i].data(), kControlBytes);
+    int from = controlPeers_[i];
+    AbortNotice notice;
+    ControlKind kind = negotiator_.onMessage(from, controlRecv_[i].data(), c.bytes, &notice);
+    if (kind == ControlKind::kAbort) {
+      failFromPeer(from, notice);
+      return;
+    }
+    if (kind == ControlKind::kGoodbye) liveness_.left(from);
+    uint64_t cookie =
+        post(Kind::kControlRecv, from, controlTag_, controlRecv_[i].data(), kControlBytes);
     posted_[cookie].step = p.step;
     return;
   }
@@ -616,7 +703,7 @@ void Engine::onCompletion(const Completion& c) {
     fail(priocclRemoteError, "rank ", p.peer, " sent ", c.bytes, " bytes where ", p.bytes,
          " were expected: ranks disagree on the count or datatype of an op, or submitted "
          "different ops");
-  Clock::time_point done = Clock::now();
+  slot.live->op->lastProgress = lanes_[p.lane].lastProgress = done;
   if (isRecv) {
     counters_.bytesReceived.fetch_add(p.bytes, std::memory_order_relaxed);
     slot.algo->recvDone(p.step);
@@ -683,6 +770,96 @@ bool Engine::postSends() {
     pump(slot);
   }
   return any;
+}
+
+void Engine::watchdog() {
+  Clock::time_point now = Clock::now();
+  if (now < nextWatch_) return;
+  nextWatch_ = now + kWatchPeriod;
+  if (liveness_.heartbeatDue(now)) {
+    for (int peer : controlPeers_) {
+      if (liveness_.hasLeft(peer)) continue;
+      std::vector<unsigned char> beat = encodeSignal(ControlKind::kHeartbeat);
+      uint64_t cookie = post(Kind::kControlSend, peer, controlTag_, beat.data(), beat.size());
+      controlSends_.emplace(cookie, std::move(beat));  // the heap block does not move
+    }
+  }
+  if (int lost = liveness_.lost(now); lost >= 0)
+    fail(priocclRemoteError, "lost rank ", lost, ": nothing heard from it for ",
+         liveness_.silentSeconds(lost, now), " s (PRIOCCL_TIMEOUT_S=", config_.timeoutSeconds,
+         "): it died, hangs, or its network is down");
+  auto idleFor = [&](const OpState& op) { return now - std::max(op.submitted, op.lastProgress); };
+  auto limit = [](double seconds) {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  };
+  Clock::duration timeout = limit(config_.timeoutSeconds), warn = limit(config_.stallWarnSeconds);
+  // An op is stuck when neither it nor anything ahead of it in its lane has moved.
+  auto check = [&](OpState& op, Clock::time_point laneProgress) {
+    Clock::duration idle = std::min(idleFor(op), now - laneProgress);
+    if (timeout.count() > 0 && idle > timeout)
+      fail(priocclTimeout, describePending(op), " made no progress for ",
+           std::chrono::duration<double>(idle).count(),
+           " s (PRIOCCL_TIMEOUT_S=", config_.timeoutSeconds, "): ", waitingFor(op));
+    if (warn.count() > 0 && idle > warn && !op.stallWarned) {
+      op.stallWarned = true;
+      log(LogLevel::kWarn, "rank ", rank_, ": stalled for ",
+          std::chrono::duration<double>(idle).count(), " s: ", describePending(op), ": ",
+          waitingFor(op));
+    }
+  };
+  if (timeout.count() == 0 && warn.count() == 0) return;
+  for (auto& entry : negotiating_) check(*entry.second, entry.second->submitted);
+  for (auto& entry : agreed_)
+    if (entry.second) check(*entry.second, lanes_[kUnnamedLane].lastProgress);
+  for (LaneState& lane : lanes_)
+    for (LiveOp& live : lane.live)
+      if (!live.op->ended) check(*live.op, lane.lastProgress);
+}
+
+std::string Engine::describePending(const OpState& op) const {
+  return concat(op.kind == OpState::Kind::kAllReduce ? "allreduce " : "",
+                describeOp(op, op.occurrence), " of priority ", op.priority);
+}
+
+// Which ranks the op waits on: for one still being matched, those that have not submitted it;
+// for one moving data, those whose messages have not arrived or been taken.
+std::string Engine::waitingFor(const OpState& op) const {
+  Clock::time_point now = Clock::now();
+  std::string silent = liveness_.report(now, std::chrono::seconds(2) + liveness_.period());
+  std::string tail = silent.empty() ? "" : concat("; ", silent);
+  if (op.named && op.kind == OpState::Kind::kAllReduce &&
+      negotiating_.count({keyHash(op), op.occurrence})) {
+    if (rank_ != Negotiator::kCoordinator)
+      return concat("not every rank has submitted it (rank 0's log names them)", tail);
+    std::string ranks;
+    for (int r : negotiator_.missingRanks(keyHash(op), op.occurrence))
+      ranks += concat(ranks.empty() ? "" : ", ", r);
+    return concat("ranks ", ranks.empty() ? "?" : ranks, " have not submitted it", tail);
+  }
+  std::vector<bool> freeCookie(posted_.size(), false);
+  for (uint64_t c : freePosted_) freeCookie[c] = true;
+  std::map<int, int> recvs, sends;  // peer -> transfers outstanding
+  for (size_t c = 0; c < posted_.size(); ++c) {
+    const Posted& p = posted_[c];
+    if (freeCookie[c] || (p.kind != Kind::kDataRecv && p.kind != Kind::kDataSend)) continue;
+    const Slot& slot = lanes_[p.lane].slots[p.gid % lanes_[p.lane].slots.size()];
+    if (!isLive(slot, p.lane, p.gid) || slot.live->op.get() != &op) continue;
+    ++(p.kind == Kind::kDataRecv ? recvs : sends)[p.peer];
+  }
+  auto list = [](const std::map<int, int>& m) {
+    std::string out;
+    for (const auto& [peer, n] : m) out += concat(out.empty() ? "" : ", ", peer);
+    return out;
+  };
+  std::string what;
+  if (!recvs.empty()) what = concat("waiting for data from rank(s) ", list(recvs));
+  if (!sends.empty())
+    what += concat(what.empty() ? "" : "; ", "sends to rank(s) ", list(sends), " not taken");
+  if (what.empty())
+    what = op.kind == OpState::Kind::kAllReduce && !op.named && op.chunksLeft == 0
+               ? "waiting for its agreement with the other ranks or for older unnamed ops"
+               : "waiting behind older ops on the same ranks";
+  return what + tail;
 }
 
 size_t Engine::inflightAtOrAbove(int priority) const {
@@ -753,7 +930,48 @@ void Engine::retireOps() {
 }
 
 void Engine::failAll(priocclResult_t code, const std::string& message) {
-  std::string full = concat("rank ", rank_, ": ", message);
+  AbortNotice notice{rank_, static_cast<int32_t>(code), message};
+  failWith(code, concat("rank ", rank_, ": ", message), &notice, -1);
+}
+
+// A peer's communicator failed: so does this one. The coordinator passes the news on to the
+// ranks that hear only from it.
+void Engine::failFromPeer(int from, const AbortNotice& notice) {
+  std::string full =
+      concat("rank ", rank_, ": rank ", notice.origin, " failed the communicator: ", notice.text);
+  bool relay = rank_ == Negotiator::kCoordinator;
+  failWith(priocclRemoteError, full, relay ? &notice : nullptr, from);
+}
+
+void Engine::sendToPeers(const std::vector<unsigned char>& bytes, int skip,
+                         std::chrono::milliseconds limit) {
+  std::vector<uint64_t> cookies;
+  for (int peer : controlPeers_) {
+    // Peers that said goodbye still listen, until this rank's own goodbye.
+    if (peer == skip) continue;
+    std::vector<unsigned char> copy = bytes;
+    uint64_t cookie = post(Kind::kControlSend, peer, controlTag_, copy.data(), copy.size());
+    controlSends_.emplace(cookie, std::move(copy));
+    cookies.push_back(cookie);
+  }
+  // Best effort: a dead peer's sends never leave, and nothing else waits on these.
+  Clock::time_point deadline = Clock::now() + limit;
+  std::vector<Completion> done;
+  while (!cookies.empty() && Clock::now() < deadline) {
+    done.clear();
+    transport_->poll(done);
+    for (const Completion& c : done) {
+      cookies.erase(std::remove(cookies.begin(), cookies.end(), c.cookie), cookies.end());
+      // A live engine handles everything (a peer's goodbye must not be lost); a failed one only
+      // waits for its notices to leave.
+      if (!failed_) onCompletion(c);
+    }
+    if (done.empty()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+void Engine::failWith(priocclResult_t code, const std::string& full, const AbortNotice* tell,
+                      int skipPeer) {
   log(LogLevel::kWarn, full);
   errorLog_->set(full);
   std::vector<std::shared_ptr<OpState>> doomed;
@@ -764,6 +982,7 @@ void Engine::failAll(priocclResult_t code, const std::string& message) {
     failMessage_ = full;
     doomed.swap(incoming_);
   }
+  if (tell && !saidGoodbye_) sendToPeers(encodeAbort(*tell), skipPeer, kAbortFlush);
   transport_->cancelAll();
   for (LaneState& lane : lanes_)
     for (Slot& slot : lane.slots) {

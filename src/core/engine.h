@@ -31,6 +31,7 @@
 #include "algo/chunk_algo.h"
 #include "algo/select.h"
 #include "core/event_sleep.h"
+#include "core/liveness.h"
 #include "core/negotiator.h"
 #include "core/op.h"
 #include "core/scratch_pool.h"
@@ -70,8 +71,11 @@ class Engine {
   // Runs the progress loop on the calling thread until `op` is done. Through driveUntilDone only.
   void drive(OpState& op);
   const std::shared_ptr<ProgressGate>& gate() const { return gate_; }
-  // Finishes every submitted op, then joins the progress thread. Idempotent.
+  // Finishes every submitted op, then joins the progress thread and says goodbye to the peers.
+  // Idempotent.
   void drainAndStop();
+  // Any thread: fails every pending and later op now and tells the other ranks.
+  void abort();
   priocclCounters_t counters() const;
   // After the communicator's own ops at creation: counters restart from zero and unnamed ops
   // are numbered from here in messages.
@@ -125,7 +129,8 @@ class Engine {
     uint64_t nextGid = 0;     // identity of the next chunk to activate
     uint64_t oldestGid = 0;   // every chunk below this has finished on this rank
     std::vector<Slot> slots;
-    int userTag = 0;  // point-to-point lanes: the user's tag
+    int userTag = 0;                                // point-to-point lanes: the user's tag
+    Clock::time_point lastProgress = Clock::now();  // last data completion in the lane
   };
   // Scheduling key of a chunk with a send ready: priority, then the lane's op order and chunk
   // (gids follow both), so ties go in submission order.
@@ -176,7 +181,21 @@ class Engine {
   // Counts the op as ended; finish() runs after the progress lock is released.
   void finishOp(OpState& op, priocclResult_t code, const std::string& message);
   void retireOps();
+  // Fails the communicator: every pending and later op gets `code`. Unless the failure came from
+  // a peer's abort, the control peers are told (the coordinator relays a peer's to the others).
   void failAll(priocclResult_t code, const std::string& message);
+  void failFromPeer(int from, const AbortNotice& notice);
+  void failWith(priocclResult_t code, const std::string& full, const AbortNotice* tell,
+                int skipPeer);
+  // Posts `bytes` to each control peer but `skip`, then polls up to `limit` for them to
+  // leave (before the transport is torn down or its receives are cancelled).
+  void sendToPeers(const std::vector<unsigned char>& bytes, int skip,
+                   std::chrono::milliseconds limit);
+  // Heartbeats, lost peers, stall warnings and timeouts; cheap, rate-limited.
+  void watchdog();
+  // For stall and timeout messages: what `op` waits for.
+  std::string describePending(const OpState& op) const;
+  std::string waitingFor(const OpState& op) const;
   bool idle() const;
   void sleepOnEvents(std::chrono::microseconds limit);
   void wakeProgress();  // under mutex_
@@ -229,6 +248,9 @@ class Engine {
   };
   std::vector<Ended> ended_;  // to finish once the lock is released
   Negotiator negotiator_;
+  Liveness liveness_;
+  Clock::time_point nextWatch_ = Clock::now();
+  bool saidGoodbye_ = false;
   std::map<uint64_t, uint64_t> occurrences_;  // per key hash: ops submitted so far
   std::map<Identity, std::shared_ptr<OpState>> negotiating_;
   std::vector<std::vector<unsigned char>> controlRecv_;  // one standing receive per control peer

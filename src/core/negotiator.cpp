@@ -25,6 +25,11 @@ void Negotiator::submit(const Announce& a) {
 
 void Negotiator::record(int rank, const Announce& a) {
   Pending& p = pending_[{a.key, a.occurrence}];
+  if (p.reportedBy.empty()) p.reportedBy.assign(nranks_, false);
+  if (p.reportedBy[rank])
+    fail(priocclRemoteError, "rank ", rank, " announced op (key ", a.key, ", occurrence ",
+         a.occurrence, ") twice: a corrupted or foreign control message");
+  p.reportedBy[rank] = true;
   if (p.reported == 0) {
     p.firstRank = rank;
     p.first = a;
@@ -48,13 +53,28 @@ void Negotiator::record(int rank, const Announce& a) {
   if (nranks_ > 1) broadcast_.push_back(d);
 }
 
-void Negotiator::onMessage(int from, const unsigned char* buf, size_t bytes) {
+std::vector<int> Negotiator::missingRanks(uint64_t key, uint64_t occurrence) const {
+  std::vector<int> missing;
+  auto it = pending_.find({key, occurrence});
+  if (it == pending_.end()) return missing;
+  for (int r = 0; r < nranks_; ++r)
+    if (!it->second.reportedBy[r]) missing.push_back(r);
+  return missing;
+}
+
+ControlKind Negotiator::onMessage(int from, const unsigned char* buf, size_t bytes,
+                                  AbortNotice* abort) {
   ControlKind kind;
   std::vector<Announce> announces;
   std::vector<Decision> decisions;
   std::string error;
-  if (!decodeControl(buf, bytes, &kind, &announces, &decisions, &error))
+  if (from < 0 || from >= nranks_ || from == rank_)
+    fail(priocclInternalError, "control message from rank ", from, " of ", nranks_);
+  if (!decodeControl(buf, bytes, &kind, &announces, &decisions, &error, abort))
     fail(priocclRemoteError, "bad control message from rank ", from, ": ", error);
+  if (kind == ControlKind::kHeartbeat || kind == ControlKind::kGoodbye ||
+      kind == ControlKind::kAbort)
+    return kind;
   if (rank_ == kCoordinator && kind == ControlKind::kAnnounce) {
     for (const Announce& a : announces) record(from, a);
   } else if (rank_ != kCoordinator && from == kCoordinator && kind == ControlKind::kDecision) {
@@ -63,6 +83,7 @@ void Negotiator::onMessage(int from, const unsigned char* buf, size_t bytes) {
     fail(priocclRemoteError, "unexpected control message of kind ", static_cast<int>(kind),
          " from rank ", from);
   }
+  return kind;
 }
 
 std::vector<Negotiator::Outgoing> Negotiator::takeOutgoing() {

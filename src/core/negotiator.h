@@ -29,7 +29,10 @@ class Negotiator {
   // A local op entered the negotiation.
   void submit(const Announce& a);
   // A control message arrived from `from`; throws Error on a malformed or unexpected message.
-  void onMessage(int from, const unsigned char* buf, size_t bytes);
+  // Returns its kind: announces and decisions are handled here, the liveness kinds are the
+  // caller's (an abort's content goes to `abort` when given).
+  ControlKind onMessage(int from, const unsigned char* buf, size_t bytes,
+                        AbortNotice* abort = nullptr);
 
   struct Outgoing {
     int peer;
@@ -42,12 +45,16 @@ class Negotiator {
 
   // Coordinator only: ops some ranks have announced and others not (for stall reports).
   size_t undecided() const { return pending_.size(); }
+  // Coordinator only: the ranks that have not yet announced (key, occurrence); empty when the
+  // op is unknown here or decided.
+  std::vector<int> missingRanks(uint64_t key, uint64_t occurrence) const;
 
  private:
   void record(int rank, const Announce& a);  // coordinator
 
   struct Pending {
     int reported = 0;
+    std::vector<bool> reportedBy;
     int firstRank = -1;
     Announce first{};
     bool mismatch = false;

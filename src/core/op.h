@@ -63,6 +63,10 @@ struct OpState : std::enable_shared_from_this<OpState> {
   std::chrono::steady_clock::time_point submitted;
   uint64_t globalSeq = 0;  // order of the coordinator's decision: the same on every rank
   uint64_t chunksLeft = 0;
+  uint64_t occurrence = 0;  // named: among ops with its key; unnamed: in submission order
+  // Last data completion of one of its chunks (timeouts count from it, or from submission).
+  std::chrono::steady_clock::time_point lastProgress;
+  bool stallWarned = false;
   bool ended = false;  // the engine is done with it; finish() may still be pending
 
   // Completion: written once by finish(), then read by anyone.

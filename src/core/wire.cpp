@@ -2,6 +2,7 @@
 // message is exactly as long as its entries (small messages stay on MPI's eager path).
 #include "core/wire.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -24,7 +25,7 @@ std::vector<unsigned char> encode(ControlKind kind, const T* entries, size_t n) 
   Header h{kControlMagic, kControlVersion, static_cast<uint16_t>(kind), static_cast<uint32_t>(n),
            0};
   std::memcpy(buf.data(), &h, sizeof h);
-  std::memcpy(buf.data() + sizeof h, entries, n * sizeof(T));
+  if (n > 0) std::memcpy(buf.data() + sizeof h, entries, n * sizeof(T));
   return buf;
 }
 
@@ -38,9 +39,23 @@ std::vector<unsigned char> encodeDecisions(const Decision* entries, size_t n) {
   return encode(ControlKind::kDecision, entries, n);
 }
 
+std::vector<unsigned char> encodeSignal(ControlKind kind) {
+  return encode(kind, static_cast<const unsigned char*>(nullptr), 0);
+}
+
+// Entries are the abort's bytes: {origin, code}, then the text (no terminator).
+std::vector<unsigned char> encodeAbort(const AbortNotice& notice) {
+  size_t textBytes = std::min(notice.text.size(), kAbortTextBytes);
+  std::vector<unsigned char> body(8 + textBytes);
+  std::memcpy(body.data(), &notice.origin, 4);
+  std::memcpy(body.data() + 4, &notice.code, 4);
+  std::memcpy(body.data() + 8, notice.text.data(), textBytes);
+  return encode(ControlKind::kAbort, body.data(), body.size());
+}
+
 bool decodeControl(const unsigned char* buf, size_t bytes, ControlKind* kind,
                    std::vector<Announce>* announces, std::vector<Decision>* decisions,
-                   std::string* error) {
+                   std::string* error, AbortNotice* abort) {
   Header h;
   if (bytes < sizeof h || bytes > kControlBytes) {
     *error =
@@ -58,14 +73,29 @@ bool decodeControl(const unsigned char* buf, size_t bytes, ControlKind* kind,
       h.entries == room / sizeof(Announce) && room % sizeof(Announce) == 0) {
     *kind = ControlKind::kAnnounce;
     announces->resize(h.entries);
-    std::memcpy(announces->data(), buf + sizeof h, h.entries * sizeof(Announce));
+    if (h.entries) std::memcpy(announces->data(), buf + sizeof h, h.entries * sizeof(Announce));
     return true;
   }
   if (h.kind == static_cast<uint16_t>(ControlKind::kDecision) &&
       h.entries == room / sizeof(Decision) && room % sizeof(Decision) == 0) {
     *kind = ControlKind::kDecision;
     decisions->resize(h.entries);
-    std::memcpy(decisions->data(), buf + sizeof h, h.entries * sizeof(Decision));
+    if (h.entries) std::memcpy(decisions->data(), buf + sizeof h, h.entries * sizeof(Decision));
+    return true;
+  }
+  bool signal = h.kind == static_cast<uint16_t>(ControlKind::kHeartbeat) ||
+                h.kind == static_cast<uint16_t>(ControlKind::kGoodbye);
+  if (signal && h.entries == 0 && room == 0) {
+    *kind = static_cast<ControlKind>(h.kind);
+    return true;
+  }
+  if (h.kind == static_cast<uint16_t>(ControlKind::kAbort) && h.entries == room && room >= 8) {
+    *kind = ControlKind::kAbort;
+    if (abort) {
+      std::memcpy(&abort->origin, buf + sizeof h, 4);
+      std::memcpy(&abort->code, buf + sizeof h + 4, 4);
+      abort->text.assign(reinterpret_cast<const char*>(buf + sizeof h + 8), room - 8);
+    }
     return true;
   }
   *error = concat("control message of kind ", h.kind, " with ", h.entries, " entries is invalid");

@@ -11,9 +11,18 @@ namespace prioccl::detail {
 
 constexpr size_t kControlBytes = 4096;
 constexpr uint32_t kControlMagic = 0x50434331;  // "PCC1"
-constexpr uint16_t kControlVersion = 2;
+constexpr uint16_t kControlVersion = 3;
 
-enum class ControlKind : uint16_t { kAnnounce = 1, kDecision = 2 };
+// Announce/Decision carry op identities (negotiator.h); the others keep failures loud (liveness.h):
+// a heartbeat says "alive", a goodbye "my communicator is destroyed, do not wait for me", an
+// abort "my communicator failed, and why".
+enum class ControlKind : uint16_t {
+  kAnnounce = 1,
+  kDecision = 2,
+  kHeartbeat = 3,
+  kGoodbye = 4,
+  kAbort = 5
+};
 
 // What a rank says of one op it submitted.
 struct Announce {
@@ -36,14 +45,26 @@ struct Decision {
 
 static_assert(sizeof(Announce) == 32 && sizeof(Decision) == 96, "wire layout");
 
+// A failure that ended a rank's communicator: the rank where it happened, its priocclResult_t and
+// the message (at most kAbortTextBytes, cut if longer).
+struct AbortNotice {
+  int32_t origin = -1;
+  int32_t code = 0;
+  std::string text;
+};
+constexpr size_t kAbortTextBytes = kControlBytes - 16 - 8;
+
 std::vector<unsigned char> encodeAnnounces(const Announce* entries, size_t n);
+std::vector<unsigned char> encodeSignal(ControlKind kind);  // heartbeat or goodbye
+std::vector<unsigned char> encodeAbort(const AbortNotice& notice);
 std::vector<unsigned char> encodeDecisions(const Decision* entries, size_t n);
 constexpr size_t kAnnouncesPerMessage = (kControlBytes - 16) / sizeof(Announce);
 constexpr size_t kDecisionsPerMessage = (kControlBytes - 16) / sizeof(Decision);
 
-// Decodes a control message; returns false with `error` set when it is not a valid one.
+// Decodes a control message; returns false with `error` set when it is not a valid one. An abort
+// fills `abort` (ignored when null).
 bool decodeControl(const unsigned char* buf, size_t bytes, ControlKind* kind,
                    std::vector<Announce>* announces, std::vector<Decision>* decisions,
-                   std::string* error);
+                   std::string* error, AbortNotice* abort = nullptr);
 
 }  // namespace prioccl::detail

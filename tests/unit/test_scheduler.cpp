@@ -3,6 +3,7 @@
 // link is recorded, so the test sees exactly when the wire went to which op.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -155,6 +156,23 @@ std::shared_ptr<OpState> makeOp(std::vector<float>& data, int priority) {
 }
 
 // One engine per rank over `fabric`, all running the ring.
+// Ranks stop together, as separate processes would, with the fabric delivering meanwhile:
+// each waits for the others' goodbyes.
+void drainAll(Fabric& fabric, std::vector<std::unique_ptr<Engine>>& engines) {
+  std::atomic<size_t> stopped{0};
+  std::vector<std::thread> threads;
+  for (auto& e : engines)
+    threads.emplace_back([&e, &stopped] {
+      e->drainAndStop();
+      ++stopped;
+    });
+  while (stopped < engines.size()) {
+    fabric.deliver(true);
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  for (std::thread& t : threads) t.join();
+}
+
 std::vector<std::unique_ptr<Engine>> ringEngines(Fabric& fabric, const prioccl::Config& cfg,
                                                  int ranks) {
   std::vector<std::unique_ptr<Engine>> engines;
@@ -222,7 +240,7 @@ int lowMessagesWhileUrgentRuns(priocclSchedule_t schedule) {
     long long c = dataChunk(log[i].tag);
     if (c >= 0 && c < 64) ++lowCount;
   }
-  for (auto& e : engines) e->drainAndStop();
+  drainAll(fabric, engines);
   return lowCount;
 }
 
@@ -290,7 +308,7 @@ TEST(Scheduler, UrgentSendIsNotHeldBackByLessUrgentBytesInFlight) {
     EXPECT_EQ(urgent[i][999], 4.0f);
   }
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(low[r][12345], 2.0f);
-  for (auto& e : engines) e->drainAndStop();
+  drainAll(fabric, engines);
 }
 
 }  // namespace

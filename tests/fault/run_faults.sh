@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Kills one rank (SIGKILL) at each of five phases, --reps times each (the victim rotates over the
+# ranks, the coordinator included), and checks every survivor: an error from its pending op within
+# PRIOCCL_TIMEOUT_S + 5 s of the kill, an error from a later op, a prompt destroy. Prints a table
+# and "FAULTS hangs=H late=L wrong=W runs=N".
+# Usage: run_faults.sh --mpirun M --binary B [--np 4] [--reps 20] [--timeout 3] [--transport mpi|ucx_tcp]
+set -uo pipefail
+np=4 reps=20 timeout=3 transport=mpi mpirun="" binary=""
+while (($#)); do
+  case $1 in
+    --mpirun) mpirun=$2 ;;
+    --binary) binary=$2 ;;
+    --np) np=$2 ;;
+    --reps) reps=$2 ;;
+    --timeout) timeout=$2 ;;
+    --transport) transport=$2 ;;
+    *) echo "run_faults.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift 2
+done
+export PRIOCCL_TIMEOUT_S=$timeout
+if [[ $transport == ucx_tcp ]]; then export PRIOCCL_TRANSPORT=ucx UCX_TLS=tcp; fi
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+hangs=0 late=0 wrong=0 runs=0
+printf '%-15s %5s %10s %8s %6s %6s  %s\n' phase runs max_s destroy hangs late "transport=$transport np=$np PRIOCCL_TIMEOUT_S=$timeout"
+phase_index=0
+for phase in before_submit reduce_scatter all_gather preemption lagged_flush; do
+  p_hangs=0 p_late=0 p_wrong=0 p_max=0 p_destroy=0
+  for ((rep = 0; rep < reps; ++rep)); do
+    victim=$(((rep + phase_index) % np))
+    sync=$(mktemp -d)
+    timeout $((timeout + 90)) "$mpirun" --mca orte_abort_on_non_zero_status 0 -np "$np" \
+      "$binary" --phase "$phase" --victim "$victim" --sync "$sync" >"$log" 2>&1
+    rc=$?
+    rm -rf "$sync"
+    runs=$((runs + 1))
+    kill_at=$(awk '/^KILL /{print $2; exit}' "$log")
+    survivors=$(grep -c '^SURVIVOR ' "$log")
+    if ((rc == 124)) || [[ -z $kill_at ]] || ((survivors != np - 1)); then
+      p_hangs=$((p_hangs + 1))
+      echo "--- $phase victim $victim: rc=$rc, kill='${kill_at}', $survivors survivors reported" >&2
+      tail -20 "$log" >&2
+      continue
+    fi
+    # Per survivor: seconds from the kill to its error, its codes, its destroy time.
+    read -r n_late n_wrong max_s max_destroy < <(awk -v k="$kill_at" -v lim=$((timeout + 5)) '
+      /^SURVIVOR / {
+        for (i = 2; i <= NF; ++i) { split($i, kv, "="); v[kv[1]] = kv[2] }
+        d = v["at"] - k; if (d > max) max = d
+        if (d > lim) late++
+        if (v["code"] == 0 || v["later"] == 0) bad++
+        if (v["destroy_s"] > dmax) dmax = v["destroy_s"]
+        if (v["destroy_s"] > 5) late++
+      }
+      END { printf "%d %d %.2f %.2f\n", late, bad, max, dmax }' "$log")
+    if ((n_late + n_wrong > 0)); then
+      echo "--- $phase victim $victim: late=$n_late wrong=$n_wrong" >&2
+      grep '^SURVIVOR\|^KILL' "$log" >&2
+    fi
+    p_late=$((p_late + n_late)) p_wrong=$((p_wrong + n_wrong))
+    p_max=$(awk -v a="$p_max" -v b="$max_s" 'BEGIN{print (b > a) ? b : a}')
+    p_destroy=$(awk -v a="$p_destroy" -v b="$max_destroy" 'BEGIN{print (b > a) ? b : a}')
+  done
+  printf '%-15s %5d %10s %8s %6d %6d\n' "$phase" "$reps" "$p_max" "$p_destroy" "$p_hangs" "$p_late"
+  hangs=$((hangs + p_hangs)) late=$((late + p_late)) wrong=$((wrong + p_wrong))
+  phase_index=$((phase_index + 1))
+done
+# A sample of what survivors are told.
+grep -m1 '^SURVIVOR' "$log" | sed 's/^/example: /'
+echo "FAULTS hangs=$hangs late=$late wrong=$wrong runs=$runs"
+((hangs + late + wrong == 0))

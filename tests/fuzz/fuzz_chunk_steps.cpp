@@ -1,0 +1,362 @@
+// libFuzzer target: the input is a script that drives one chunk step machine (ring, tree,
+// recursive doubling or the agreement exchange) the way the engine may: take ready sends and
+// receives, complete taken transfers in any order, and deliver whatever bytes the "peers" send
+// (for non-exact receives, any length up to the posted size). The peers are the input, so
+// malformed agreement headers, truncated messages and odd completion orders all occur.
+//
+// Besides crashes and sanitizer reports, a violation of the engine's contract with a chunk is a
+// finding (abort): a transfer to a bad peer or reusing a (direction, peer, step) wire tag, a
+// posted buffer written by the chunk before its completion, a receive overlapping another posted
+// transfer, a chunk that finishes with transfers outstanding or stalls unfinished, and an
+// agreement that reports "agreed" although it received a malformed header.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "algo/recursive_doubling.h"
+#include "algo/ring.h"
+#include "algo/tree.h"
+#include "core/agreement.h"
+#include "core/scratch_pool.h"
+#include "reduce/reduce.h"
+
+namespace {
+
+using namespace prioccl;
+using detail::AgreementChunk;
+using detail::AgreementHeader;
+using detail::Announce;
+
+constexpr priocclDataType_t kTypes[] = {priocclInt8,    priocclUint8,   priocclInt32,
+                                        priocclInt64,   priocclFloat16, priocclBfloat16,
+                                        priocclFloat32, priocclFloat64};
+constexpr priocclRedOp_t kOps[] = {priocclSum, priocclProd, priocclMin, priocclMax, priocclAvg};
+constexpr size_t kHeader = sizeof(AgreementHeader);
+
+[[noreturn]] void finding(const std::string& what) {
+  std::fprintf(stderr, "fuzz_chunk_steps: %s\n", what.c_str());
+  std::abort();
+}
+
+// PRIOCCL_FUZZ_TRACE=1 prints each step of a run: rerun a reproducer with it to see the script.
+const bool kTrace = std::getenv("PRIOCCL_FUZZ_TRACE") != nullptr;
+template <typename... Args>
+void trace(const char* format, Args... args) {
+  if (kTrace) std::fprintf(stderr, format, args...);
+}
+
+// The input, read front to back; past its end every read yields 0.
+class Script {
+ public:
+  Script(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  bool exhausted() const { return pos_ >= size_; }
+  uint8_t byte() { return pos_ < size_ ? data_[pos_++] : 0; }
+  size_t u16() {
+    size_t lo = byte();
+    return lo | static_cast<size_t>(byte()) << 8;
+  }
+  size_t below(size_t n) { return n <= 1 ? 0 : (n <= 256 ? byte() : u16()) % n; }
+  // Fills dst from the input (zeros once it runs out).
+  void fill(void* dst, size_t n) {
+    size_t k = std::min(n, size_ - std::min(pos_, size_));
+    if (k) std::memcpy(dst, data_ + pos_, k);
+    if (n > k) std::memset(static_cast<unsigned char*>(dst) + k, 0, n - k);
+    pos_ += k;
+  }
+
+ private:
+  const uint8_t* data_;
+  size_t size_, pos_ = 0;
+};
+
+enum Kind { kRing, kTree, kRd, kAgreement, kKinds };
+const char* const kindNames[] = {"ring", "tree", "recursive-doubling", "agreement"};
+
+struct Posted {
+  bool send;
+  Transfer t;
+  std::vector<unsigned char> snapshot;  // the buffer when posted: nobody may write it meanwhile
+};
+
+struct Arrival {  // an agreement message as received
+  int step;
+  size_t bytes;
+  bool wellFormed;
+};
+
+bool overlap(const Transfer& a, const Transfer& b) {
+  auto pa = static_cast<const unsigned char*>(a.buf), pb = static_cast<const unsigned char*>(b.buf);
+  return a.bytes && b.bytes && pa < pb + b.bytes && pb < pa + a.bytes;
+}
+
+class Run {
+ public:
+  explicit Run(Script& in) : in_(in) {}
+
+  void go() {
+    setUp();
+    while (!algo_->finished()) {
+      const bool canSend = algo_->sendReady(), canRecv = algo_->recvReady();
+      if (!canSend && !canRecv && posted_.empty()) finding("stalled: nothing to do, not finished");
+      if (in_.exhausted()) return;
+      int kinds[3], n = 0;
+      if (canSend) kinds[n++] = 0;
+      if (canRecv) kinds[n++] = 1;
+      if (!posted_.empty()) kinds[n++] = 2;
+      switch (kinds[in_.byte() % n]) {
+        case 0:
+          take(true, algo_->takeSend());
+          break;
+        case 1:
+          take(false, algo_->takeRecv());
+          break;
+        default:
+          complete(in_.below(posted_.size()));
+      }
+    }
+    if (!posted_.empty()) finding("finished with transfers outstanding");
+    if (algo_->recvReady() || algo_->sendReady()) finding("finished with a transfer ready");
+    if (kind_ == kAgreement) checkVerdict();
+  }
+
+ private:
+  void setUp() {
+    kind_ = static_cast<Kind>(in_.byte() % kKinds);
+    spec_.nranks = 1 + in_.byte() % 8;
+    spec_.rank = in_.byte() % spec_.nranks;
+    spec_.dtype = kTypes[in_.byte() % 8];
+    spec_.op = kOps[in_.byte() % 5];
+    const uint8_t flags = in_.byte();
+    const bool inPlace = flags & 1, carry = flags & 2, stale = flags & 4;
+    const size_t elem = reduce::dtypeSize(spec_.dtype);
+    // Data chunks have count > 0; an agreement may announce count 0 (it then carries nothing).
+    spec_.count = in_.u16() % 1024 + (kind_ == kAgreement ? 0 : 1);
+    trace("%s nranks %d rank %d dtype %d op %d count %zu%s%s%s\n", kindNames[kind_], spec_.nranks,
+          spec_.rank, static_cast<int>(spec_.dtype), static_cast<int>(spec_.op), spec_.count,
+          inPlace ? " in-place" : "", carry ? " carry" : "", stale ? " stale-pool" : "");
+    const size_t chunkBytes = spec_.count * elem;
+    send_.resize(chunkBytes);
+    in_.fill(send_.data(), std::min<size_t>(chunkBytes, 64));
+    for (size_t i = 64; i < chunkBytes; ++i) send_[i] = static_cast<unsigned char>(i * 151);
+    recv_.assign(inPlace ? 0 : chunkBytes, 0xEE);
+    spec_.send = send_.data();
+    spec_.recv = inPlace ? send_.data() : recv_.data();
+
+    size_t blockBytes = 0;
+    switch (kind_) {
+      case kRing:
+        blockBytes = RingChunk::scratchBytes(chunkBytes, spec_.nranks);
+        break;
+      case kTree:
+        blockBytes = TreeChunk::scratchBytes(chunkBytes, spec_.nranks);
+        break;
+      case kRd:
+        blockBytes = RecursiveDoublingChunk::scratchBytes(chunkBytes, spec_.nranks);
+        break;
+      default:
+        // As the engine: a payload only when carried, and maxPayload (the same on all ranks)
+        // at least that; peers may send anything up to it.
+        payload_ = carry ? chunkBytes : 0;
+        maxPayload_ = payload_ + in_.byte();
+        blockBytes = AgreementChunk::scratchBytes(maxPayload_);
+    }
+    pool_ = std::make_unique<ScratchPool>(blockBytes);
+    switch (kind_) {
+      case kRing:
+        algo_ = std::make_unique<RingChunk>(spec_, *pool_);
+        break;
+      case kTree:
+        algo_ = std::make_unique<TreeChunk>(spec_, *pool_);
+        break;
+      case kRd:
+        algo_ = std::make_unique<RecursiveDoublingChunk>(spec_, *pool_);
+        break;
+      default:
+        own_.key = in_.byte();
+        own_.occurrence = in_.byte();
+        own_.count = spec_.count;
+        own_.dtype = spec_.dtype;
+        own_.op = spec_.op;
+        valid_ = ownHeader();
+        // The engine's pool is shared by all agreement chunks: blocks come back holding an
+        // earlier chunk's "all agree" header. Receives that leave bytes unwritten see it.
+        std::vector<ScratchPool::Block> blocks(stale ? 3 : 0);
+        for (ScratchPool::Block& b : blocks) {
+          b = pool_->take();
+          std::memset(b.get(), 0, blockBytes);
+          std::memcpy(b.get(), &valid_, kHeader);
+        }
+        for (ScratchPool::Block& b : blocks) pool_->give(std::move(b));
+        auto chunk = std::make_unique<AgreementChunk>(spec_, *pool_, own_, carry, maxPayload_);
+        agreement_ = chunk.get();
+        algo_ = std::move(chunk);
+    }
+  }
+
+  // A well-formed header saying "all agree on own_", from a one-rank agreement (no constants
+  // copied from the library).
+  AgreementHeader ownHeader() {
+    ChunkSpec solo = spec_;
+    solo.rank = 0;
+    solo.nranks = 1;
+    solo.recv = const_cast<void*>(solo.send);  // in place: its result goes nowhere
+    ScratchPool pool(AgreementChunk::scratchBytes(maxPayload_));
+    AgreementChunk chunk(solo, pool, own_, payload_ > 0, maxPayload_);
+    return chunk.verdict();
+  }
+
+  void take(bool send, const Transfer& t) {
+    const std::string what = std::string(send ? "send" : "recv") + " step " +
+                             std::to_string(t.step) + " peer " + std::to_string(t.peer);
+    if (t.peer < 0 || t.peer >= spec_.nranks || t.peer == spec_.rank) finding("bad peer: " + what);
+    if (!t.buf && t.bytes) finding("null buffer: " + what);
+    if (!tags_.insert({send, t.peer, t.step}).second) finding("wire tag used twice: " + what);
+    auto b = static_cast<const unsigned char*>(t.buf);
+    // A receive never lands in the user's send buffer (out of place).
+    if (!send && t.bytes && spec_.send != spec_.recv && b < send_.data() + send_.size() &&
+        send_.data() < b + t.bytes)
+      finding("receive into the send buffer: " + what);
+    for (const Posted& p : posted_)
+      if ((!send || !p.send) && overlap(t, p.t)) finding("overlaps a posted transfer: " + what);
+    trace("take %s\n", what.c_str());
+    // Reading the whole buffer also lets ASan check that it is inside its allocation.
+    posted_.push_back({send, t, std::vector<unsigned char>(b, b + t.bytes)});
+  }
+
+  void complete(size_t i) {
+    Posted p = std::move(posted_[i]);
+    if (i + 1 < posted_.size()) posted_[i] = std::move(posted_.back());
+    posted_.pop_back();
+    if (p.t.bytes && std::memcmp(p.t.buf, p.snapshot.data(), p.t.bytes) != 0)
+      finding("buffer of a posted transfer written before its completion, step " +
+              std::to_string(p.t.step));
+    trace("%s step %d peer %d\n", p.send ? "sendDone" : "recvDone", p.t.step, p.t.peer);
+    if (p.send) {
+      algo_->sendDone(p.t.step);
+      return;
+    }
+    auto buf = static_cast<unsigned char*>(p.t.buf);
+    size_t bytes = p.t.bytes;
+    if (kind_ == kAgreement) {
+      bytes = deliverAgreement(p.t);
+    } else {
+      in_.fill(buf, bytes);
+    }
+    if (!p.t.exact) algo_->recvLength(p.t.step, bytes);
+    algo_->recvDone(p.t.step);
+  }
+
+  // A peer's agreement message: by default a well-formed one that agrees with ours; the input
+  // may pick any length, raw bytes, a disagreement or one corrupted header byte.
+  size_t deliverAgreement(const Transfer& t) {
+    const uint8_t how = in_.byte();
+    size_t bytes = std::min(t.bytes, kHeader + payload_);
+    if (how & 3) bytes = in_.below(t.bytes + 1);
+    auto buf = static_cast<unsigned char*>(t.buf);
+    if (how & 4) {
+      in_.fill(buf, bytes);
+    } else {
+      AgreementHeader h = valid_;
+      h.rankA = t.peer;
+      h.payloadBytes = bytes >= kHeader ? bytes - kHeader : 0;
+      if (how & 8) h.a.count ^= 1 + in_.byte();  // the peer's group disagrees
+      if (how & 16) {                            // ... or already found a disagreement
+        h.mismatch = 1;
+        h.rankB = in_.byte() % spec_.nranks;
+      }
+      if (how & 32) reinterpret_cast<unsigned char*>(&h)[in_.below(kHeader)] ^= 1 + in_.byte();
+      std::memcpy(buf, &h, std::min(bytes, kHeader));
+      if (bytes > kHeader) in_.fill(buf + kHeader, bytes - kHeader);
+    }
+    AgreementHeader got{};
+    std::memcpy(&got, buf, std::min(bytes, kHeader));
+    bool wellFormed = bytes >= kHeader && got.magic == valid_.magic &&
+                      got.version == valid_.version && got.payloadBytes == bytes - kHeader;
+    trace(
+        "  %zu of %zu bytes arrived: magic %#x version %u mismatch %u rankA %d payloadBytes "
+        "%llu%s\n",
+        bytes, t.bytes, got.magic, got.version, got.mismatch, got.rankA,
+        static_cast<unsigned long long>(got.payloadBytes), wellFormed ? "" : " (malformed)");
+    arrivals_.push_back({t.step, bytes, wellFormed});
+    return bytes;
+  }
+
+  // A short or malformed header must end in "not agreed", and data is reduced only when every
+  // message carried exactly our payload. (A rank that sat the rounds out adopts its partner's
+  // final header at its last step, so that one is trusted as long as it is complete.)
+  void checkVerdict() {
+    const RdSchedule sched(spec_.rank, spec_.nranks);
+    bool malformed = false, exact = true;
+    for (const Arrival& a : arrivals_) {
+      const bool adopted = sched.sitsOut && a.step == sched.lastStep();
+      if (a.bytes < kHeader || (!adopted && !a.wellFormed)) malformed = true;
+      if (a.bytes != kHeader + payload_) exact = false;
+    }
+    const AgreementHeader verdict = agreement_->verdict();
+    trace("verdict: magic %#x mismatch %u rankA %d rankB %d; agreed %d dataDone %d\n",
+          verdict.magic, verdict.mismatch, verdict.rankA, verdict.rankB, agreement_->agreed(),
+          agreement_->dataDone());
+    if (malformed && agreement_->agreed())
+      finding("agreed although a malformed agreement message arrived");
+    if (agreement_->dataDone() && !exact) finding("data reduced from a message of the wrong size");
+    if (verdict.magic != valid_.magic && agreement_->agreed()) finding("agreed without a header");
+  }
+
+  Script& in_;
+  Kind kind_ = kRing;
+  ChunkSpec spec_;
+  std::vector<unsigned char> send_, recv_;
+  std::unique_ptr<ScratchPool> pool_;  // declared before algo_: the chunk returns its blocks
+  std::unique_ptr<ChunkAlgo> algo_;
+  AgreementChunk* agreement_ = nullptr;
+  Announce own_;
+  AgreementHeader valid_;
+  size_t payload_ = 0, maxPayload_ = 0;
+  std::vector<Posted> posted_;
+  std::set<std::tuple<bool, int, int>> tags_;
+  std::vector<Arrival> arrivals_;
+};
+
+// Seed inputs for every algorithm and a few rank counts: all-zero scripts, i.e. the engine's
+// plain path (first ready transfer first, well-formed agreeing messages).
+void writeSeeds(const char* dir) {
+  int n = 0;
+  for (int kind = 0; kind < kKinds; ++kind)
+    for (int p : {2, 3, 5, 8})
+      for (int flags : {0, 1, 2}) {
+        std::vector<uint8_t> seed(512, 0);
+        const uint8_t head[] = {static_cast<uint8_t>(kind),
+                                static_cast<uint8_t>(p - 1),
+                                static_cast<uint8_t>(p / 2),
+                                6,
+                                0,
+                                static_cast<uint8_t>(flags),
+                                7,
+                                0};
+        std::memcpy(seed.data(), head, sizeof head);
+        std::string path = std::string(dir) + "/seed-" + std::to_string(n++);
+        if (FILE* f = std::fopen(path.c_str(), "wb")) {
+          std::fwrite(seed.data(), 1, seed.size(), f);
+          std::fclose(f);
+        }
+      }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  if (const char* dir = std::getenv("PRIOCCL_FUZZ_SEEDS")) writeSeeds(dir);
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  Script script(data, size);
+  Run(script).go();
+  return 0;
+}
