@@ -191,6 +191,7 @@ void Engine::drainAndStop() {
       log(LogLevel::kWarn, "rank ", rank_, ": destroying the communicator without the goodbye of ",
           "every peer (", liveness_.report(now, Clock::duration::zero()),
           "): a message still in flight could reach a later communicator");
+      transport_->cancelAll();  // the transport abandons its channel rather than reuse it
       return;
     }
     try {
@@ -396,7 +397,8 @@ void Engine::drive(OpState& op) {
   // The progress thread takes over whatever is still in flight. Only new submissions make an
   // idle engine busy again, and they wake the progress thread themselves once no driver is left.
   std::lock_guard<std::mutex> lock(mutex_);
-  if (--drivers_ == 0 && (!idleNow || !incoming_.empty())) wakeProgress();
+  // An idle engine with heartbeats to send needs its progress thread back as well.
+  if (--drivers_ == 0 && (!idleNow || !incoming_.empty() || liveness_.enabled())) wakeProgress();
 }
 
 bool Engine::takeSubmissions() {
@@ -777,6 +779,7 @@ void Engine::watchdog() {
   if (now < nextWatch_) return;
   nextWatch_ = now + kWatchPeriod;
   if (liveness_.heartbeatDue(now)) {
+    log(LogLevel::kTrace, "rank ", rank_, ": heartbeat");
     for (int peer : controlPeers_) {
       if (liveness_.hasLeft(peer)) continue;
       std::vector<unsigned char> beat = encodeSignal(ControlKind::kHeartbeat);
@@ -802,9 +805,11 @@ void Engine::watchdog() {
            " s (PRIOCCL_TIMEOUT_S=", config_.timeoutSeconds, "): ", waitingFor(op));
     if (warn.count() > 0 && idle > warn && !op.stallWarned) {
       op.stallWarned = true;
-      log(LogLevel::kWarn, "rank ", rank_, ": stalled for ",
-          std::chrono::duration<double>(idle).count(), " s: ", describePending(op), ": ",
-          waitingFor(op));
+      // Printed whatever PRIOCCL_DEBUG says (as Horovod's stall warnings): a job that seems to
+      // hang must say why. PRIOCCL_STALL_WARN_S=0 silences it.
+      logLine(LogLevel::kWarn,
+              concat("rank ", rank_, ": stalled for ", std::chrono::duration<double>(idle).count(),
+                     " s: ", describePending(op), ": ", waitingFor(op)));
     }
   };
   if (timeout.count() == 0 && warn.count() == 0) return;

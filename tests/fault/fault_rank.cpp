@@ -93,12 +93,13 @@ int main(int argc, char** argv) {
   } else if (phase == "preemption") {
     prioccl::Request low =
         comm.allReduceAsync(big.data(), big.data(), count, priocclFloat32, priocclSum, 10);
-    while (comm.counters().bytesSent < bytes / 8)
+    // (Another rank's death may fail the op first: then stop waiting for its bytes.)
+    while (comm.counters().bytesSent < bytes / 8 && low.status() == priocclInProgress)
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     prioccl::Request urgent = comm.allReduceAsync(small.data(), small.data(), small.size(),
                                                   priocclFloat32, priocclSum, 0);
     if (isVictim) {
-      while (comm.counters().preemptions == 0 && !urgent.test())
+      while (comm.counters().preemptions == 0 && urgent.status() == priocclInProgress)
         std::this_thread::sleep_for(std::chrono::microseconds(50));
       die();
     }

@@ -34,6 +34,7 @@ class MpiTransport final : public Transport {
     bool isRecv;
   };
   void post(bool isRecv, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t cookie);
+  void withdraw();  // cancels and releases every request
 
   MPI_Comm comm_;
   int rank_ = 0;
@@ -44,6 +45,7 @@ class MpiTransport final : public Transport {
   std::vector<int> indices_;
   std::vector<MPI_Status> statuses_;
   std::vector<char> finished_;
+  bool abandoned_ = false;  // cancelAll() ran: never free comm_ (see the destructor)
 };
 
 // Reads and validates MPI state for a communicator built on `userComm` (MPI_COMM_WORLD when null):

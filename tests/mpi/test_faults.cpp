@@ -1,0 +1,202 @@
+// Faults between live ranks: an op some rank never submits times out with a message naming that
+// rank; priocclCommAbort from another thread frees a stuck waiter at once and the other ranks
+// learn of it; a point-to-point size mismatch fails both sides; a stalled op gets a warning. Every
+// case ends with every rank's later ops failing at once and a prompt destroy. (Killed ranks:
+// tests/fault.)
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "prioccl/prioccl.h"
+#include "prioccl/prioccl.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using prioccl::Communicator;
+
+int worldRank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int worldSize() {
+  int s = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+Communicator makeComm(double timeoutSeconds, double stallWarnSeconds = 0) {
+  prioccl::Config cfg = prioccl::Config::fromEnv();
+  cfg.timeoutSeconds = timeoutSeconds;
+  cfg.stallWarnSeconds = stallWarnSeconds;
+  return Communicator::world(cfg);
+}
+
+// Waits on `r`; returns its result code and message.
+priocclResult_t outcome(const prioccl::Request& r, std::string* message) {
+  try {
+    r.wait();
+    *message = "";
+    return priocclSuccess;
+  } catch (const prioccl::Error& e) {
+    *message = e.what();
+    return e.code();
+  }
+}
+
+// The communicator is failed: a later op fails at once, and destroy returns promptly.
+void expectFailedForGood(Communicator& comm) {
+  std::vector<float> v(16, 1.0f);
+  Clock::time_point t = Clock::now();
+  EXPECT_THROW(comm.allReduce(v.data(), v.data(), v.size(), priocclFloat32, priocclSum),
+               prioccl::Error);
+  EXPECT_LT(since(t), 1.0);
+  t = Clock::now();
+  comm.destroy();
+  EXPECT_LT(since(t), 5.0);
+}
+
+TEST(Faults, OpNobodyElseSubmitsTimesOutNamingTheMissingRanks) {
+  if (worldSize() < 2) GTEST_SKIP() << "needs 2 ranks";
+  const double timeout = 2;
+  Communicator comm = makeComm(timeout);
+  std::vector<float> v(1024, 1.0f);
+  std::string msg;
+  Clock::time_point t = Clock::now();
+  if (worldRank() == 0) {  // the coordinator knows who has not submitted a named op
+    prioccl::Request r =
+        comm.allReduceAsync(v.data(), v.data(), v.size(), priocclFloat32, priocclSum, 0, "lonely");
+    EXPECT_EQ(outcome(r, &msg), priocclTimeout);
+    std::string missing = "ranks 1";
+    EXPECT_NE(msg.find("'lonely'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(missing), std::string::npos) << msg;
+    EXPECT_NE(msg.find("have not submitted it"), std::string::npos) << msg;
+  } else {  // idle meanwhile (an op of theirs would time out too); then the communicator is failed
+    std::this_thread::sleep_for(std::chrono::duration<double>(timeout + 1.5));
+    prioccl::Request r = comm.allReduceAsync(v.data(), v.data(), v.size(), priocclFloat32,
+                                             priocclSum, 0, "afterwards");
+    EXPECT_EQ(outcome(r, &msg), priocclRemoteError);
+    EXPECT_NE(msg.find("rank 0 failed the communicator"), std::string::npos) << msg;
+  }
+  double took = since(t);
+  EXPECT_GT(took, timeout * 0.9);
+  EXPECT_LT(took, timeout + 5);
+  expectFailedForGood(comm);
+}
+
+TEST(Faults, AbortFromAnotherThreadFreesTheWaiterAndTellsTheOthers) {
+  if (worldSize() < 2) GTEST_SKIP() << "needs 2 ranks";
+  Communicator comm = makeComm(60);  // far beyond the test: only the abort may end it
+  std::vector<float> v(1024, 1.0f);
+  std::string msg;
+  Clock::time_point t = Clock::now();
+  std::string key = worldRank() == 0 ? "never-a" : "never-b";  // no op ever completes
+  prioccl::Request r =
+      comm.allReduceAsync(v.data(), v.data(), v.size(), priocclFloat32, priocclSum, 0, key);
+  std::thread aborter;
+  if (worldRank() == 0)
+    aborter = std::thread([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      comm.abort();
+      comm.abort();  // idempotent
+    });
+  priocclResult_t code = outcome(r, &msg);
+  if (aborter.joinable()) aborter.join();
+  if (worldRank() == 0) {
+    EXPECT_EQ(code, priocclInvalidUsage);
+    EXPECT_NE(msg.find("aborted"), std::string::npos) << msg;
+  } else {
+    EXPECT_EQ(code, priocclRemoteError);
+    EXPECT_NE(msg.find("rank 0 failed the communicator"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("aborted"), std::string::npos) << msg;
+  }
+  EXPECT_LT(since(t), 5.0);
+  expectFailedForGood(comm);
+}
+
+TEST(Faults, PointToPointSizeMismatchFailsBothSides) {
+  if (worldSize() < 2) GTEST_SKIP() << "needs 2 ranks";
+  Communicator comm = makeComm(10);
+  std::vector<float> buf(4096, 1.0f);
+  std::string msg;
+  Clock::time_point t = Clock::now();
+  if (worldRank() == 0) {
+    comm.sendAsync(buf.data(), buf.size(), priocclFloat32, 1).status();  // may even complete
+  } else if (worldRank() == 1) {
+    prioccl::Request r = comm.recvAsync(buf.data(), 100, priocclFloat32, 0);
+    EXPECT_EQ(outcome(r, &msg), priocclRemoteError) << msg;
+  }
+  // Every rank, the sender included, learns of the failure through the next collective.
+  std::vector<float> v(16, 1.0f);
+  prioccl::Request r =
+      comm.allReduceAsync(v.data(), v.data(), v.size(), priocclFloat32, priocclSum);
+  EXPECT_NE(outcome(r, &msg), priocclSuccess);
+  EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
+  EXPECT_LT(since(t), 10.0);
+  expectFailedForGood(comm);
+}
+
+TEST(Faults, StalledOpGetsAWarningNamingWhatItWaitsFor) {
+  if (worldSize() < 2) GTEST_SKIP() << "needs 2 ranks";
+  // The warning goes to stderr whatever PRIOCCL_DEBUG says: capture it in a file.
+  char path[] = "/tmp/prioccl_stall_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  std::fflush(stderr);
+  int saved = dup(2);
+  dup2(fd, 2);
+  {
+    Communicator comm = makeComm(3, 1);
+    std::vector<float> v(1024, 1.0f);
+    std::string msg;
+    // Rank 1 submits late: rank 0's op stalls for ~1.5 s (warned), then completes.
+    if (worldRank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    prioccl::Request r =
+        comm.allReduceAsync(v.data(), v.data(), v.size(), priocclFloat32, priocclSum, 0, "late");
+    EXPECT_EQ(outcome(r, &msg), priocclSuccess) << msg;
+    EXPECT_EQ(v[0], static_cast<float>(worldSize()));
+    comm.destroy();
+  }
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  std::string text;
+  char chunk[4096];
+  ssize_t n;
+  lseek(fd, 0, SEEK_SET);
+  while ((n = read(fd, chunk, sizeof chunk)) > 0) text.append(chunk, static_cast<size_t>(n));
+  close(fd);
+  unlink(path);
+  if (worldRank() == 0) {
+    EXPECT_NE(text.find("stalled for"), std::string::npos) << text;
+    EXPECT_NE(text.find("'late'"), std::string::npos) << text;
+    EXPECT_NE(text.find("ranks 1"), std::string::npos) << text;
+  }
+}
+
+TEST(Faults, AbortArguments) {
+  EXPECT_EQ(priocclCommAbort(nullptr), priocclInvalidArgument);
+  priocclComm_t comm = nullptr;
+  ASSERT_EQ(priocclCommInitWorld(&comm), priocclSuccess);
+  MPI_Barrier(MPI_COMM_WORLD);  // an abort during another rank's creation would fail that
+  EXPECT_EQ(priocclCommAbort(comm), priocclSuccess);
+  EXPECT_EQ(priocclCommAbort(comm), priocclSuccess);
+  float x = 1;
+  // InvalidUsage here, or RemoteError when another rank's abort arrived first.
+  EXPECT_NE(priocclAllReduce(&x, &x, 1, priocclFloat32, priocclSum, comm), priocclSuccess);
+  EXPECT_NE(std::string(priocclGetLastError(comm)).find("aborted"), std::string::npos);
+  EXPECT_EQ(priocclCommDestroy(comm), priocclSuccess);
+  EXPECT_EQ(priocclCommAbort(comm), priocclInvalidUsage);  // a dead handle
+}
+
+}  // namespace
