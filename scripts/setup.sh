@@ -5,7 +5,7 @@ set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config
           libopenmpi-dev openmpi-bin libucx-dev libibverbs-dev librdmacm-dev libhwloc-dev
           googletest libgtest-dev binutils python3 python3-numpy python3-matplotlib python3-torch
-          python3-sklearn iproute2 clang libclang-rt-14-dev)
+          python3-sklearn iproute2 clang libclang-rt-14-dev valgrind)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -15,7 +15,7 @@ import os
 
 from . import _lib
 
-__all__ = ["init", "shutdown", "is_initialized", "rank", "size", "local_rank", "allreduce",
+__all__ = ["init", "shutdown", "abort", "is_initialized", "rank", "size", "local_rank", "allreduce",
            "allreduce_", "allreduce_async", "allreduce_async_", "synchronize", "poll",
            "broadcast_", "broadcast_parameters", "send_async", "recv_async", "PriocclError",
            "Sum", "Prod", "Min", "Max", "Average"]
@@ -69,6 +69,13 @@ def shutdown():
     result = _L.priocclCommDestroy(comm)
     if result != 0:
         raise PriocclError("shutdown: " + _L.priocclGetLastError(None).decode(errors="replace"))
+
+
+def abort():
+    """From any thread: fails every pending and later op at once and tells the other ranks (their
+    ops fail naming this rank). shutdown() afterwards waits for nothing. For a stuck job."""
+    _require()
+    _check(_L.priocclCommAbort(_comm), "abort")
 
 
 def is_initialized():

@@ -46,6 +46,7 @@ def _declare(lib):
         "priocclGetLastError": (ctypes.c_char_p, [v]),
         "priocclCommInitWorld": (R, [c_void_pp]),
         "priocclCommDestroy": (R, [v]),
+        "priocclCommAbort": (R, [v]),
         "priocclCommRank": (R, [v, c_int_p]),
         "priocclCommSize": (R, [v, c_int_p]),
         "priocclAllReduce": (R, [v, v, sz, i, i, v]),

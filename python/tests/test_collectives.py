@@ -88,6 +88,10 @@ def main():
     check(0 <= prioccl.local_rank() < p, "local_rank")
     numpy_cases(r, p)
     torch_cases(r, p)
+    # After abort every op fails at once (here or because another rank's abort arrived first),
+    # and shutdown still works.
+    prioccl.abort()
+    expect_error(lambda: prioccl.allreduce(np.ones(4, dtype=np.float32)), "abort", "op after abort")
     finish("python collectives")
 
 
