@@ -98,7 +98,8 @@ class CommImpl {
     if (rank_ == 0)
       log(LogLevel::kInfo, "prioccl ", PRIOCCL_MAJOR, ".", PRIOCCL_MINOR, ".", PRIOCCL_PATCH,
           " nranks=", size_, " ", config_.describe());
-    engine_ = std::make_unique<Engine>(std::move(transport), config_, selector_, errors_);
+    engine_ =
+        std::make_unique<Engine>(std::move(transport), config_, selector_, errors_, heartbeats_);
     try {
       agreeAndCalibrate(worldRanks);
     } catch (...) {
@@ -217,9 +218,15 @@ class CommImpl {
            "ranks disagree on the transport (PRIOCCL_TRANSPORT / config.transport): every rank "
            "must use the same");
     }
-    // A rank with a shorter timeout than a peer's heartbeat period would declare it lost.
-    double t[2] = {config_.timeoutSeconds, -config_.timeoutSeconds}, tAll[2] = {0, 0};
-    MPI_Allreduce(t, tAll, 2, MPI_DOUBLE, MPI_MAX, dup);
+    // A rank with a shorter timeout than a peer's heartbeat period would declare it lost. Below
+    // MPI_THREAD_MULTIPLE the idle engine must not call MPI, so no rank sends heartbeats.
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    double t[3] = {config_.timeoutSeconds, -config_.timeoutSeconds,
+                   level < MPI_THREAD_MULTIPLE ? 1.0 : 0.0},
+           tAll[3] = {0, 0, 0};
+    MPI_Allreduce(t, tAll, 3, MPI_DOUBLE, MPI_MAX, dup);
+    heartbeats_ = tAll[2] == 0;
     if (tAll[0] != -tAll[1]) {
       MPI_Comm_free(&dup);
       fail(priocclInvalidUsage, "ranks disagree on the timeout (PRIOCCL_TIMEOUT_S / ",
@@ -355,6 +362,7 @@ class CommImpl {
   Config config_;
   AlgoSelector selector_;
   std::shared_ptr<ErrorLog> errors_;
+  bool heartbeats_ = true;  // every rank has MPI_THREAD_MULTIPLE (see makeTransport)
   int rank_ = 0, size_ = 1;
   std::mutex mutex_;
   std::unique_ptr<Engine> engine_;

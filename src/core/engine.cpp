@@ -76,7 +76,7 @@ std::string describeArgs(const Announce& a) {
 }  // namespace
 
 Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
-               const AlgoSelector& selector, std::shared_ptr<ErrorLog> errorLog)
+               const AlgoSelector& selector, std::shared_ptr<ErrorLog> errorLog, bool heartbeats)
     : transport_(std::move(transport)),
       config_(config),
       selector_(selector),
@@ -88,7 +88,8 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
                                           RecursiveDoublingChunk::steps(nranks_)})))),
       events_(transport_->eventFd()),
       negotiator_(rank_, nranks_),
-      liveness_(nranks_, negotiator_.controlPeers(), config.timeoutSeconds, Clock::now()),
+      liveness_(nranks_, negotiator_.controlPeers(), heartbeats ? config.timeoutSeconds : 0,
+                Clock::now()),
       scratch_(std::max({RingChunk::scratchBytes(config.chunkBytes, nranks_),
                          TreeChunk::scratchBytes(config.chunkBytes, nranks_),
                          RecursiveDoublingChunk::scratchBytes(config.chunkBytes, nranks_)})),

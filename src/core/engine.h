@@ -59,8 +59,10 @@ class Engine {
   // their algorithm (see agreement.h).
   static constexpr size_t kCarryMaxBytes = 64 << 10;
 
+  // `heartbeats`: the engine may call the transport while no op is in flight (not with an
+  // application that has MPI only at MPI_THREAD_SERIALIZED); without, no peer is declared lost.
   Engine(std::unique_ptr<Transport> transport, const Config& config, const AlgoSelector& selector,
-         std::shared_ptr<ErrorLog> errorLog);
+         std::shared_ptr<ErrorLog> errorLog, bool heartbeats = true);
   ~Engine();  // drains, then stops the progress thread
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
