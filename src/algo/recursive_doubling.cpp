@@ -165,6 +165,8 @@ void RecursiveDoublingChunk::merge(size_t i) {
 
 void RecursiveDoublingChunk::complete() {
   done_ = true;
+  // A disagreeing op's buffer stays untouched.
+  if (envelope_ && !envelope_->accepts(acc_.get())) payloadValid_ = false;
   if (!payloadValid_ || payload_ == 0) return;
   if (xs_.empty() && spec_.send == spec_.recv) return;
   std::memcpy(spec_.recv, acc_.get() + header_, payload_);

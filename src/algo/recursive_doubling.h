@@ -47,6 +47,9 @@ class Envelope {
   // Returns whether the two payloads agree in length and meaning and may be reduced.
   virtual bool merge(void* dst, const void* lower, size_t lowerPayload, const void* upper,
                      size_t upperPayload) = 0;
+  // Whether a final merged header lets the payload reach the receive buffer (a rank that sat
+  // out adopts its partner's result without merging, so this is checked once more at the end).
+  virtual bool accepts(const void* header) const = 0;
 };
 
 class RecursiveDoublingChunk final : public ChunkAlgo {

@@ -67,6 +67,10 @@ class AgreementChunk::Envelope final : public prioccl::Envelope {
     std::memcpy(dst, &out, sizeof out);
     return agree;
   }
+  bool accepts(const void* header) const override {
+    AgreementHeader h = load(header);
+    return h.magic == kAgreementMagic && h.version == kControlVersion && h.mismatch == 0;
+  }
 
  private:
   Announce own_;

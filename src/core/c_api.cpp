@@ -196,6 +196,7 @@ priocclResult_t priocclAllReduceNamedAsync(const void* sendbuf, void* recvbuf, s
                                            int priority, const char* key, priocclComm_t comm,
                                            priocclRequest_t* request) {
   return guarded(__func__, comm, [&] {
+    if (request) *request = nullptr;  // as every other failure leaves it
     if (!key) detail::fail(priocclInvalidArgument, "key is NULL");
     submitAsync(sendbuf, recvbuf, count, datatype, op, priority, key, comm, request);
   });

@@ -437,10 +437,8 @@ bool Engine::takeSubmissions() {
       addLive(kAgreeLane, std::move(op)).announce = a;
       continue;
     }
-    if (op->count == 0) {  // nothing to move or to match
-      finishOp(*op, priocclSuccess, "");
-      continue;
-    }
+    // Even with nothing to move, a named op is matched: a rank with count 0 where the others
+    // have data must fail everywhere, not leave them waiting.
     a.occurrence = occurrences_[a.key]++;
     op->occurrence = a.occurrence;
     negotiating_.emplace(Identity{a.key, a.occurrence}, std::move(op));
@@ -479,6 +477,10 @@ void Engine::applyDecision(const Decision& d) {
         *op, priocclInvalidUsage,
         concat("Mismatched allreduce ", describeOp(*op, d.occurrence), ": rank ", d.rankA, " had ",
                describeArgs(d.a), ", but rank ", d.rankB, " had ", describeArgs(d.b)));
+    return;
+  }
+  if (op->count == 0) {  // matched, nothing to move
+    finishOp(*op, priocclSuccess, "");
     return;
   }
   addLive(kNamedLane, std::move(op));

@@ -3,7 +3,10 @@
 // the global weights with momentum SGD, and the local weights restart from it. In between, the
 // GLU local update moves the local weights with the local gradient and a pull towards the
 // last global weights.
+#include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "core/error.h"
 #include "modes/agree.h"
@@ -59,6 +62,16 @@ DelayedSgd::DelayedSgd(const Communicator& comm, float* weights, size_t count,
          options.warmupSteps, "), sgd.lr > 0 (", options.sgd.lr, "), localLr >= 0 (",
          options.localLr, ")");
   if (options.key.empty()) fail(priocclInvalidArgument, "DelayedSgd: empty key");
+  if (count > SIZE_MAX / 4 / sizeof(float))  // a few float buffers of it
+    fail(priocclInvalidArgument, "DelayedSgd: count ", count, " overflows the address space");
+  for (auto [name, v] : {std::pair<const char*, double>{"sgd.lr", options.sgd.lr},
+                         {"sgd.momentum", options.sgd.momentum},
+                         {"sgd.weightDecay", options.sgd.weightDecay},
+                         {"alpha", options.alpha},
+                         {"beta", options.beta},
+                         {"localLr", options.localLr}})
+    if (!std::isfinite(v))
+      fail(priocclInvalidArgument, "DelayedSgd: ", name, " is not finite (", v, ")");
   detail::agreeAcrossRanks(comm, "DelayedSgd",
                            {{"count", static_cast<long long>(count)},
                             {"k", options.k},

@@ -42,24 +42,40 @@ void withFloatCodec(priocclDataType_t datatype, const char* what, Fn fn) {
   }
 }
 
-void requireBuffers(size_t count, std::initializer_list<const void*> buffers, const char* what) {
+// Each argument with its name, so that the message says which one is wrong.
+template <typename T>
+struct Named {
+  const char* name;
+  T value;
+};
+
+void requireBuffers(size_t count, std::initializer_list<Named<const void*>> buffers,
+                    const char* what) {
   if (count == 0) return;
-  for (const void* b : buffers)
-    if (!b) detail::fail(priocclInvalidArgument, what, ": a buffer is NULL (count ", count, ")");
+  for (const auto& b : buffers)
+    if (!b.value)
+      detail::fail(priocclInvalidArgument, what, ": ", b.name, " is NULL (count ", count, ")");
 }
 
-void requireFinite(std::initializer_list<double> values, const char* what) {
-  for (double v : values)
-    if (!std::isfinite(v))
-      detail::fail(priocclInvalidArgument, what, ": a parameter is not finite");
+void requireFinite(std::initializer_list<Named<double>> values, const char* what) {
+  for (const auto& v : values)
+    if (!std::isfinite(v.value))
+      detail::fail(priocclInvalidArgument, what, ": ", v.name, " is not finite (", v.value, ")");
 }
 
 }  // namespace
 
 void gluUpdate(void* weights, const void* grads, const void* preWeights, size_t count,
                priocclDataType_t datatype, const GluParams& p) {
-  requireBuffers(count, {weights, grads, preWeights}, "gluUpdate");
-  requireFinite({p.localLr, p.alpha, p.beta, p.weightDecay, p.momentum, p.lr}, "gluUpdate");
+  requireBuffers(count, {{"weights", weights}, {"grads", grads}, {"preWeights", preWeights}},
+                 "gluUpdate");
+  requireFinite({{"localLr", p.localLr},
+                 {"alpha", p.alpha},
+                 {"beta", p.beta},
+                 {"weightDecay", p.weightDecay},
+                 {"momentum", p.momentum},
+                 {"lr", p.lr}},
+                "gluUpdate");
   if (p.lr <= 0 || p.k < 1)
     detail::fail(priocclInvalidArgument, "gluUpdate: lr must be > 0 and k >= 1 (lr ", p.lr, ", k ",
                  p.k, ")");
@@ -82,8 +98,10 @@ void gluUpdate(void* weights, const void* grads, const void* preWeights, size_t 
 
 void sgdUpdate(void* weights, void* velocity, const void* grads, size_t count,
                priocclDataType_t datatype, const SgdParams& p) {
-  requireBuffers(count, {weights, velocity, grads}, "sgdUpdate");
-  requireFinite({p.lr, p.momentum, p.weightDecay}, "sgdUpdate");
+  requireBuffers(count, {{"weights", weights}, {"velocity", velocity}, {"grads", grads}},
+                 "sgdUpdate");
+  requireFinite({{"lr", p.lr}, {"momentum", p.momentum}, {"weightDecay", p.weightDecay}},
+                "sgdUpdate");
   withFloatCodec(datatype, "sgdUpdate", [&](auto codec) {
     using C = decltype(codec);
     using M = typename C::Math;
@@ -103,8 +121,9 @@ void sgdUpdate(void* weights, void* velocity, const void* grads, size_t count,
 
 void specTrainPredict(void* predicted, const void* weights, const void* velocity, size_t count,
                       priocclDataType_t datatype, double lr, double staleness) {
-  requireBuffers(count, {predicted, weights, velocity}, "specTrainPredict");
-  requireFinite({lr, staleness}, "specTrainPredict");
+  requireBuffers(count, {{"predicted", predicted}, {"weights", weights}, {"velocity", velocity}},
+                 "specTrainPredict");
+  requireFinite({{"lr", lr}, {"staleness", staleness}}, "specTrainPredict");
   withFloatCodec(datatype, "specTrainPredict", [&](auto codec) {
     using C = decltype(codec);
     using M = typename C::Math;

@@ -1,6 +1,7 @@
 // Last Batch Optimization: the fused all-reduce of step t overlaps step t+1's forward and
 // backward; step t+1 hands its result to the optimizer. Two staging buffers: the one in flight,
 // and the one the caller's gradient is copied into (which held the result returned last).
+#include <cstdint>
 #include <cstring>
 
 #include "core/error.h"
@@ -38,6 +39,9 @@ LaggedAllReduce::LaggedAllReduce(const Communicator& comm, size_t count, prioccl
   if (options.warmupSteps < 0)
     fail(priocclInvalidArgument, "LaggedAllReduce: warmupSteps ", options.warmupSteps, " < 0");
   if (options.key.empty()) fail(priocclInvalidArgument, "LaggedAllReduce: empty key");
+  if (count > SIZE_MAX / 2 / reduce::dtypeSize(datatype))  // two staging buffers of it
+    fail(priocclInvalidArgument, "LaggedAllReduce: count ", count, " of ",
+         reduce::dtypeName(datatype), " overflows the address space");
   // Every rank must build the same object, or its ops would fail one by one much later.
   detail::agreeAcrossRanks(comm, "LaggedAllReduce",
                            {{"count", static_cast<long long>(count)},

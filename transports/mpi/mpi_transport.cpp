@@ -62,6 +62,11 @@ MpiSession openMpiSession(const MPI_Comm* userComm, bool requireThreadMultiple) 
     fail(priocclInvalidUsage, msg);
   }
   MPI_Comm base = userComm ? *userComm : MPI_COMM_WORLD;
+  // MPI_Comm_dup(MPI_COMM_NULL) goes to MPI's default handler, which aborts the job.
+  if (base == MPI_COMM_NULL) {
+    if (session.initialisedByUs) MPI_Finalize();
+    fail(priocclInvalidArgument, "mpiComm points to MPI_COMM_NULL, not a communicator");
+  }
   int rc = MPI_Comm_dup(base, &session.dup);
   if (rc != MPI_SUCCESS) {
     if (session.initialisedByUs) MPI_Finalize();
