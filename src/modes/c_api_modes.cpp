@@ -5,6 +5,7 @@
 #include "core/c_api_support.h"
 #include "core/error.h"
 #include "prioccl/modes.hpp"
+#include "reduce/reduce.h"
 
 namespace prioccl {
 namespace {
@@ -129,6 +130,14 @@ priocclResult_t priocclDelayedDestroy(priocclDelayed_t delayed) {
                  [&] { delayeds().release(delayed, "delayed", kDestroyed)->destroy(); });
 }
 
+namespace {
+// Checked through its bits before the enum is read as one: a C or ctypes caller may pass any int.
+void requireValidDtype(const priocclDataType_t& datatype) {
+  if (!reduce::isValidDtype(detail::enumBits(datatype)))
+    detail::fail(priocclInvalidArgument, "invalid datatype ", detail::enumBits(datatype));
+}
+}  // namespace
+
 priocclResult_t priocclGluUpdate(void* weights, const void* grads, const void* preWeights,
                                  size_t count, priocclDataType_t datatype, double localLr,
                                  double alpha, double beta, double weightDecay, double momentum,
@@ -142,6 +151,7 @@ priocclResult_t priocclGluUpdate(void* weights, const void* grads, const void* p
     p.momentum = momentum;
     p.lr = lr;
     p.k = k;
+    requireValidDtype(datatype);
     gluUpdate(weights, grads, preWeights, count, datatype, p);
   });
 }
@@ -154,6 +164,7 @@ priocclResult_t priocclSgdUpdate(void* weights, void* velocity, const void* grad
     p.lr = lr;
     p.momentum = momentum;
     p.weightDecay = weightDecay;
+    requireValidDtype(datatype);
     sgdUpdate(weights, velocity, grads, count, datatype, p);
   });
 }
@@ -162,6 +173,7 @@ priocclResult_t priocclSpecTrainPredict(void* predicted, const void* weights, co
                                         size_t count, priocclDataType_t datatype, double lr,
                                         double staleness) {
   return guarded(__func__, nullptr, [&] {
+    requireValidDtype(datatype);
     specTrainPredict(predicted, weights, velocity, count, datatype, lr, staleness);
   });
 }

@@ -40,7 +40,8 @@ for phase in before_submit reduce_scatter all_gather preemption lagged_flush; do
     if ((rc == 124)) || [[ -z $kill_at ]] || ((survivors != np - 1)); then
       p_hangs=$((p_hangs + 1))
       echo "--- $phase victim $victim: rc=$rc, kill='${kill_at}', $survivors survivors reported" >&2
-      tail -20 "$log" >&2
+      # What the ranks said, without mpirun's boilerplate about the killed rank.
+      grep -E '^(KILL|SURVIVOR)|PRIOCCL|UCX|rror|ignal|bort|terminate|ssert' "$log" | head -30 >&2
       continue
     fi
     # Per survivor: seconds from the kill to its error, its codes, its destroy time.

@@ -174,10 +174,14 @@ TEST(ModeKernels, BadArgumentsAreRefused) {
   s.lr = NAN;
   EXPECT_THROW(sgdUpdate(w, g, pre, 4, priocclFloat32, s), InvalidArgument);
   EXPECT_THROW(specTrainPredict(w, g, nullptr, 4, priocclFloat32, 0.1, 1), InvalidArgument);
-  priocclDataType_t bogus;
-  int v = 99;
-  std::memcpy(&bogus, &v, sizeof v);
-  EXPECT_THROW(specTrainPredict(w, g, pre, 4, bogus, 0.1, 1), InvalidArgument);
+  // An int that is no datatype, as a C caller may pass: through the C ABI, which checks its bits
+  // (reading it as the enum would be undefined).
+  auto rawEnum = [](int v) {
+    priocclDataType_t e;
+    std::memcpy(&e, &v, sizeof e);
+    return e;
+  };
+  EXPECT_EQ(priocclSpecTrainPredict(w, g, pre, 4, rawEnum(99), 0.1, 1), priocclInvalidArgument);
 }
 
 }  // namespace
