@@ -7,19 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "mpi_test_util.h"
 #include "prioccl/prioccl.h"
 #include "prioccl/prioccl.hpp"
 
 namespace {
 
-// An enum holding an arbitrary int, as C or ctypes callers can pass (a static_cast to an
-// out-of-range value would itself be undefined in C++).
-template <typename E>
-E rawEnum(int v) {
-  E e;
-  std::memcpy(&e, &v, sizeof e);
-  return e;
-}
+using prioccl::test::rawEnum;
 
 class BadInput : public testing::Test {
  protected:

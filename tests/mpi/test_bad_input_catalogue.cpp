@@ -25,30 +25,14 @@
 #include <thread>
 #include <vector>
 
+#include "mpi_test_util.h"
 #include "prioccl/prioccl.h"
 
 namespace {
 
-// An enum holding an arbitrary int, as C or ctypes callers can pass (a static_cast to an
-// out-of-range value would itself be undefined in C++).
-template <typename E>
-E rawEnum(int v) {
-  E e;
-  std::memcpy(&e, &v, sizeof e);
-  return e;
-}
-
-int worldRank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-int worldSize() {
-  int s = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
+using prioccl::test::rawEnum;
+using prioccl::test::worldRank;
+using prioccl::test::worldSize;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();

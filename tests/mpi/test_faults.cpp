@@ -13,24 +13,18 @@
 #include <thread>
 #include <vector>
 
+#include "mpi_test_util.h"
 #include "prioccl/prioccl.h"
 #include "prioccl/prioccl.hpp"
 
 namespace {
 
+using prioccl::test::worldRank;
+using prioccl::test::worldSize;
+
 using Clock = std::chrono::steady_clock;
 using prioccl::Communicator;
 
-int worldRank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int worldSize() {
-  int s = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
 double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }

@@ -9,22 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "mpi_test_util.h"
 #include "prioccl/modes.hpp"
 #include "prioccl/prioccl.h"
 
 namespace prioccl {
 namespace {
 
-int worldRank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int worldSize() {
-  int p = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &p);
-  return p;
-}
+using test::worldRank;
+using test::worldSize;
 
 // Rank r's gradient at step t: (r+1)(t+1) + i. Its sum over p ranks: p(p+1)/2 (t+1) + p i.
 std::vector<int32_t> grads(int t, size_t n) {
