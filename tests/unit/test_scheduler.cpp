@@ -199,6 +199,7 @@ void run(Fabric& fabric, Pred until) {
 int lowMessagesWhileUrgentRuns(priocclSchedule_t schedule) {
   const int kRanks = 2;
   prioccl::Config cfg;
+  cfg.timeoutSeconds = 0;     // no heartbeats: the fabric's log holds only the ops' own messages
   cfg.chunkBytes = 64 << 10;  // 32 KiB ring segments on 2 ranks
   cfg.creditBytes = 64 << 10;
   cfg.windowChunks = 1024;
@@ -265,6 +266,7 @@ TEST(Scheduler, UrgentSendIsNotHeldBackByLessUrgentBytesInFlight) {
   // send regardless, the deadlock escape: the second op can only go out by this rule.)
   const int kRanks = 2;
   prioccl::Config cfg;
+  cfg.timeoutSeconds = 0;  // no heartbeats: the fabric's log holds only the ops' own messages
   cfg.chunkBytes = 64 << 10;
   cfg.creditBytes = 64 << 10;
   cfg.windowChunks = 1024;
@@ -286,7 +288,14 @@ TEST(Scheduler, UrgentSendIsNotHeldBackByLessUrgentBytesInFlight) {
     }
     return n;
   };
+  // The progress threads may still be filling the credit: wait until the queue holds still.
   int lowQueued = lanesQueued(2);
+  for (int still = 0; still < 50;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    int now = lanesQueued(2);
+    still = now == lowQueued ? still + 1 : 0;
+    lowQueued = now;
+  }
   for (int i = 0; i < 2 * kRanks; ++i) urgentOps.push_back(makeOp(urgent[i], 0));
   for (int i = 0; i < 2 * kRanks; ++i) engines[i % kRanks]->submit(urgentOps[i]);
   // Both urgent ops' agreements (lane 1) go out although the credit is full of low sends.
