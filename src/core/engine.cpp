@@ -42,14 +42,19 @@ constexpr std::chrono::microseconds kEventSleep(1000);
 constexpr std::chrono::milliseconds kAbortFlush(200);
 // Longest wait at destroy for the peers' goodbyes (they destroy theirs at about the same time).
 constexpr std::chrono::seconds kGoodbyeWait(30);
-// The watchdog's period: timeouts are seconds, so this costs nothing and adds little.
-constexpr std::chrono::milliseconds kWatchPeriod(20);
 
 uint64_t bitsFor(uint64_t values) {
   uint64_t bits = 0;
   while ((uint64_t{1} << bits) < values) ++bits;
   return bits;
 }
+
+std::string describeArgs(const Announce& a) {
+  return concat("count ", a.count, ", ", reduce::dtypeName(static_cast<priocclDataType_t>(a.dtype)),
+                ", ", reduce::opName(static_cast<priocclRedOp_t>(a.op)));
+}
+
+}  // namespace
 
 // Named ops hash their key; unnamed ops all share key 0 and match by submission order.
 uint64_t keyHash(const OpState& op) {
@@ -67,13 +72,6 @@ std::string describeOp(const OpState& op, uint64_t occurrence) {
   if (op.named) return concat("'", op.key, "' (occurrence ", occurrence, ")");
   return concat("#", occurrence, " (unnamed, matched by submission order)");
 }
-
-std::string describeArgs(const Announce& a) {
-  return concat("count ", a.count, ", ", reduce::dtypeName(static_cast<priocclDataType_t>(a.dtype)),
-                ", ", reduce::opName(static_cast<priocclRedOp_t>(a.op)));
-}
-
-}  // namespace
 
 Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
                const AlgoSelector& selector, std::shared_ptr<ErrorLog> errorLog, bool heartbeats)
@@ -775,99 +773,6 @@ bool Engine::postSends() {
     pump(slot);
   }
   return any;
-}
-
-void Engine::watchdog() {
-  Clock::time_point now = Clock::now();
-  if (now < nextWatch_) return;
-  nextWatch_ = now + kWatchPeriod;
-  if (liveness_.heartbeatDue(now)) {
-    log(LogLevel::kTrace, "rank ", rank_, ": heartbeat");
-    for (int peer : controlPeers_) {
-      if (liveness_.hasLeft(peer)) continue;
-      std::vector<unsigned char> beat = encodeSignal(ControlKind::kHeartbeat);
-      uint64_t cookie = post(Kind::kControlSend, peer, controlTag_, beat.data(), beat.size());
-      controlSends_.emplace(cookie, std::move(beat));  // the heap block does not move
-    }
-  }
-  if (int lost = liveness_.lost(now); lost >= 0)
-    fail(priocclRemoteError, "lost rank ", lost, ": nothing heard from it for ",
-         liveness_.silentSeconds(lost, now), " s (PRIOCCL_TIMEOUT_S=", config_.timeoutSeconds,
-         "): it died, hangs, or its network is down");
-  auto idleFor = [&](const OpState& op) { return now - std::max(op.submitted, op.lastProgress); };
-  auto limit = [](double seconds) {
-    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-  };
-  Clock::duration timeout = limit(config_.timeoutSeconds), warn = limit(config_.stallWarnSeconds);
-  // An op is stuck when neither it nor anything ahead of it in its lane has moved.
-  auto check = [&](OpState& op, Clock::time_point laneProgress) {
-    Clock::duration idle = std::min(idleFor(op), now - laneProgress);
-    if (timeout.count() > 0 && idle > timeout)
-      fail(priocclTimeout, describePending(op), " made no progress for ",
-           std::chrono::duration<double>(idle).count(),
-           " s (PRIOCCL_TIMEOUT_S=", config_.timeoutSeconds, "): ", waitingFor(op));
-    if (warn.count() > 0 && idle > warn && !op.stallWarned) {
-      op.stallWarned = true;
-      // Printed whatever PRIOCCL_DEBUG says (as Horovod's stall warnings): a job that seems to
-      // hang must say why. PRIOCCL_STALL_WARN_S=0 silences it.
-      logLine(LogLevel::kWarn,
-              concat("rank ", rank_, ": stalled for ", std::chrono::duration<double>(idle).count(),
-                     " s: ", describePending(op), ": ", waitingFor(op)));
-    }
-  };
-  if (timeout.count() == 0 && warn.count() == 0) return;
-  for (auto& entry : negotiating_) check(*entry.second, entry.second->submitted);
-  for (auto& entry : agreed_)
-    if (entry.second) check(*entry.second, lanes_[kUnnamedLane].lastProgress);
-  for (LaneState& lane : lanes_)
-    for (LiveOp& live : lane.live)
-      if (!live.op->ended) check(*live.op, lane.lastProgress);
-}
-
-std::string Engine::describePending(const OpState& op) const {
-  return concat(op.kind == OpState::Kind::kAllReduce ? "allreduce " : "",
-                describeOp(op, op.occurrence), " of priority ", op.priority);
-}
-
-// Which ranks the op waits on: for one still being matched, those that have not submitted it;
-// for one moving data, those whose messages have not arrived or been taken.
-std::string Engine::waitingFor(const OpState& op) const {
-  Clock::time_point now = Clock::now();
-  std::string silent = liveness_.report(now, std::chrono::seconds(2) + liveness_.period());
-  std::string tail = silent.empty() ? "" : concat("; ", silent);
-  if (op.named && op.kind == OpState::Kind::kAllReduce &&
-      negotiating_.count({keyHash(op), op.occurrence})) {
-    if (rank_ != Negotiator::kCoordinator)
-      return concat("not every rank has submitted it (rank 0's log names them)", tail);
-    std::string ranks;
-    for (int r : negotiator_.missingRanks(keyHash(op), op.occurrence))
-      ranks += concat(ranks.empty() ? "" : ", ", r);
-    return concat("ranks ", ranks.empty() ? "?" : ranks, " have not submitted it", tail);
-  }
-  std::vector<bool> freeCookie(posted_.size(), false);
-  for (uint64_t c : freePosted_) freeCookie[c] = true;
-  std::map<int, int> recvs, sends;  // peer -> transfers outstanding
-  for (size_t c = 0; c < posted_.size(); ++c) {
-    const Posted& p = posted_[c];
-    if (freeCookie[c] || (p.kind != Kind::kDataRecv && p.kind != Kind::kDataSend)) continue;
-    const Slot& slot = lanes_[p.lane].slots[p.gid % lanes_[p.lane].slots.size()];
-    if (!isLive(slot, p.lane, p.gid) || slot.live->op.get() != &op) continue;
-    ++(p.kind == Kind::kDataRecv ? recvs : sends)[p.peer];
-  }
-  auto list = [](const std::map<int, int>& m) {
-    std::string out;
-    for (const auto& [peer, n] : m) out += concat(out.empty() ? "" : ", ", peer);
-    return out;
-  };
-  std::string what;
-  if (!recvs.empty()) what = concat("waiting for data from rank(s) ", list(recvs));
-  if (!sends.empty())
-    what += concat(what.empty() ? "" : "; ", "sends to rank(s) ", list(sends), " not taken");
-  if (what.empty())
-    what = op.kind == OpState::Kind::kAllReduce && !op.named && op.chunksLeft == 0
-               ? "waiting for its agreement with the other ranks or for older unnamed ops"
-               : "waiting behind older ops on the same ranks";
-  return what + tail;
 }
 
 size_t Engine::inflightAtOrAbove(int priority) const {

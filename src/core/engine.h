@@ -53,6 +53,11 @@ struct ProgressGate {
 // Drives the op's engine until the op is done (no-op when the engine is gone).
 void driveUntilDone(OpState& op);
 
+// Named ops hash their key; unnamed ops all share key 0 and match by submission order.
+uint64_t keyHash(const OpState& op);
+// For messages: "'key' (occurrence n)", "#n (unnamed, ...)", "send to rank r (tag t, ...)".
+std::string describeOp(const OpState& op, uint64_t occurrence);
+
 class Engine {
  public:
   // Unnamed ops up to this size ride in their agreement messages when recursive doubling is
