@@ -89,7 +89,13 @@ def main():
     numpy_cases(r, p)
     torch_cases(r, p)
     # After abort every op fails at once (here or because another rank's abort arrived first),
-    # and shutdown still works.
+    # and shutdown still works. A rank may abort while another still finishes its part of the
+    # last op, so that last op is a fence whose failure by an abort is expected; every check
+    # before it completed on every rank (each rank submitted the fence only after them).
+    try:
+        prioccl.allreduce(np.ones(4, dtype=np.float32))
+    except prioccl.PriocclError as e:
+        check("abort" in str(e), f"fence before abort: {e}")
     prioccl.abort()
     expect_error(lambda: prioccl.allreduce(np.ones(4, dtype=np.float32)), "abort", "op after abort")
     finish("python collectives")
