@@ -21,12 +21,8 @@ void Engine::watchdog() {
   nextWatch_ = now + kWatchPeriod;
   if (liveness_.heartbeatDue(now)) {
     log(LogLevel::kTrace, "rank ", rank_, ": heartbeat");
-    for (int peer : controlPeers_) {
-      if (liveness_.hasLeft(peer)) continue;
-      std::vector<unsigned char> beat = encodeSignal(ControlKind::kHeartbeat);
-      uint64_t cookie = post(Kind::kControlSend, peer, controlTag_, beat.data(), beat.size());
-      controlSends_.emplace(cookie, std::move(beat));  // the heap block does not move
-    }
+    // Peers that said goodbye still listen until this rank's own goodbye: no need to skip them.
+    sendToPeers(encodeSignal(ControlKind::kHeartbeat), -1, std::chrono::milliseconds(0));
   }
   if (int lost = liveness_.lost(now); lost >= 0)
     fail(priocclRemoteError, "lost rank ", lost, ": nothing heard from it for ",

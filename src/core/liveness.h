@@ -36,7 +36,6 @@ class Liveness {
   // For error messages: "rank 2 silent for 3.1 s, rank 3 destroyed its communicator" (only peers
   // silent for more than `least`, and those gone; "" if none).
   std::string report(Clock::time_point now, Clock::duration least) const;
-  const std::vector<int>& peers() const { return peers_; }
 
  private:
   std::vector<int> peers_;
