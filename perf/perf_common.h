@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -192,6 +193,18 @@ inline double maxOverRanks(double v) {
 inline long long sumOverRanks(long long v) {
   MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
   return v;
+}
+
+// Peak resident memory of this process in bytes (Linux's VmHWM), or -1 where it cannot be read.
+inline long long peakResidentBytes() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  long long kib = -1;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmHWM: %lld kB", &kib) == 1) break;
+  std::fclose(f);
+  return kib < 0 ? -1 : kib * 1024;
 }
 
 // MPI_THREAD_MULTIPLE: prioccl's progress thread calls MPI while this thread may too.

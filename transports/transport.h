@@ -23,6 +23,12 @@ struct Completion {
   std::string error;                      // when !ok: what went wrong, naming the peer
 };
 
+// Sends in [kEndToEndSendMin, kEndToEndSendMax] bytes complete end to end (see postSend): the
+// receiver has matched them. Smaller ones may complete once buffered (control messages, small
+// agreements: their bytes do not matter, and an acknowledgement would add a round trip to every
+// small op); larger ones go by rendezvous in MPI and UCX, which waits for the receiver already.
+constexpr size_t kEndToEndSendMin = 4097, kEndToEndSendMax = 64 << 10;
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -35,6 +41,12 @@ class Transport {
   // Buffers stay untouched by the caller until the matching completion is polled. A receive
   // accepts up to `bytes` bytes (a longer message completes it with an error); the completion
   // says how many arrived, and the caller checks that it is what it expected.
+  // The engine's credit counts a send as in flight until its completion, so a send of more than a
+  // few KiB should complete only once its bytes have left this host (the receiver has them, or
+  // the wire is about to take them), not when a library or kernel buffer has swallowed them:
+  // bytes queued below the scheduler cannot be overtaken by a more urgent chunk.
+  // A message that arrives before its receive is posted must not hold back later messages from the
+  // same peer (MPI and UCX keep it aside as unexpected): ranks activate chunks in different orders.
   virtual void postSend(int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t cookie) = 0;
   virtual void postRecv(int peer, uint64_t tag, void* buf, size_t bytes, uint64_t cookie) = 0;
 

@@ -212,7 +212,13 @@ int main(int argc, char** argv) {
                   idealMs, samples);
     results.push_back(line);
   }
-  for (const std::string& line : results) std::printf("%s\n", line.c_str());
+  // Memory: the gradient buffers, prioccl's scratch and live chunks, MPI's buffers.
+  double peak = perf::maxOverRanks(static_cast<double>(perf::peakResidentBytes()));
+  if (rank == 0) {
+    for (const std::string& line : results) std::printf("%s\n", line.c_str());
+    std::printf("MEMORY vmhwm_max_mib=%.1f gradient_mib=%.1f\n", peak / (1 << 20),
+                elements * 4.0 / (1 << 20));
+  }
   if (rank == 0 && wrongTotal)
     std::fprintf(stderr, "train_emu: FAILED: %lld wrong all-reduced elements\n", wrongTotal);
   fifo.destroy();

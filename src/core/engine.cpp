@@ -1,15 +1,21 @@
 // Progress loop, chunk activation window and the priority/credit send scheduler.
 //
 // Deadlock freedom. Chunk identities (gids) of each lane follow an order that is the same on
-// every rank (the coordinator's decisions; unnamed ops' submission order). In each lane a rank
-// keeps receives posted for every chunk in [oldest unfinished, oldest + window), and once the
-// wire has stalled (sends in flight, none completing for kStallMs) each lane's oldest unfinished
-// chunk may post its sends, credit or not. Sends in flight can only stay so if their receivers
-// have not reached those chunks yet; the globally oldest unfinished
-// chunk is live with receives posted on every rank that still needs it, so within a stall period
-// it can always move, and by induction every chunk completes. The same argument
-// bounds every live gid to [global oldest, global oldest + 2 * window), which is why tags only
-// need to be unique modulo 2 * window chunks.
+// every rank (the coordinator's decisions; unnamed ops' submission order): an op's chunks take
+// the next gids when it joins the lane. In each lane a rank keeps receives posted for every chunk
+// in [oldest unfinished, oldest + window) (activateInOrder), and once the wire has stalled (sends
+// in flight, none completing for kStallMs) each lane's oldest unfinished chunk may post its sends,
+// credit or not. Chunks beyond the window may be live too, in priority order (activateByPriority),
+// which differs between ranks; their sends may wait for a receiver that has not activated them,
+// but the transport keeps such a message aside as unexpected (MPI and UCX tag matching), so it
+// never holds back a later message on the same link (transport.h). Sends in flight can only stay
+// so if their receivers have not reached those chunks yet; the globally oldest unfinished chunk is
+// live with receives posted on every rank that still needs it, so within a stall period it can
+// always move, and by induction every chunk completes. Collective chunks need every rank, so a
+// chunk finishes only once every rank activated it; with activation bounded to half the tag space
+// past the rank's oldest chunk, every live gid lies within one tag space of the global oldest,
+// which is why collective tags only need to be unique modulo tagChunks_. Point-to-point lanes
+// activate in lane order only, so their live gids stay within [global oldest, + 2 * window).
 #include "core/engine.h"
 
 #include <algorithm>
@@ -33,6 +39,9 @@ constexpr size_t kMinChunksPerOp = 4, kMinChunkBytes = 64 << 10;
 // While a more urgent chunk waits on its peers, less urgent ones may use 1/kFillDivisor of the
 // credit: enough to keep the wire busy, little enough not to delay the urgent chunk's next step.
 constexpr size_t kFillDivisor = 4;
+// Live chunks per lane, in windows: any chunk under priority scheduling, and chunks at least as
+// urgent as every live one (see Engine::activateByPriority).
+constexpr size_t kPriorityWindows = 2, kUrgentWindows = 4;
 constexpr unsigned kSpinRounds = 2000;  // yields before the first nap while peers are behind
 constexpr unsigned kMaxSleepUs = 256;   // longest nap between polls while ops are in flight
 // Longest sleep on the transport's descriptor: the stall escape and timeouts need a poll now
@@ -105,7 +114,6 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
   }
   window_ = window;
   lanes_.resize(kLanes);
-  for (LaneState& lane : lanes_) lane.slots.resize(window);
   controlPeers_ = negotiator_.controlPeers();
   controlRecv_.resize(controlPeers_.size(), std::vector<unsigned char>(kControlBytes));
   for (size_t i = 0; i < controlPeers_.size(); ++i) {
@@ -503,7 +511,6 @@ uint32_t Engine::pointToPointLane(const OpState& op) {
   if (it != p2pLanes_.end()) return it->second;
   uint32_t lane = static_cast<uint32_t>(lanes_.size());
   lanes_.emplace_back();
-  lanes_.back().slots.resize(window_);
   lanes_.back().userTag = op.tag;
   p2pLanes_.emplace(key, lane);
   return lane;
@@ -518,8 +525,16 @@ Engine::LiveOp& Engine::addLive(uint32_t lane, std::shared_ptr<OpState> op) {
     live.chunks = (op->count + live.chunkCount - 1) / live.chunkCount;
     op->chunksLeft = live.chunks;
   }
+  LaneState& state = lanes_[lane];
+  live.firstGid = state.nextBase;
+  state.nextBase += live.chunks;
+  int priority = schedulingPriority(*op);
   live.op = std::move(op);
-  return lanes_[lane].live.emplace_back(std::move(live));
+  LiveOp& added = state.live.emplace_back(std::move(live));
+  if (lane < kLanes && config_.schedule != priocclScheduleFifo)
+    state.pending.insert({priority, added.firstGid, &added});
+  updateOldest(state);
+  return added;
 }
 
 // Elements per chunk of `op`. A ring or tree op of a few chunks is cut finer (down to
@@ -539,35 +554,96 @@ size_t Engine::chunkElements(const OpState& op) const {
 bool Engine::activate() {
   bool any = false;
   for (uint32_t l = 0; l < lanes_.size(); ++l) {
-    LaneState& lane = lanes_[l];
-    while (lane.activating < lane.live.size() &&
-           lane.nextGid < lane.oldestGid + lane.slots.size()) {
-      LiveOp& live = lane.live[lane.activating];
-      OpState& op = *live.op;
-      size_t elem = reduce::dtypeSize(op.dtype);
-      size_t first = live.nextChunk * live.chunkCount;
-      ChunkSpec spec;
-      spec.send = static_cast<const unsigned char*>(op.send) + first * elem;
-      spec.recv = static_cast<unsigned char*>(op.recv) + first * elem;
-      spec.count = l == kAgreeLane ? op.count : std::min(live.chunkCount, op.count - first);
-      spec.dtype = op.dtype;
-      spec.op = op.op;
-      spec.rank = rank_;
-      spec.nranks = nranks_;
-      Slot& slot = slotOf(l, lane.nextGid);
-      slot.algo = makeChunk(live, spec, l);
-      slot.live = &live;
-      slot.lane = l;
-      slot.gid = lane.nextGid++;
-      slot.chunkIndex = live.nextChunk++;
-      slot.queued = false;
-      ++activePriorities_[schedulingPriority(op)];
-      if (live.nextChunk == live.chunks) ++lane.activating;
-      pump(slot);
-      any = true;
-    }
+    any |= activateInOrder(l);
+    any |= activateByPriority(l);
   }
   return any;
+}
+
+// Every chunk in [oldest unfinished, oldest + window) of the lane's order is live once its op is
+// matched here: the deadlock-freedom argument at the top of this file rests on this alone.
+bool Engine::activateInOrder(uint32_t l) {
+  LaneState& lane = lanes_[l];
+  bool any = false;
+  for (size_t i = lane.activating; i < lane.live.size(); ++i) {
+    LiveOp& live = lane.live[i];
+    while (live.nextChunk < live.chunks &&
+           live.firstGid + live.nextChunk < lane.oldestGid + window_) {
+      activateChunk(l, live);
+      any = true;
+    }
+    if (live.nextChunk < live.chunks) break;  // the window ends inside this op
+  }
+  updateOldest(lane);
+  return any;
+}
+
+// The priority horizon. Beyond the in-order window, the most urgent matched ops' chunks become
+// live first, however much less urgent data came before them: up to kPriorityWindows windows of
+// live chunks in all, and up to kUrgentWindows for chunks at least as urgent as every live chunk
+// of the lane (P3's backward pass submits each layer more urgent than all before it, so a full
+// lane must still take the newest op at once). These bound memory (a scratch block and a posted
+// receive per live chunk), never order. Every rank finds the same identity for a chunk (its op's
+// firstGid follows the lane order), so ranks may activate in different orders, and even with
+// different priorities for one op: that costs speed, never bits, and the in-order window keeps
+// the oldest chunk moving. Tags stay unique: a chunk is activated only within half the tag space
+// of the oldest unfinished one (see tagOf).
+bool Engine::activateByPriority(uint32_t l) {
+  LaneState& lane = lanes_[l];
+  bool any = false;
+  while (!lane.pending.empty()) {
+    auto [priority, firstGid, live] = *lane.pending.begin();
+    bool urgent = lane.livePriorities.empty() || priority <= lane.livePriorities.begin()->first;
+    size_t limit = (urgent ? kUrgentWindows : kPriorityWindows) * window_;
+    uint64_t gid = live->firstGid + live->nextChunk;
+    if (lane.slots.size() >= limit || gid - lane.oldestGid >= tagChunks_ / 2) break;
+    activateChunk(l, *live);
+    any = true;
+  }
+  return any;
+}
+
+void Engine::activateChunk(uint32_t l, LiveOp& live) {
+  LaneState& lane = lanes_[l];
+  OpState& op = *live.op;
+  size_t elem = reduce::dtypeSize(op.dtype);
+  size_t first = live.nextChunk * live.chunkCount;
+  ChunkSpec spec;
+  spec.send = static_cast<const unsigned char*>(op.send) + first * elem;
+  spec.recv = static_cast<unsigned char*>(op.recv) + first * elem;
+  spec.count = l == kAgreeLane ? op.count : std::min(live.chunkCount, op.count - first);
+  spec.dtype = op.dtype;
+  spec.op = op.op;
+  spec.rank = rank_;
+  spec.nranks = nranks_;
+  uint64_t gid = live.firstGid + live.nextChunk;
+  Slot& slot = lane.slots[gid];
+  slot.algo = makeChunk(live, spec, l);
+  slot.live = &live;
+  slot.lane = l;
+  slot.gid = gid;
+  slot.chunkIndex = live.nextChunk++;
+  slot.priority = schedulingPriority(op);
+  slot.queued = false;
+  ++activePriorities_[slot.priority];
+  ++lane.livePriorities[slot.priority];
+  if (live.nextChunk == live.chunks) lane.pending.erase({slot.priority, live.firstGid, &live});
+  pump(slot);  // may finish the chunk, and erase the slot
+}
+
+// The first gid of the lane not finished here: the lowest live chunk, or the first one not yet
+// activated (an op's chunks activate in index order), or the next op's.
+void Engine::updateOldest(LaneState& lane) {
+  while (lane.activating < lane.live.size() &&
+         lane.live[lane.activating].nextChunk == lane.live[lane.activating].chunks)
+    ++lane.activating;
+  uint64_t oldest = lane.nextBase;
+  if (lane.activating < lane.live.size()) {
+    const LiveOp& live = lane.live[lane.activating];
+    oldest = live.firstGid + live.nextChunk;
+  }
+  if (!lane.slots.empty()) oldest = std::min(oldest, lane.slots.begin()->first);
+  lane.oldestGid = oldest;
 }
 
 std::unique_ptr<ChunkAlgo> Engine::makeChunk(LiveOp& live, const ChunkSpec& spec, uint32_t lane) {
@@ -602,7 +678,7 @@ void Engine::pump(Slot& slot) {
     return;
   }
   if (algo.sendReady() && !slot.queued) {
-    ready_.push({schedulingPriority(*slot.live->op), slot.gid, slot.lane});
+    ready_.push({slot.priority, slot.gid, slot.lane});
     slot.queued = true;
   }
 }
@@ -636,7 +712,7 @@ void Engine::postData(Slot& slot, const Transfer& t, bool isRecv) {
   p.gid = slot.gid;
   p.step = t.step;
   if (isRecv) return;
-  int priority = schedulingPriority(*slot.live->op);
+  int priority = slot.priority;
   p.priority = priority;
   // A stall is measured from the last completion or from when the wire became busy.
   if (inflightBytes_ == 0) lastSendDone_ = Clock::now();
@@ -644,10 +720,11 @@ void Engine::postData(Slot& slot, const Transfer& t, bool isRecv) {
   inflightByPriority_[priority] += t.bytes;
   counters_.sendsPosted.fetch_add(1, std::memory_order_relaxed);
   // A preemption: the wire moves to a more urgent chunk while the one it served still has work.
-  if (lastSent_ && lastSent_ != &slot && priority < lastSentPriority_ &&
-      isLive(*lastSent_, lastSent_->lane, lastSentGid_))
+  if (lastSentValid_ && (lastSentLane_ != slot.lane || lastSentGid_ != slot.gid) &&
+      priority < lastSentPriority_ && findSlot(lastSentLane_, lastSentGid_))
     counters_.preemptions.fetch_add(1, std::memory_order_relaxed);
-  lastSent_ = &slot;
+  lastSentValid_ = true;
+  lastSentLane_ = slot.lane;
   lastSentGid_ = slot.gid;
   lastSentPriority_ = priority;
 }
@@ -697,9 +774,9 @@ void Engine::onCompletion(const Completion& c) {
     posted_[cookie].step = p.step;
     return;
   }
-  Slot& slot = slotOf(p.lane, p.gid);
-  if (!isLive(slot, p.lane, p.gid))
-    fail(priocclInternalError, "completion for chunk ", p.gid, " that is not live");
+  Slot* live = findSlot(p.lane, p.gid);
+  if (!live) fail(priocclInternalError, "completion for chunk ", p.gid, " that is not live");
+  Slot& slot = *live;
   bool isRecv = p.kind == Kind::kDataRecv;
   if (isRecv && !p.exact) slot.algo->recvLength(p.step, c.bytes);
   if (isRecv && p.exact && c.bytes != p.bytes)
@@ -739,24 +816,23 @@ bool Engine::postSends() {
   bool stalled =
       inflightBytes_ > 0 && Clock::now() - lastSendDone_ > std::chrono::milliseconds(kStallMs);
   for (uint32_t l = 0; stalled && l < lanes_.size(); ++l) {
-    LaneState& lane = lanes_[l];
-    if (lane.oldestGid == lane.nextGid) continue;
-    Slot& oldest = slotOf(l, lane.oldestGid);
-    while (isLive(oldest, l, lane.oldestGid) && oldest.algo->sendReady()) {
-      postData(oldest, oldest.algo->takeSend(), false);
+    uint64_t gid = lanes_[l].oldestGid;
+    for (Slot* oldest = findSlot(l, gid); oldest && oldest->algo->sendReady();
+         oldest = findSlot(l, gid)) {
+      postData(*oldest, oldest->algo->takeSend(), false);
       any = true;
-      pump(oldest);
+      pump(*oldest);  // may finish it
     }
   }
   while (!ready_.empty()) {
     const ReadyEntry e = ready_.top();
-    Slot& slot = slotOf(e.lane, e.gid);
-    bool current = isLive(slot, e.lane, e.gid);
-    if (!current || !slot.algo->sendReady()) {  // stale entry: posted through the oldest path
+    Slot* current = findSlot(e.lane, e.gid);
+    if (!current || !current->algo->sendReady()) {  // stale entry: posted through the oldest path
       ready_.pop();
-      if (current) slot.queued = false;
+      if (current) current->queued = false;
       continue;
     }
+    Slot& slot = *current;
     // Less urgent chunks may fill the wire while a more urgent one waits on its peers, but only
     // with a quarter of the credit: whatever they put in flight delays the urgent chunk's next
     // step. A chunk counts only the bytes in flight at its priority or more urgent ones: those
@@ -786,17 +862,18 @@ size_t Engine::inflightAtOrAbove(int priority) const {
 void Engine::finishChunk(Slot& slot) {
   LiveOp& live = *slot.live;
   OpState& op = *live.op;
-  auto active = activePriorities_.find(schedulingPriority(op));
-  if (--active->second == 0) activePriorities_.erase(active);
-  if (slot.lane == kAgreeLane) concludeAgreement(slot);
-  slot.algo.reset();
-  slot.live = nullptr;
-  slot.queued = false;  // any entry left in ready_ is now stale
   LaneState& lane = lanes_[slot.lane];
-  while (lane.oldestGid < lane.nextGid && !slotOf(slot.lane, lane.oldestGid).algo) ++lane.oldestGid;
+  for (std::map<int, uint64_t>* counts : {&activePriorities_, &lane.livePriorities}) {
+    auto level = counts->find(slot.priority);
+    if (--level->second == 0) counts->erase(level);
+  }
+  uint32_t l = slot.lane;
+  if (l == kAgreeLane) concludeAgreement(slot);
+  lane.slots.erase(slot.gid);  // any entry left in ready_ is now stale
+  updateOldest(lane);
   counters_.chunksCompleted.fetch_add(1, std::memory_order_relaxed);
   ++live.chunksDone;
-  if (slot.lane != kAgreeLane && --op.chunksLeft == 0) finishOp(op, priocclSuccess, "");
+  if (l != kAgreeLane && --op.chunksLeft == 0) finishOp(op, priocclSuccess, "");
 }
 
 // Every rank reaches the same verdict. Ops it leaves with data to move join the unnamed data lane
@@ -897,11 +974,11 @@ void Engine::failWith(priocclResult_t code, const std::string& full, const Abort
   }
   if (tell && !saidGoodbye_) sendToPeers(encodeAbort(*tell), skipPeer, kAbortFlush);
   transport_->cancelAll();
-  for (LaneState& lane : lanes_)
-    for (Slot& slot : lane.slots) {
-      slot.algo.reset();
-      slot.live = nullptr;
-    }
+  for (LaneState& lane : lanes_) {
+    lane.slots.clear();
+    lane.pending.clear();
+    lane.livePriorities.clear();
+  }
   ready_ = {};
   activePriorities_.clear();
   posted_.clear();
@@ -913,14 +990,14 @@ void Engine::failWith(priocclResult_t code, const std::string& full, const Abort
     for (LiveOp& live : lane.live) doomed.push_back(std::move(live.op));
     lane.live.clear();
     lane.activating = 0;
-    lane.oldestGid = lane.nextGid;
+    lane.oldestGid = lane.nextBase;
   }
   for (auto& entry : negotiating_) doomed.push_back(std::move(entry.second));
   for (auto& entry : agreed_)
     if (entry.second) doomed.push_back(std::move(entry.second));
   negotiating_.clear();
   agreed_.clear();
-  lastSent_ = nullptr;
+  lastSentValid_ = false;
   for (auto& op : doomed)
     if (op && !op->ended) finishOp(*op, code, full);
 }

@@ -24,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <queue>
+#include <set>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -115,27 +116,33 @@ class Engine {
   static constexpr uint32_t kP2pTagLane = kLanes, kTagLanes = kLanes + 1;
   struct LiveOp {
     std::shared_ptr<OpState> op;
+    uint64_t firstGid = 0;  // identity of its chunk 0: the same on every rank (lane order)
     uint64_t chunks = 0;
     size_t chunkCount = 0;   // elements per chunk (the last may have fewer)
-    uint64_t nextChunk = 0;  // next chunk to activate
+    uint64_t nextChunk = 0;  // next chunk to activate (an op's chunks activate in index order)
     uint64_t chunksDone = 0;
     Announce announce{};  // agreement lane: this rank's arguments
   };
-  // A chunk with posted or postable transfers. Lives in lane.slots[gid % window].
+  // A chunk with posted or postable transfers: an entry of lane.slots, keyed by gid.
   struct Slot {
     std::unique_ptr<ChunkAlgo> algo;
     LiveOp* live = nullptr;  // deque elements stay put while the deque grows at the back
     uint32_t lane = 0;
     uint64_t gid = 0;
     uint64_t chunkIndex = 0;
+    int priority = 0;     // scheduling priority, fixed at activation
     bool queued = false;  // has an entry in ready_
   };
+  // Ops with chunks left to activate, most urgent first, then in lane order.
+  using PendingKey = std::tuple<int, uint64_t, LiveOp*>;  // (priority, firstGid, op)
   struct LaneState {
-    std::deque<LiveOp> live;  // in the lane's global order
-    size_t activating = 0;    // index in live of the first op with chunks left to activate
-    uint64_t nextGid = 0;     // identity of the next chunk to activate
-    uint64_t oldestGid = 0;   // every chunk below this has finished on this rank
-    std::vector<Slot> slots;
+    std::deque<LiveOp> live;         // in the lane's global order
+    size_t activating = 0;           // index in live of the first op with chunks left to activate
+    uint64_t nextBase = 0;           // firstGid of the next op to join the lane
+    uint64_t oldestGid = 0;          // every chunk below this has finished on this rank
+    std::map<uint64_t, Slot> slots;  // live chunks by gid (nodes stay put)
+    std::set<PendingKey> pending;    // collective lanes under priority scheduling only
+    std::map<int, uint64_t> livePriorities;         // scheduling priority -> live chunks with it
     int userTag = 0;                                // point-to-point lanes: the user's tag
     Clock::time_point lastProgress = Clock::now();  // last data completion in the lane
   };
@@ -213,13 +220,21 @@ class Engine {
     return config_.schedule == priocclScheduleFifo ? 0 : op.priority;
   }
   uint64_t tagOf(uint32_t lane, uint64_t gid, int step) const;
-  Slot& slotOf(uint32_t lane, uint64_t gid) {
-    std::vector<Slot>& slots = lanes_[lane].slots;
-    return slots[gid % slots.size()];
+  // The live chunk `gid` of `lane`, or null.
+  Slot* findSlot(uint32_t lane, uint64_t gid) {
+    auto it = lanes_[lane].slots.find(gid);
+    return it == lanes_[lane].slots.end() ? nullptr : &it->second;
   }
-  bool isLive(const Slot& slot, uint32_t lane, uint64_t gid) const {
-    return slot.algo && slot.lane == lane && slot.gid == gid;
+  const Slot* findSlot(uint32_t lane, uint64_t gid) const {
+    auto it = lanes_[lane].slots.find(gid);
+    return it == lanes_[lane].slots.end() ? nullptr : &it->second;
   }
+  // Activation: in lane order inside the window (what deadlock freedom rests on), and, under
+  // priority scheduling, the most urgent ops' chunks wherever they lie (the priority horizon).
+  bool activateInOrder(uint32_t l);
+  bool activateByPriority(uint32_t l);
+  void activateChunk(uint32_t l, LiveOp& live);
+  void updateOldest(LaneState& lane);
 
   std::unique_ptr<Transport> transport_;
   const Config config_;
@@ -273,7 +288,7 @@ class Engine {
   uint64_t nextUnnamedData_ = 0;
   std::deque<LaneState> lanes_;  // a deque: lanes added later leave the others in place
   std::map<std::tuple<int, int, int>, uint32_t> p2pLanes_;  // (peer, is a send, tag) -> lane
-  size_t window_ = 0;                                       // slots per lane
+  size_t window_ = 0;  // chunks per lane activated in lane order (see activateByPriority)
   std::priority_queue<ReadyEntry, std::vector<ReadyEntry>, std::greater<ReadyEntry>> ready_;
   size_t inflightBytes_ = 0;
   // The same bytes by scheduling priority: a send waits only for those at its priority or more
@@ -281,7 +296,9 @@ class Engine {
   std::map<int, size_t> inflightByPriority_;
   Clock::time_point lastSendDone_ = Clock::now();
   std::map<int, uint64_t> activePriorities_;  // scheduling priority -> active chunks with it
-  const Slot* lastSent_ = nullptr;            // chunk of the last send posted, to count preemptions
+  // Chunk of the last send posted, to count preemptions.
+  bool lastSentValid_ = false;
+  uint32_t lastSentLane_ = 0;
   uint64_t lastSentGid_ = 0;
   int lastSentPriority_ = 0;
   std::vector<Posted> posted_;

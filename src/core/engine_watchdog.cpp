@@ -84,8 +84,8 @@ std::string Engine::waitingFor(const OpState& op) const {
   for (size_t c = 0; c < posted_.size(); ++c) {
     const Posted& p = posted_[c];
     if (freeCookie[c] || (p.kind != Kind::kDataRecv && p.kind != Kind::kDataSend)) continue;
-    const Slot& slot = lanes_[p.lane].slots[p.gid % lanes_[p.lane].slots.size()];
-    if (!isLive(slot, p.lane, p.gid) || slot.live->op.get() != &op) continue;
+    const Slot* slot = findSlot(p.lane, p.gid);
+    if (!slot || slot->live->op.get() != &op) continue;
     ++(p.kind == Kind::kDataRecv ? recvs : sends)[p.peer];
   }
   auto list = [](const std::map<int, int>& m) {

@@ -47,6 +47,12 @@ class Fabric {
   }
   void recv(int me, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t cookie) {
     std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
+      if (it->dst != me || it->src != peer || it->tag != tag) continue;
+      complete(*it, {buf, bytes, cookie});
+      unexpected_.erase(it);
+      return;
+    }
     posted_[{me, peer, tag}] = {buf, bytes, cookie};
   }
   void take(int rank, std::vector<Completion>& out) {
@@ -60,7 +66,9 @@ class Fabric {
     done_[rank].clear();
   }
   // Delivers every control message whose receive is posted and, with dataToo, the first data
-  // message of each link if its receive is posted (data stays in order). Returns how many moved.
+  // message of each link (data stays in order). A data message whose receive is not posted yet
+  // leaves the link as MPI and UCX handle it: it waits at the receiver as unexpected, and the send
+  // completes once a receive matches it. Returns how many moved.
   int deliver(bool dataToo) {
     std::lock_guard<std::mutex> lock(mutex_);
     int moved = 0;
@@ -72,16 +80,16 @@ class Fabric {
         bool eligible = control || (dataToo && !dataSeen);
         dataSeen = dataSeen || !control;
         auto r = posted_.find({it->dst, it->src, it->tag});
-        if (!eligible || r == posted_.end()) {
+        if (!eligible || (control && r == posted_.end())) {
           ++it;
           continue;
         }
-        EXPECT_LE(it->bytes, r->second.bytes);
-        std::memcpy(r->second.buf, it->buf, std::min(it->bytes, r->second.bytes));
-        done_[it->dst].push_back({r->second.cookie, it->bytes});
-        done_[it->src].push_back({it->cookie, 0});
-        if (!control) log_[it->dst].push_back({it->src, it->tag});
-        posted_.erase(r);
+        if (r == posted_.end()) {
+          unexpected_.push_back(*it);
+        } else {
+          complete(*it, r->second);
+          posted_.erase(r);
+        }
         it = queue.erase(it);
         ++moved;
       }
@@ -106,8 +114,18 @@ class Fabric {
     size_t bytes;
     uint64_t cookie;
   };
+  // Under mutex_: message `m` lands in receive `r`.
+  void complete(const Message& m, const Posted& r) {
+    EXPECT_LE(m.bytes, r.bytes);
+    std::memcpy(r.buf, m.buf, std::min(m.bytes, r.bytes));
+    done_[m.dst].push_back({r.cookie, m.bytes});
+    done_[m.src].push_back({m.cookie, 0});
+    if (m.tag != kTagSpace - 1) log_[m.dst].push_back({m.src, m.tag});
+  }
+
   std::mutex mutex_;
   std::map<std::pair<int, int>, std::deque<Message>> links_;
+  std::vector<Message> unexpected_;  // data that arrived before its receive, in arrival order
   std::map<std::tuple<int, int, uint64_t>, Posted> posted_;
   std::map<int, std::vector<std::pair<uint64_t, size_t>>> done_;  // (cookie, bytes received)
   std::map<int, std::vector<Delivered>> log_;
@@ -195,14 +213,15 @@ void run(Fabric& fabric, Pred until) {
 }
 
 // Low-priority data messages rank 1 received between the urgent op's activation and its last
-// message, under the given schedule.
-int lowMessagesWhileUrgentRuns(priocclSchedule_t schedule) {
+// message, under the given schedule. The low op has 64 chunks; `window` chunks per lane are
+// activated in lane order.
+int lowMessagesWhileUrgentRuns(priocclSchedule_t schedule, size_t window = 1024) {
   const int kRanks = 2;
   prioccl::Config cfg;
   cfg.timeoutSeconds = 0;     // no heartbeats: the fabric's log holds only the ops' own messages
   cfg.chunkBytes = 64 << 10;  // 32 KiB ring segments on 2 ranks
   cfg.creditBytes = 64 << 10;
-  cfg.windowChunks = 1024;
+  cfg.windowChunks = window;
   cfg.schedule = schedule;
   Fabric fabric;
   std::vector<std::unique_ptr<Engine>> engines = ringEngines(fabric, cfg, kRanks);
@@ -257,6 +276,66 @@ TEST(Scheduler, UrgentOpTakesTheWireFromARunningLowPriorityOp) {
       withPriority, withFifo);
   EXPECT_LE(withPriority, 4);
   EXPECT_GE(withFifo, 40);
+}
+
+TEST(Scheduler, UrgentOpOvertakesMoreThanAWindowOfLessUrgentChunks) {
+  // The priority horizon is not the window: with 16 chunks per lane activated in lane order and
+  // the low op's 64 chunks submitted first, the urgent op's chunks (identities 64 and up) still
+  // go out at once, not after the low op's first 48 chunks.
+  int withPriority = lowMessagesWhileUrgentRuns(priocclSchedulePriority, 16);
+  int withFifo = lowMessagesWhileUrgentRuns(priocclScheduleFifo, 16);
+  std::printf(
+      "window 16: low-priority messages on the wire while the urgent op ran: %d (priority), %d "
+      "(fifo)\n",
+      withPriority, withFifo);
+  EXPECT_LE(withPriority, 4);
+  EXPECT_GE(withFifo, 40);
+}
+
+// Ranks that give one op different priorities schedule it differently, but every chunk has the
+// same identity everywhere: nothing hangs, and every rank ends with the same bits.
+TEST(Scheduler, RanksWithDifferentPrioritiesForOneOpAgreeOnBits) {
+  const int kRanks = 3, kOps = 4;
+  prioccl::Config cfg;
+  cfg.timeoutSeconds = 0;
+  cfg.chunkBytes = 48 << 10;  // 16 chunks per op
+  cfg.creditBytes = 48 << 10;
+  cfg.windowChunks = 4;  // most chunks are activated by priority, in a different order per rank
+  Fabric fabric;
+  std::vector<std::unique_ptr<Engine>> engines = ringEngines(fabric, cfg, kRanks);
+  const size_t kCount = 16 * (48 << 10) / sizeof(float);
+  std::vector<std::vector<std::vector<float>>> data(kRanks);  // [rank][op]
+  std::vector<std::shared_ptr<OpState>> ops;
+  for (int r = 0; r < kRanks; ++r)
+    for (int k = 0; k < kOps; ++k) {
+      std::vector<float>& v = data[r].emplace_back(kCount);
+      for (size_t i = 0; i < kCount; ++i)
+        v[i] = 1.0f / static_cast<float>(1 + (i * 7 + static_cast<size_t>(r * 13 + k)) % 97);
+    }
+  std::vector<std::vector<double>> expected(kOps, std::vector<double>(kCount, 0.0));
+  for (int k = 0; k < kOps; ++k)
+    for (int r = 0; r < kRanks; ++r)
+      for (size_t i = 0; i < kCount; ++i) expected[k][i] += data[r][k][i];
+  // Rank r ranks op k at ((k + r) % kOps) * 10: every rank has a different most urgent op.
+  for (int r = 0; r < kRanks; ++r)
+    for (int k = 0; k < kOps; ++k) {
+      ops.push_back(makeOp(data[r][k], ((k + r) % kOps) * 10));
+      engines[r]->submit(ops.back());
+    }
+  run(fabric, [&] {
+    for (auto& op : ops)
+      if (!op->done.load()) return false;
+    return true;
+  });
+  for (auto& op : ops) EXPECT_EQ(op->result, priocclSuccess) << op->error;
+  for (int k = 0; k < kOps; ++k) {
+    for (int r = 1; r < kRanks; ++r)
+      EXPECT_EQ(std::memcmp(data[r][k].data(), data[0][k].data(), kCount * sizeof(float)), 0)
+          << "rank " << r << " disagrees with rank 0 on op " << k;
+    for (size_t i = 0; i < kCount; i += 101)
+      EXPECT_NEAR(data[0][k][i], expected[k][i], 1e-6 * expected[k][i]) << "op " << k;
+  }
+  drainAll(fabric, engines);
 }
 
 TEST(Scheduler, UrgentSendIsNotHeldBackByLessUrgentBytesInFlight) {

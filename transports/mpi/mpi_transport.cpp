@@ -1,4 +1,5 @@
-// MPI transport: MPI_Isend/MPI_Irecv on a private communicator, completions via MPI_Testsome.
+// MPI transport: MPI_Isend/MPI_Issend/MPI_Irecv on a private communicator, completions via
+// MPI_Testsome.
 #include "mpi/mpi_transport.h"
 
 #include <climits>
@@ -151,11 +152,22 @@ void MpiTransport::post(bool isRecv, int peer, uint64_t tag, void* buf, size_t b
   MPI_Request req = MPI_REQUEST_NULL;
   int mpiTag = static_cast<int>(tag % tagSpace_);
   int count = static_cast<int>(bytes);
+  // End-to-end credit (transport.h). Open MPI completes an eager send (over TCP: up to
+  // btl_tcp_eager_limit, 64 KiB by default) as soon as it has copied the bytes into its own
+  // fragment queue or the kernel's socket buffer, which autotunes up to 4 MiB; everything queued
+  // there is beyond the scheduler's reach, and the engine's credit, which counts a send until it
+  // completes, would bound nothing (4 hosts at 1 Gbit/s: a 1 MiB urgent op slowed 17x by a 64 MiB
+  // op under way). A synchronous-mode send completes only once the receiver has matched it, i.e.
+  // once its bytes crossed the wire. On shared memory with 4 ranks it changed no busbw from 8 KiB
+  // to 64 MiB.
+  bool sync = bytes >= kEndToEndSendMin && bytes <= kEndToEndSendMax;
   int rc = isRecv ? MPI_Irecv(buf, count, MPI_BYTE, peer, mpiTag, comm_, &req)
+           : sync ? MPI_Issend(buf, count, MPI_BYTE, peer, mpiTag, comm_, &req)
                   : MPI_Isend(buf, count, MPI_BYTE, peer, mpiTag, comm_, &req);
   if (rc != MPI_SUCCESS)
-    fail(priocclSystemError, isRecv ? "MPI_Irecv from rank " : "MPI_Isend to rank ", peer,
-         " failed: ", mpiErrorString(rc));
+    fail(priocclSystemError,
+         isRecv ? "MPI_Irecv from rank " : (sync ? "MPI_Issend to rank " : "MPI_Isend to rank "),
+         peer, " failed: ", mpiErrorString(rc));
   reqs_.push_back(req);
   posted_.push_back({cookie, peer, bytes, isRecv});
 }
