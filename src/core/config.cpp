@@ -113,6 +113,12 @@ size_t roundToPowerOfTwo(double bytes) {
   return p;
 }
 
+size_t ceilPowerOfTwo(double bytes) {
+  size_t p = 1;
+  while (static_cast<double>(p) < bytes) p <<= 1;
+  return p;
+}
+
 }  // namespace
 
 std::vector<AlgoRule> parseAlgorithmRules(const char* name, const std::string& text) {
@@ -192,24 +198,30 @@ Config Config::fromEnv() {
 
 // Auto tuning. A chunk's ring segment should take about kStepSeconds on the wire: long enough
 // that per-message costs stay small, short enough that an urgent chunk never waits long behind
-// one. The credit keeps about kCreditSeconds of data in flight: every byte of it is queued in
-// front of an urgent op's next message, and the links' own buffers (socket buffers, Open MPI's
-// fragments) already keep the wire busy, so a shallow credit costs no bandwidth. On the 4-host
-// 1 Gbit/s testbed 32, 64 and 128 KiB of credit gave the same busbw (0.93 Gbit/s at 4-64 MiB),
-// while a 4 KiB urgent op under a 64 MiB one took 1.05 ms at 64 KiB against 1.9 ms at 128 KiB.
-// Gives 128 KiB chunks / 64 KiB credit there, and 1 MiB / 2 MiB on shared memory.
+// one. Rounded up: on the 4-host 1 Gbit/s testbed (full-size VGG-19 under P3, docs/chunk_sweep.md)
+// 128 KiB chunks came within 3% of the fluid model while 64 KiB lost 50% to per-chunk costs, and
+// the link measurement there varies between 0.09 and 0.125 GB/s, which rounding to the nearest
+// power of two split between the two. The credit keeps about kCreditSeconds of data in flight:
+// sends complete only once the receiver has them (transport.h), so every credit byte is queued in
+// front of an urgent op's next message, but the credit must also cover a send's acknowledgement,
+// so it is at least two ring segments (with one, a chunk of 256 KiB on the testbed moved at half
+// the link rate: stop and wait). Gives 128 KiB chunks / 64 KiB credit there, and 1 MiB / 2 MiB on
+// shared memory.
 void Config::resolveAuto(double bytesPerSecond, double latencySeconds, int nranks) {
   constexpr double kStepSeconds = 250e-6, kCreditSeconds = 0.5e-3;
-  constexpr size_t kMinCreditBytes = 32 << 10;
+  constexpr size_t kMinCreditBytes = 32 << 10, kCreditSegments = 2;
   linkBytesPerSecond = bytesPerSecond;
   linkLatencySeconds = latencySeconds;
   double bw = bytesPerSecond > 0 ? bytesPerSecond : 1e9;  // unmeasured (one rank): moderate
   if (chunkBytes == 0)
-    chunkBytes = std::clamp<size_t>(roundToPowerOfTwo(bw * kStepSeconds * std::max(1, nranks)),
+    chunkBytes = std::clamp<size_t>(ceilPowerOfTwo(bw * kStepSeconds * std::max(1, nranks)),
                                     64 << 10, 1 << 20);
-  if (creditBytes == 0)
-    creditBytes =
-        std::clamp<size_t>(roundToPowerOfTwo(bw * kCreditSeconds), kMinCreditBytes, 8 << 20);
+  if (creditBytes == 0) {
+    size_t segments =
+        ceilPowerOfTwo(static_cast<double>(kCreditSegments * chunkBytes) / std::max(1, nranks));
+    creditBytes = std::clamp<size_t>(std::max(roundToPowerOfTwo(bw * kCreditSeconds), segments),
+                                     kMinCreditBytes, 64 << 20);
+  }
 }
 
 std::string Config::describe() const {

@@ -578,21 +578,25 @@ bool Engine::activateInOrder(uint32_t l) {
   return any;
 }
 
-// The priority horizon. Beyond the in-order window, the most urgent matched ops' chunks become
-// live first, however much less urgent data came before them: up to kPriorityWindows windows of
-// live chunks in all, and up to kUrgentWindows for chunks at least as urgent as every live chunk
-// of the lane (P3's backward pass submits each layer more urgent than all before it, so a full
-// lane must still take the newest op at once). These bound memory (a scratch block and a posted
-// receive per live chunk), never order. Every rank finds the same identity for a chunk (its op's
-// firstGid follows the lane order), so ranks may activate in different orders, and even with
-// different priorities for one op: that costs speed, never bits, and the in-order window keeps
-// the oldest chunk moving. Tags stay unique: a chunk is activated only within half the tag space
-// of the oldest unfinished one (see tagOf).
+// The priority horizon. Beyond the in-order window, the matched ops more urgent than the next one
+// in lane order become live, most urgent first, however much less urgent data came before them:
+// up to kPriorityWindows windows of live chunks in all, and up to kUrgentWindows for chunks at
+// least as urgent as every live chunk of the lane (P3's backward pass submits each layer more
+// urgent than all before it, so a full lane must still take the newest op at once). These bound
+// memory (a scratch block and a posted receive per live chunk), never order. Every rank finds the
+// same identity for a chunk (its op's firstGid follows the lane order), so ranks may activate in
+// different orders, and even with different priorities for one op: that costs speed, never bits,
+// and the in-order window keeps the oldest chunk moving. Tags stay unique: a chunk is activated
+// only within half the tag space of the oldest unfinished one (see tagOf).
 bool Engine::activateByPriority(uint32_t l) {
   LaneState& lane = lanes_[l];
   bool any = false;
-  while (!lane.pending.empty()) {
+  while (!lane.pending.empty() && lane.activating < lane.live.size()) {
     auto [priority, firstGid, live] = *lane.pending.begin();
+    // Only ops more urgent than the one the in-order window serves next jump the queue: more
+    // live chunks of that op (or of less urgent ones) would change no order, only make every
+    // transport poll longer (MPI_Testsome walks every posted receive).
+    if (priority >= schedulingPriority(*lane.live[lane.activating].op)) break;
     bool urgent = lane.livePriorities.empty() || priority <= lane.livePriorities.begin()->first;
     size_t limit = (urgent ? kUrgentWindows : kPriorityWindows) * window_;
     uint64_t gid = live->firstGid + live->nextChunk;

@@ -64,6 +64,15 @@ TEST(Config, AutoTuningFollowsTheMeasuredLink) {
   fixed.resolveAuto(3e9, 5e-6, 4);
   EXPECT_EQ(fixed.chunkBytes, 4096u);
   EXPECT_GE(fixed.creditBytes, fixed.chunkBytes);
+  // The same 1 Gbit/s link measured low still gets 128 KiB chunks (rounded up), and the credit
+  // covers two ring segments of whatever chunk is in force.
+  prioccl::Config noisy = c, big = c;
+  noisy.resolveAuto(94e6, 100e-6, 4);
+  EXPECT_EQ(noisy.chunkBytes, 128u << 10);
+  EXPECT_EQ(noisy.creditBytes, 64u << 10);
+  big.chunkBytes = 1 << 20;
+  big.resolveAuto(117e6, 100e-6, 4);
+  EXPECT_EQ(big.creditBytes, 512u << 10);
 }
 
 TEST(Config, ChunkAboveOneGiBRejected) {
