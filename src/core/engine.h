@@ -4,7 +4,7 @@
 // negotiates each op's identity with the other ranks (negotiator.h), cuts matched ops into
 // chunks, activates them inside a window of chunk identities, and at every step boundary (a
 // completion or a new op) posts the ready send of the most urgent chunk while the credit window
-// allows. See ARCHITECTURE.md, "The scheduler".
+// allows. See docs/scheduler.md.
 //
 // A thread blocked in wait() takes over the progress loop for as long as it waits (one thread at
 // a time, under progress_), and the progress thread steps aside meanwhile. A blocking all-reduce

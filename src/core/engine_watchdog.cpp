@@ -1,5 +1,5 @@
 // The engine's watchdog: heartbeats, lost peers, stall warnings and timeouts (see liveness.h and
-// README "Reliability"). Runs in the progress loop, rate-limited, under the progress lock.
+// docs/testing.md "Reliability"). Runs in the progress loop, rate-limited, under the progress lock.
 #include <algorithm>
 #include <chrono>
 #include <map>
