@@ -574,7 +574,6 @@ bool Engine::activateInOrder(uint32_t l) {
     }
     if (live.nextChunk < live.chunks) break;  // the window ends inside this op
   }
-  updateOldest(lane);
   return any;
 }
 
@@ -631,7 +630,10 @@ void Engine::activateChunk(uint32_t l, LiveOp& live) {
   slot.queued = false;
   ++activePriorities_[slot.priority];
   ++lane.livePriorities[slot.priority];
-  if (live.nextChunk == live.chunks) lane.pending.erase({slot.priority, live.firstGid, &live});
+  if (live.nextChunk == live.chunks) {  // the in-order cursor may move past it
+    lane.pending.erase({slot.priority, live.firstGid, &live});
+    updateOldest(lane);
+  }
   pump(slot);  // may finish the chunk, and erase the slot
 }
 
