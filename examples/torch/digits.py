@@ -11,30 +11,10 @@ import argparse
 import sys
 
 import torch
-from sklearn.datasets import load_digits
 
+import digits_task
 import prioccl
 import prioccl.torch as ptorch
-
-
-def data(seed):
-    digits = load_digits()
-    x = torch.tensor(digits.data / 16.0, dtype=torch.float32)
-    y = torch.tensor(digits.target, dtype=torch.int64)
-    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(1234))  # fixed split
-    train, test = order[:1400], order[1400:]
-    return x[train], y[train], x[test], y[test]
-
-
-class Mlp(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.hidden = torch.nn.Linear(64, 128)
-        self.middle = torch.nn.Linear(128, 64)
-        self.out = torch.nn.Linear(64, 10)
-
-    def forward(self, x):
-        return self.out(torch.relu(self.middle(torch.relu(self.hidden(x)))))
 
 
 def main():
@@ -48,13 +28,17 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--warmup-epochs", type=int, default=2,
                     help="lagged-tricks and delayed: synchronous epochs first")
+    ap.add_argument("--model", default="mlp", choices=["mlp", "cnn"])
+    ap.add_argument("--augment", action="store_true", help="random shifts and noise (training)")
+    ap.add_argument("--schedule", default="constant", choices=["constant", "cosine"],
+                    help="cosine: decay to 0 over the run, per step, via torch.optim.lr_scheduler")
     a = ap.parse_args()
 
     prioccl.init()
     rank, size = prioccl.rank(), prioccl.size()
     torch.manual_seed(a.seed)
-    xtr, ytr, xte, yte = data(a.seed)
-    model = Mlp()
+    xtr, ytr, xte, yte = digits_task.data(a.model == "cnn")
+    model = digits_task.model(a.model)
     prioccl.broadcast_parameters(model.state_dict(), root_rank=0)
     sgd = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9, weight_decay=1e-4)
     shard = torch.arange(rank, len(xtr), size)
@@ -68,6 +52,7 @@ def main():
         kwargs = dict(k=a.k, warmup_steps=a.warmup_epochs * steps_per_epoch)
     opt = ptorch.DistributedOptimizer(sgd, model.named_parameters(), mode=mode, model=model,
                                       **kwargs)
+    sched = digits_task.cosine(opt, a.epochs * steps_per_epoch) if a.schedule == "cosine" else None
     loss_fn = torch.nn.CrossEntropyLoss()
     g = torch.Generator().manual_seed(a.seed * 1000 + rank)
     for epoch in range(a.epochs):
@@ -75,12 +60,14 @@ def main():
         total = 0.0
         for s in range(steps_per_epoch):
             idx = perm[s * a.batch:(s + 1) * a.batch]
+            x = digits_task.augment(xtr[idx], g) if a.augment else xtr[idx]
             opt.zero_grad()
-            loss = loss_fn(model(xtr[idx]), ytr[idx])
+            loss = loss_fn(model(x), ytr[idx])
             loss.backward()
             opt.step()
+            if sched:
+                sched.step()
             total += loss.item()
-        opt.synchronize()
         if rank == 0 and (epoch + 1) % 5 == 0:
             print(f"epoch {epoch + 1}: mean loss {total / steps_per_epoch:.4f}", flush=True)
     opt.synchronize()
@@ -97,7 +84,8 @@ def main():
     prioccl.shutdown()
     if rank == 0:
         label = f"delayed:{a.k}" if a.mode == "delayed" else a.mode
-        print(f"RESULT mode={label} seed={a.seed} ranks={size} epochs={a.epochs} "
+        print(f"RESULT mode={label} model={a.model}{'+augment' if a.augment else ''} "
+              f"schedule={a.schedule} seed={a.seed} ranks={size} epochs={a.epochs} "
               f"test_accuracy={acc:.4f} identical_weights={int(same)}", flush=True)
     sys.exit(0 if same else 1)
 

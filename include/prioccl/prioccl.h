@@ -200,10 +200,12 @@ PRIOCCL_API priocclResult_t priocclLaggedDestroy(priocclLagged_t lagged);
 /* LB-SGD's switch decay: LR multiplier rising linearly 0 -> 2 over warmupSteps, then 2/5. */
 PRIOCCL_API priocclResult_t priocclSwitchDecayLrRatio(long step, long warmupSteps, double* ratio);
 
-/* SSD-SGD over float32 weights updated in place: gradients all-reduced (averaged) every step in
- * the background, waited for every k steps, GLU local updates in between, the exact global
- * weights (momentum SGD with weight decay) at every k-th step. Weights must start equal on every
- * rank. localLr 0 means 4 x lr; defaults from the paper: alpha 2, beta 0.5, warm-up 500. */
+/* SSD-SGD (the paper's Algorithms 1 and 2) over float32 weights updated in place: after
+ * warmupSteps synchronous SGD steps, each step all-reduces (averages) the gradient in the
+ * background and moves the weights by GLU; every k steps the averages are applied to an exact
+ * replica of the global weights (momentum SGD with weight decay), used one step later as the
+ * paper's non-blocking pull. Starting weights and hyper-parameters must be equal on every rank
+ * (checked). localLr 0 means 4 x lr; defaults from the paper: alpha 2, beta 0.5, warm-up 500. */
 typedef struct priocclDelayed* priocclDelayed_t;
 typedef struct {
   int k;
@@ -217,11 +219,33 @@ typedef struct {
 PRIOCCL_API priocclResult_t priocclDelayedCreate(priocclComm_t comm, float* weights, size_t count,
                                                  const priocclDelayedConfig_t* config,
                                                  const char* key, priocclDelayed_t* delayed);
-/* One iteration with this rank's gradient; *synced = 1 when the weights are the global ones. */
+/* One iteration with this rank's gradient; *synced = 1 when the weights now derive from the
+ * global ones (a warm-up step, or a step that used a pull). */
 PRIOCCL_API priocclResult_t priocclDelayedStep(priocclDelayed_t delayed, const float* grads,
                                                int* synced);
+/* The learning rate of the gradients pushed from now on (same value on every rank); localLr 0
+ * keeps localLr/lr as created. */
+PRIOCCL_API priocclResult_t priocclDelayedSetLearningRate(priocclDelayed_t delayed, double lr,
+                                                          double localLr);
+/* Applies everything in flight: the weights become exactly the global ones. */
 PRIOCCL_API priocclResult_t priocclDelayedFlush(priocclDelayed_t delayed);
 PRIOCCL_API priocclResult_t priocclDelayedDestroy(priocclDelayed_t delayed);
+
+/* P3's per-layer gate: backward submits each layer's gradient as soon as it is computed (its
+ * all-reduce gets priority = layer: layer 0 is needed first); the next forward waits for each
+ * layer just before running it (*submitted = 0 when nothing was submitted since, e.g. the first
+ * forward), then applies that layer's update. Ops are named "<key>.layer<i>" (key NULL:
+ * "prioccl.gate"); every rank creates the gate with the same number of layers (checked). */
+typedef struct priocclGate* priocclGate_t;
+PRIOCCL_API priocclResult_t priocclGateCreate(priocclComm_t comm, int layers, const char* key,
+                                              priocclGate_t* gate);
+PRIOCCL_API priocclResult_t priocclGateSubmit(priocclGate_t gate, int layer, const void* sendbuff,
+                                              void* recvbuff, size_t count,
+                                              priocclDataType_t datatype, priocclRedOp_t op);
+PRIOCCL_API priocclResult_t priocclGateWait(priocclGate_t gate, int layer, int* submitted);
+PRIOCCL_API priocclResult_t priocclGateWaitAll(priocclGate_t gate);
+/* Waits for what is in flight and releases the gate. */
+PRIOCCL_API priocclResult_t priocclGateDestroy(priocclGate_t gate);
 
 /* Kernels over flat buffers of float16, bfloat16, float32 or float64. */
 /* GLU: w -= localLr*(alpha*g + wd*w + beta*(pre - w)*(1 - momentum)/(lr*k)). */
@@ -239,10 +263,24 @@ PRIOCCL_API priocclResult_t priocclSpecTrainPredict(void* predicted, const void*
                                                     const void* velocity, size_t count,
                                                     priocclDataType_t datatype, double lr,
                                                     double staleness);
-/* Version difference of pipeline stage `stage` (0-based) of `stages`: floor(k/2) + N - k - 1 in
- * the forward pass (forward != 0), floor(k/2) in the backward pass. */
+/* SpecTrain's paper version difference (Eqs. 5, 6) of pipeline stage k = `stage` (0-based) of
+ * N = `stages`: floor(k/2) + N - k - 1 in the forward pass (forward != 0), floor(k/2) in the
+ * backward pass. The same as priocclSpecTrainStalenessRule(..., priocclStalenessPaper, ...). */
 PRIOCCL_API priocclResult_t priocclSpecTrainStaleness(int stage, int stages, int forward,
                                                       int* staleness);
+/* How far ahead SpecTrain predicts (the `rule` of priocclSpecTrainStalenessRule):
+ * - priocclStalenessPaper: the paper's version difference above, time units (in the paper's
+ *   schedule) until the minibatch completes its round trip, its backward on stage 0;
+ * - priocclStalenessSchedule: the number of the stage's own optimizer steps between the pass and
+ *   the update that applies the minibatch's gradient, in a 1F1B schedule with one update per
+ *   minibatch per stage (prioccl.pipeline's): N - k - 1 forward, 0 backward. That is the steady
+ *   state; while the pipeline fills (minibatch b < N - k - 1) only b steps intervene.
+ * In such a schedule the paper's rule overshoots by floor(k/2); they agree on stages 0 and 1. */
+typedef enum { priocclStalenessPaper = 0, priocclStalenessSchedule = 1 } priocclStalenessRule_t;
+/* The staleness of stage `stage` of `stages` under `rule` (a priocclStalenessRule_t); an unknown
+ * rule is priocclInvalidArgument. */
+PRIOCCL_API priocclResult_t priocclSpecTrainStalenessRule(int stage, int stages, int forward,
+                                                          int rule, int* staleness);
 
 #ifdef __cplusplus
 }

@@ -101,12 +101,13 @@ double predictIterationMs(const Profile& p, const Plan& plan, double commMs) {
       for (size_t o = 0; o < plan.ops.size(); ++o)
         if (plan.ops[o].trigger == i) deferred.emplace(t + plan.ops[o].delayMs, std::pair(it, o));
     }
-    bool waitAll = plan.wait == Wait::kEndOfIteration ||
-                   (plan.wait == Wait::kEveryK && (it + 1) % plan.period == 0);
-    if (waitAll) {
+    if (plan.wait == Wait::kEndOfIteration) {
       releaseUpTo(1e300);
-      for (int back = std::max(0, it - plan.period + 1); back <= it; ++back)
-        for (size_t id : items[back]) t = waitFor(t, id);
+      for (size_t id : items[it]) t = waitFor(t, id);
+    } else if (plan.wait == Wait::kPullNextStep) {  // this step's op is pushed after the pull
+      if (it > 0 && it % plan.period == 0)
+        for (int back = it - plan.period; back < it; ++back)
+          for (size_t id : items[back]) t = waitFor(t, id);
     } else if (plan.wait == Wait::kNextIteration) {
       releaseUpTo(t);
       if (it > 0)

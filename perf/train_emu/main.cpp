@@ -37,6 +37,9 @@ void usage() {
       "         [--slice-bytes B] [--fusion-bytes B] [--cycle-ms T] [--bucket-bytes B]\n"
       "  LIST: comma-separated of wfbp fused ddp slice p3 lagged delayed:K\n"
       "        (default wfbp,fused,ddp,slice,p3,lagged,delayed:2)\n"
+      "        delayed:K steps prioccl::DelayedSgd (k = K, warmupSteps = 0: no synchronous\n"
+      "        steps) on flat weights after each backward: its copy, its one fused all-reduce,\n"
+      "        its waits and its GLU pass over the weights count in iter_ms (not in ideal_ms)\n"
       "  defaults: --iters 10 --warmup 2 --compute-scale 1 --param-scale 1; chunk/credit: auto\n"
       "  (PRIOCCL_* variables apply); --slice-bytes: the chunk size in force; --fusion-bytes\n"
       "  128M x S, --cycle-ms 1 x C (Horovod's defaults); --bucket-bytes 25M x S (DDP's)\n"
@@ -184,9 +187,11 @@ int main(int argc, char** argv) {
   }
   long long wrongTotal = 0;
   double wfbpMs = 0;
+  bool anyDelayed = false;
   std::vector<std::string> results;
   for (const emu::ModeSpec& m : o.modes) {
     emu::Plan plan = emu::makePlan(model, m, po);
+    anyDelayed |= plan.through == emu::Through::kDelayedSgd;
     prioccl::Communicator& comm = plan.fifo ? fifo : prio;
     MPI_Barrier(MPI_COMM_WORLD);
     emu::RunResult r = emu::runPlan(model, plan, comm, o.iters, o.warmup);
@@ -212,12 +217,13 @@ int main(int argc, char** argv) {
                   idealMs, samples);
     results.push_back(line);
   }
-  // Memory: the gradient buffers, prioccl's scratch and live chunks, MPI's buffers.
+  // Memory: the gradient buffer, delayed:K's weights and DelayedSgd's own copies of the model,
+  // prioccl's scratch and live chunks, MPI's buffers. weights_mib is 0 when no delayed:K ran.
   double peak = perf::maxOverRanks(static_cast<double>(perf::peakResidentBytes()));
   if (rank == 0) {
     for (const std::string& line : results) std::printf("%s\n", line.c_str());
-    std::printf("MEMORY vmhwm_max_mib=%.1f gradient_mib=%.1f\n", peak / (1 << 20),
-                elements * 4.0 / (1 << 20));
+    std::printf("MEMORY vmhwm_max_mib=%.1f gradient_mib=%.1f weights_mib=%.1f\n", peak / (1 << 20),
+                elements * 4.0 / (1 << 20), anyDelayed ? elements * 4.0 / (1 << 20) : 0.0);
   }
   if (rank == 0 && wrongTotal)
     std::fprintf(stderr, "train_emu: FAILED: %lld wrong all-reduced elements\n", wrongTotal);

@@ -84,6 +84,15 @@ void grouped(const Profile& p, Plan& plan, size_t capBytes, SameGroup sameGroup,
   close();
 }
 
+// One fused op over the whole gradient once backward is over (the training modes' single op).
+void wholeModel(const Profile& p, Plan& plan) {
+  PlannedOp op;
+  op.count = plan.elements;
+  op.lastLayer = p.layers.size() - 1;
+  op.priority = 1 << 20;  // least urgent: anything keyed or urgent preempts it
+  plan.ops.push_back(op);
+}
+
 }  // namespace
 
 Plan makePlan(const Profile& p, const ModeSpec& mode, const PlanOptions& o) {
@@ -126,21 +135,16 @@ Plan makePlan(const Profile& p, const ModeSpec& mode, const PlanOptions& o) {
           p, plan, o.fusionBytes, [&](size_t a, size_t b) { return tick[a] == tick[b]; }, delay);
       break;
     }
-    case Mode::kLagged: {
-      PlannedOp op;
-      op.count = plan.elements;
-      op.lastLayer = p.layers.size() - 1;
-      op.priority = 1 << 20;  // least urgent: anything keyed or urgent preempts it
-      plan.ops.push_back(op);
+    case Mode::kLagged:
+      wholeModel(p, plan);
       plan.wait = Wait::kNextIteration;
-      plan.staged = true;
+      plan.through = Through::kLaggedAllReduce;
       plan.fifo = false;
       break;
-    }
-    case Mode::kDelayed:
-      perLayer(p, plan, 0, false);
-      plan.wait = Wait::kEveryK;
-      plan.gradientBuffers = mode.k;  // ops of up to K iterations in flight
+    case Mode::kDelayed:  // as the library runs SSD-SGD, not as per-layer ops of our own
+      wholeModel(p, plan);
+      plan.wait = Wait::kPullNextStep;
+      plan.through = Through::kDelayedSgd;
       plan.period = mode.k;
       break;
   }

@@ -42,7 +42,16 @@ enum class Wait {
   kEndOfIteration,  // every op of the iteration, before the next forward (wfbp, fused, ddp, slice)
   kBeforeForward,   // layer i's ops, before the next forward of layer i (p3)
   kNextIteration,   // the op of iteration t at the end of iteration t+1's backward (lagged)
-  kEveryK,          // every outstanding op, at the end of every K-th iteration (delayed:K)
+  kPullNextStep,    // delayed:K (SSD-SGD's pull: issued at every K-th step, used at the next):
+                    // iteration j's step, j a positive multiple of K, waits for the ops of
+                    // iterations j-K..j-1 (DelayedSgd::step waits; the fluid model reads it)
+};
+
+// What submits the plan's ops.
+enum class Through {
+  kEngine,           // the runner, one allReduceAsync per op
+  kLaggedAllReduce,  // lagged: prioccl::LaggedAllReduce (copy, one op)
+  kDelayedSgd,       // delayed:K: prioccl::DelayedSgd::step (copy, one op, its waits, GLU update)
 };
 
 struct Plan {
@@ -51,10 +60,9 @@ struct Plan {
   std::vector<size_t> offsets;  // per layer: its first element in the flat buffer
   size_t elements = 0;          // the flat buffer
   Wait wait = Wait::kEndOfIteration;
-  bool fifo = true;         // FIFO schedule; else priority
-  bool staged = false;      // lagged: runs through prioccl::LaggedAllReduce (copy, one op)
-  int gradientBuffers = 1;  // distinct buffers the iterations rotate through
-  int period = 1;           // iterations per repeating pattern (K for delayed:K)
+  bool fifo = true;  // FIFO schedule; else priority
+  Through through = Through::kEngine;
+  int period = 1;  // iterations per repeating pattern (K for delayed:K)
 };
 
 Plan makePlan(const Profile& scaledProfile, const ModeSpec& mode, const PlanOptions& options);

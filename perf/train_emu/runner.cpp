@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <deque>
 #include <map>
 #include <memory>
@@ -38,12 +39,23 @@ struct Pending {
 class Run {
  public:
   Run(const Profile& p, const Plan& plan, prioccl::Communicator& comm)
-      : p_(p), plan_(plan), comm_(comm), rank_(comm.rank()), ranks_(comm.size()) {
-    buffers_.assign(static_cast<size_t>(plan.gradientBuffers), std::vector<float>(plan.elements));
+      : p_(p),
+        plan_(plan),
+        comm_(comm),
+        rank_(comm.rank()),
+        ranks_(comm.size()),
+        grads_(plan.elements) {
     // Lagged: the library's LaggedAllReduce (its double buffer, its single fused op).
-    if (plan.staged)
+    if (plan.through == Through::kLaggedAllReduce)
       lagged_ = std::make_unique<prioccl::LaggedAllReduce>(comm, plan.elements, priocclFloat32,
                                                            priocclSum, laggedOptions(plan));
+    // Delayed: the library's DelayedSgd on weights of the model's size (from zero), so that its
+    // copy, fused op, waits and GLU pass over the weights are all in the iteration time.
+    if (plan.through == Through::kDelayedSgd) {
+      weights_.assign(plan.elements, 0.0f);
+      delayed_ = std::make_unique<prioccl::DelayedSgd>(comm, weights_.data(), plan.elements,
+                                                       delayedOptions(plan));
+    }
   }
 
   RunResult run(int iterations, int warmup) {
@@ -57,6 +69,10 @@ class Run {
     starts.push_back(Clock::now());
     while (!pending_.empty()) finishOldest();
     if (lagged_ && lagged_->flush(nullptr)) checkLagged(iterations + warmup - 1);
+    if (delayed_) {
+      delayed_->flush();
+      checkDelayed(iterations + warmup);
+    }
     for (size_t i = static_cast<size_t>(warmup) + 1; i < starts.size(); ++i)
       r.iterationMs.push_back(Ms(starts[i] - starts[i - 1]).count());
     r.wrong = wrong_;
@@ -66,7 +82,6 @@ class Run {
 
  private:
   void iteration(int it) {
-    float* grads = buffers_[static_cast<size_t>(it % plan_.gradientBuffers)].data();
     for (size_t i = 0; i < p_.layers.size(); ++i) {
       if (plan_.wait == Wait::kBeforeForward)  // p3: only this layer's ops of the last iteration
         waitWhere([&](const Pending& q) { return plan_.ops[q.op].firstLayer == i; });
@@ -75,14 +90,13 @@ class Run {
     }
     for (size_t i = p_.layers.size(); i-- > 0;) {
       compute(p_.layers[i].bwdMs);
-      produce(grads, it, i);
+      produce(it, i);
       for (size_t o = 0; o < plan_.ops.size(); ++o)
         if (plan_.ops[o].trigger == i)
           deferred_.emplace(deadline_ + toDuration(plan_.ops[o].delayMs), std::pair(it, o));
     }
     submitDue(Clock::time_point::max());
-    if (plan_.wait == Wait::kEndOfIteration ||
-        (plan_.wait == Wait::kEveryK && (it + 1) % plan_.period == 0))
+    if (plan_.wait == Wait::kEndOfIteration)
       waitWhere([](const Pending&) { return true; });
     else if (plan_.wait == Wait::kNextIteration)
       waitWhere([&](const Pending& q) { return q.iteration < it; });
@@ -109,9 +123,9 @@ class Run {
     }
   }
 
-  void produce(float* grads, int it, size_t layer) {
+  void produce(int it, size_t layer) {
     size_t n = p_.layers[layer].params;
-    float* g = grads + plan_.offsets[layer];
+    float* g = grads_.data() + plan_.offsets[layer];
     float scale = static_cast<float>(rank_ + 1);
     std::fill(g, g + n, scale * base(it, layer));
     for (size_t k = 0; samplePos(k) < n; ++k) g[samplePos(k)] = scale * sample(it, k);
@@ -121,6 +135,18 @@ class Run {
     prioccl::LaggedAllReduce::Options o;
     o.priority = plan.ops.front().priority;
     o.key = "train_emu.lagged";
+    return o;
+  }
+
+  // SSD-SGD's own settings but k = K, and no synchronous warm-up steps (warmupSteps = 0): the
+  // emulator's --warmup iterations only keep start-up costs out of the timing, so they run the
+  // delayed path too. Momentum SGD with weight decay 0, as DelayedSgd's defaults.
+  static prioccl::DelayedSgd::Options delayedOptions(const Plan& plan) {
+    prioccl::DelayedSgd::Options o;
+    o.k = plan.period;
+    o.warmupSteps = 0;
+    o.priority = plan.ops.front().priority;
+    o.key = "train_emu.delayed";
     return o;
   }
 
@@ -135,14 +161,17 @@ class Run {
 
   void submit(int it, size_t o) {
     const PlannedOp& op = plan_.ops[o];
-    float* buffer = buffers_[static_cast<size_t>(it % plan_.gradientBuffers)].data();
     if (lagged_) {  // one op over the whole buffer: offset 0
-      if (lagged_->step(buffer, nullptr)) checkLagged(it - 1);
+      if (lagged_->step(grads_.data(), nullptr)) checkLagged(it - 1);
       return;
     }
-    float* at = buffer + op.offset;
+    if (delayed_) {  // it copies the gradient, so the next backward may overwrite it at once
+      delayed_->step(grads_.data());
+      return;
+    }
+    float* at = grads_.data() + op.offset;
     pending_.push_back(
-        {comm_.allReduceAsync(at, at, op.count, priocclSum, op.priority), it, o, buffer});
+        {comm_.allReduceAsync(at, at, op.count, priocclSum, op.priority), it, o, grads_.data()});
   }
 
   template <typename Which>
@@ -172,25 +201,56 @@ class Run {
       size_t end = std::min(op.offset + op.count, plan_.offsets[layer] + p_.layers[layer].params);
       if (begin >= end) continue;
       const float* g = q.buffer + plan_.offsets[layer];
-      auto expect = [&](size_t pos, float v) {
-        ++checked_;
-        wrong_ += g[pos] != ranksSum * v;
-      };
-      size_t first = begin - plan_.offsets[layer], last = end - plan_.offsets[layer];
-      for (size_t k = 0; samplePos(k) < last; ++k)
-        if (samplePos(k) >= first) expect(samplePos(k), sample(q.iteration, k));
-      size_t tail = last - 1;
-      if (tail % kStride != (tail / kStride * 97) % kStride)  // not itself a sample position
-        expect(tail, base(q.iteration, layer));
+      sampled(layer, begin - plan_.offsets[layer], end - plan_.offsets[layer],
+              [&](size_t pos, auto value) {
+                ++checked_;
+                wrong_ += g[pos] != ranksSum * value(q.iteration);
+              });
     }
+  }
+
+  // After flush() the weights are DelayedSgd's global replica: synchronous momentum SGD, from
+  // zero, on every step's averaged gradient (the library's contract), here in double. The bound
+  // leaves room for a float rounding per step over thousands of steps; a step lost or applied
+  // twice is off by far more.
+  void checkDelayed(int steps) {
+    const prioccl::SgdParams sgd = delayedOptions(plan_).sgd;
+    const double meanScale = (ranks_ + 1) / 2.0;  // of the ranks' scales 1..ranks
+    for (size_t layer = 0; layer < p_.layers.size(); ++layer) {
+      const float* w = weights_.data() + plan_.offsets[layer];
+      sampled(layer, 0, p_.layers[layer].params, [&](size_t pos, auto value) {
+        double v = 0, ref = 0;
+        for (int it = 0; it < steps; ++it) {
+          v = sgd.momentum * v + meanScale * value(it) + sgd.weightDecay * ref;
+          ref -= sgd.lr * v;
+        }
+        ++checked_;
+        wrong_ += !(std::fabs(w[pos] - ref) <= 1e-4 * (1 + std::fabs(ref)));
+      });
+    }
+  }
+
+  // Calls f(pos, value) for the checked elements of `layer` in [first, last) (positions in the
+  // layer): the sample positions and the last element. value(iteration) is the gradient there,
+  // before the rank's scale.
+  template <typename F>
+  static void sampled(size_t layer, size_t first, size_t last, F f) {
+    if (first >= last) return;
+    for (size_t k = 0; samplePos(k) < last; ++k)
+      if (samplePos(k) >= first) f(samplePos(k), [k](int it) { return sample(it, k); });
+    size_t tail = last - 1;
+    if (tail % kStride != (tail / kStride * 97) % kStride)  // not itself a sample position
+      f(tail, [layer](int it) { return base(it, layer); });
   }
 
   const Profile& p_;
   const Plan& plan_;
   prioccl::Communicator& comm_;
   const int rank_, ranks_;
-  std::vector<std::vector<float>> buffers_;
+  std::vector<float> grads_;    // the flat gradient, rewritten by every backward
+  std::vector<float> weights_;  // delayed: the flat weights DelayedSgd updates
   std::unique_ptr<prioccl::LaggedAllReduce> lagged_;
+  std::unique_ptr<prioccl::DelayedSgd> delayed_;
   std::deque<Pending> pending_;
   std::multimap<Clock::time_point, std::pair<int, size_t>> deferred_;
   Clock::time_point deadline_;

@@ -1,6 +1,6 @@
 // Runs a plan for real: compute is slept (layer by layer, against absolute deadlines so sleep
 // overheads do not add up), gradients are written and all-reduced through prioccl, and every
-// reduced gradient is checked.
+// reduced gradient is checked (delayed:K: the weights prioccl::DelayedSgd ends with).
 #pragma once
 
 #include <prioccl/modes.hpp>

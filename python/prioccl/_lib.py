@@ -85,9 +85,11 @@ def declare_modes(lib):
         "priocclGluUpdate": (R, [v, v, v, sz, i, d, d, d, d, d, d, i]),
         "priocclSpecTrainPredict": (R, [v, v, v, sz, i, d, d]),
         "priocclSpecTrainStaleness": (R, [i, i, i, c_int_p]),
+        "priocclSpecTrainStalenessRule": (R, [i, i, i, i, c_int_p]),
         "priocclDelayedCreate": (R, [v, v, sz, ctypes.POINTER(DelayedConfig), ctypes.c_char_p,
                                      c_void_pp]),
         "priocclDelayedStep": (R, [v, v, c_int_p]),
+        "priocclDelayedSetLearningRate": (R, [v, d, d]),
         "priocclDelayedFlush": (R, [v]),
         "priocclDelayedDestroy": (R, [v]),
     }

@@ -2,6 +2,8 @@
 bitwise-identical weights, P3's priorities follow the forward order, lagged skips exactly the
 switch step, and bad arguments raise PriocclError. Skips (saying so) without python3-torch."""
 import sys
+import time
+import warnings
 
 import prioccl
 from checks import check, finish
@@ -37,12 +39,21 @@ def batches(steps):
             for _ in range(steps)]
 
 
-def train(net, opt, data):
+def train(net, opt, data, sched=None, clip=None):
+    """The Horovod loop; with clip, Horovod's synchronize(), clip, skip_synchronize() idiom."""
     loss_fn = torch.nn.CrossEntropyLoss()
     for x, y in data:
         opt.zero_grad()
         loss_fn(net(x), y).backward()
-        opt.step()
+        if clip:
+            opt.synchronize()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), clip)
+            with opt.skip_synchronize():
+                opt.step()
+        else:
+            opt.step()
+        if sched:
+            sched.step()
     opt.synchronize()
 
 
@@ -53,31 +64,154 @@ def same_on_every_rank(t):
     return torch.equal(lo, hi)
 
 
-def main():
-    prioccl.init()
-    data = batches(6)
+def sgd_of(net, lr=0.05, momentum=0.9, weight_decay=1e-4):
+    return torch.optim.SGD(net.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
+
+
+def p3_equals_sync(data, clip=None):
+    """P3 and sync, with a StepLR schedule in the loop (and clipping): bitwise equal weights."""
     nets, opts = {}, {}
     for mode in ("sync", "p3"):
         net = make()
-        sgd = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
-        opt = ptorch.DistributedOptimizer(sgd, net.named_parameters(), mode=mode, model=net)
+        opt = ptorch.DistributedOptimizer(sgd_of(net), net.named_parameters(), mode=mode,
+                                          model=net)
+        check(isinstance(opt, torch.optim.SGD), f"{mode}: the wrapper is a torch.optim.SGD")
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
         nets[mode], opts[mode] = net, opt
-    start = {k: v.clone() for k, v in nets["sync"].state_dict().items()}
-    for mode in ("sync", "p3"):
-        train(nets[mode], opts[mode], data)
+        start = {k: v.clone() for k, v in net.state_dict().items()}
+        train(net, opt, data, sched, clip)
+        check(opt.param_groups[0]["lr"] == 0.05 * 0.5 ** (len(data) // 2),
+              f"{mode}: the scheduler drove the learning rate")
+    what = f"clip {clip}" if clip else "StepLR"
     for k, v in nets["sync"].state_dict().items():
-        check(torch.equal(v, nets["p3"].state_dict()[k]), f"p3 == sync bitwise for {k}")
+        check(torch.equal(v, nets["p3"].state_dict()[k]), f"p3 == sync bitwise for {k} ({what})")
         check(not torch.equal(v, start[k]), f"{k} was trained")
         check(same_on_every_rank(v), f"{k} identical on every rank")
+    return nets, opts
+
+
+def synchronize_waits_for_the_gradients(mode):
+    """After synchronize(), p.grad is the average even when a rank is late to send its own."""
+    net = make()
+    opt = ptorch.DistributedOptimizer(sgd_of(net), net.named_parameters(), mode=mode, model=net)
+    x = torch.full((4, 64), float(prioccl.rank() + 1))
+    reference = make()  # the same computation, averaged by a blocking all-reduce
+    torch.nn.CrossEntropyLoss()(reference(x), torch.zeros(4, dtype=torch.int64)).backward()
+    for p in reference.parameters():
+        prioccl.allreduce_(p.grad, op=prioccl.Average)
+    opt.zero_grad()
+    if prioccl.rank() == 0:
+        time.sleep(0.5)  # the others' all-reduces cannot finish before rank 0 joins
+    torch.nn.CrossEntropyLoss()(net(x), torch.zeros(4, dtype=torch.int64)).backward()
+    opt.synchronize()
+    for (n, p), q in zip(net.named_parameters(), reference.parameters()):
+        check(torch.allclose(p.grad, q.grad, rtol=1e-6, atol=1e-7),
+              f"{mode}: after synchronize() {n}.grad is the average")
+    opt.step()
+    opt.close()
+
+
+def lagged_follows_the_users_schedule():
+    """Switch decay multiplies the scheduler's rate (StepLR, halving every step) for the update
+    only; the warm-up (2 steps) is synchronous; the switch step applies nothing."""
+    net = make()
+    opt = ptorch.DistributedOptimizer(sgd_of(net, lr=0.1, momentum=0, weight_decay=0),
+                                      net.named_parameters(), mode="lagged", warmup_steps=2,
+                                      switch_decay=True)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    data = batches(6)
+    for i, (x, y) in enumerate(data):
+        user_lr = opt.param_groups[0]["lr"]
+        check(abs(user_lr - 0.1 * 0.5 ** i) < 1e-12, f"lagged step {i}: the schedule's lr")
+        before = net.last.weight.detach().clone()
+        opt.zero_grad()
+        loss_fn(net(x), y).backward()
+        opt.step()
+        delta = before - net.last.weight.detach()
+        if i == 2:  # the switch: no aggregate yet
+            check(torch.equal(delta, torch.zeros_like(delta)), "lagged switch step: no update")
+        else:
+            ratio = 2.0 * (i + 1) / 2 if i < 2 else 0.4
+            # The rate the update used, per element (median: float32 rounding of small steps).
+            used = (delta / net.last.weight.grad)[net.last.weight.grad.abs() > 1e-3].median()
+            expect = user_lr * ratio
+            check(abs(used.item() - expect) < 1e-3 * expect,
+                  f"lagged step {i}: update at lr {expect} (measured {used.item()})")
+        check(opt.param_groups[0]["lr"] == user_lr, f"lagged step {i}: the group keeps the "
+                                                      "schedule's lr")
+        sched.step()
+    before = net.last.weight.detach().clone()
+    opt.synchronize()  # the last aggregate (step 5's) is applied now
+    check(not torch.equal(before, net.last.weight), "lagged synchronize() applies the last one")
+    check(same_on_every_rank(net.last.weight.detach().clone()), "lagged: identical weights")
+    opt.close()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ptorch.DistributedOptimizer(sgd_of(net), net.named_parameters(), mode="lagged",
+                                    switch_decay=True).close()
+    check(any("switch_decay" in str(w.message) for w in caught),
+          "lagged: switch decay without warm-up warns")
+
+
+def delayed_follows_the_paper():
+    """SSD-SGD, k = 3 after one synchronous step: pulls issued at steps 3 and 6 are used at
+    steps 4 and 7; weights are identical on every rank only after the warm-up step and after
+    synchronize(); a scheduler's lr reaches the mode."""
+    net = make()
+    opt = ptorch.DistributedOptimizer(sgd_of(net), net.named_parameters(), mode="delayed", k=3,
+                                      warmup_steps=1)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    for i, (x, y) in enumerate(batches(8)):
+        opt.zero_grad()
+        loss_fn(net(x), y).backward()
+        opt.step()
+        sched.step()
+        used = i in (0, 4, 7)
+        check(opt.last_step_synced == used, f"delayed step {i}: used a pull {opt.last_step_synced}")
+        same = same_on_every_rank(net.last.weight.detach().clone())
+        check(same == (i == 0 or prioccl.size() == 1), f"delayed step {i}: identical {same}")
+    opt.synchronize()
+    check(same_on_every_rank(net.last.weight.detach().clone()), "delayed: synchronize() gives "
+          "the global weights")
+    opt.close()
+    for kwargs, why in ((dict(nesterov=True, momentum=0.9, lr=0.1), "nesterov"),
+                        (dict(dampening=0.1, momentum=0.9, lr=0.1), "dampening")):
+        try:
+            ptorch.DistributedOptimizer(torch.optim.SGD(net.parameters(), **kwargs),
+                                        net.named_parameters(), mode="delayed")
+            check(False, f"delayed accepted {why}")
+        except prioccl.PriocclError as e:
+            check(why in str(e), f"delayed: the error names {why}: {e}")
+    try:
+        ptorch.DistributedOptimizer(torch.optim.Adam(net.parameters()), net.named_parameters(),
+                                    mode="delayed")
+        check(False, "delayed accepted Adam")
+    except prioccl.PriocclError:
+        pass
+
+
+def main():
+    prioccl.init()
+    data = batches(6)
+    nets, opts = p3_equals_sync(data)
     pr = opts["p3"]._priority
     check(pr[nets["p3"].first.weight] < pr[nets["p3"].second.weight] < pr[nets["p3"].last.weight],
           "p3 priorities follow the forward order")
+    state = opts["p3"].state_dict()
+    check(len(state["state"]) == 6 and state["param_groups"][0]["momentum"] == 0.9,
+          "state_dict holds the momentum buffers and hyper-parameters")
+    opts["sync"].load_state_dict(state)
+    p3_equals_sync(data, clip=0.5)
+    for mode in ("sync", "p3"):
+        synchronize_waits_for_the_gradients(mode)
 
     # Lagged, one warm-up step: step 0 applies its own aggregate, step 1 (the switch) applies
     # nothing, step 2 applies step 1's.
     net = make()
-    sgd = torch.optim.SGD(net.parameters(), lr=0.05)
-    opt = ptorch.DistributedOptimizer(sgd, net.named_parameters(), mode="lagged", warmup_steps=1)
+    opt = ptorch.DistributedOptimizer(sgd_of(net, momentum=0, weight_decay=0),
+                                      net.named_parameters(), mode="lagged", warmup_steps=1)
     loss_fn = torch.nn.CrossEntropyLoss()
     for i, (x, y) in enumerate(data[:3]):
         before = net.last.weight.detach().clone()
@@ -87,23 +221,10 @@ def main():
         changed = not torch.equal(before, net.last.weight)
         check(changed == (i != 1), f"lagged step {i}: weights changed = {changed}")
     opt.close()
+    lagged_follows_the_users_schedule()
+    delayed_follows_the_paper()
 
-    # Delayed (SSD-SGD), k = 3 after one synchronous step: the weights are the global ones (equal
-    # on every rank) exactly at steps 0, 3 and 6; in between each rank moves on its own gradient.
-    net = make()
-    sgd = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
-    opt = ptorch.DistributedOptimizer(sgd, net.named_parameters(), mode="delayed", k=3,
-                                      warmup_steps=1)
-    for i, (x, y) in enumerate(data[:7]):
-        opt.zero_grad()
-        loss_fn(net(x), y).backward()
-        opt.step()
-        boundary = i in (0, 3, 6)
-        check(opt.last_step_synced == boundary, f"delayed step {i}: synced {opt.last_step_synced}")
-        same = same_on_every_rank(net.last.weight.detach().clone())
-        check(same == (boundary or prioccl.size() == 1), f"delayed step {i}: identical {same}")
-    opt.close()
-
+    sgd = sgd_of(net)
     for bad in (lambda: ptorch.DistributedOptimizer(sgd, net.named_parameters(), mode="fast"),
                 lambda: ptorch.DistributedOptimizer(sgd, net.named_parameters(), mode="p3")):
         try:

@@ -14,7 +14,8 @@
 namespace prioccl::capi {
 
 // Handle kinds: an id's low bits, so that handles of different kinds never share a value.
-constexpr uintptr_t kCommHandle = 1, kRequestHandle = 2, kLaggedHandle = 3, kDelayedHandle = 4;
+constexpr uintptr_t kCommHandle = 1, kRequestHandle = 2, kLaggedHandle = 3, kDelayedHandle = 4,
+                    kGateHandle = 5;
 constexpr int kKindBits = 3;
 
 // Ids are never reused.

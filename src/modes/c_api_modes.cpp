@@ -13,6 +13,7 @@ namespace {
 using capi::guarded;
 using LaggedPtr = std::shared_ptr<LaggedAllReduce>;
 using DelayedPtr = std::shared_ptr<DelayedSgd>;
+using GatePtr = std::shared_ptr<LayerGate>;
 
 capi::HandleTable<LaggedPtr, capi::kLaggedHandle>& laggeds() {
   static capi::HandleTable<LaggedPtr, capi::kLaggedHandle> table;
@@ -20,6 +21,11 @@ capi::HandleTable<LaggedPtr, capi::kLaggedHandle>& laggeds() {
 }
 capi::HandleTable<DelayedPtr, capi::kDelayedHandle>& delayeds() {
   static capi::HandleTable<DelayedPtr, capi::kDelayedHandle> table;
+  return table;
+}
+
+capi::HandleTable<GatePtr, capi::kGateHandle>& gates() {
+  static capi::HandleTable<GatePtr, capi::kGateHandle> table;
   return table;
 }
 
@@ -121,6 +127,11 @@ priocclResult_t priocclDelayedStep(priocclDelayed_t delayed, const float* grads,
   });
 }
 
+priocclResult_t priocclDelayedSetLearningRate(priocclDelayed_t delayed, double lr, double localLr) {
+  return guarded(__func__, nullptr,
+                 [&] { delayeds().get(delayed, "delayed", kDead)->setLearningRate(lr, localLr); });
+}
+
 priocclResult_t priocclDelayedFlush(priocclDelayed_t delayed) {
   return guarded(__func__, nullptr, [&] { delayeds().get(delayed, "delayed", kDead)->flush(); });
 }
@@ -128,6 +139,42 @@ priocclResult_t priocclDelayedFlush(priocclDelayed_t delayed) {
 priocclResult_t priocclDelayedDestroy(priocclDelayed_t delayed) {
   return guarded(__func__, nullptr,
                  [&] { delayeds().release(delayed, "delayed", kDestroyed)->destroy(); });
+}
+
+priocclResult_t priocclGateCreate(priocclComm_t comm, int layers, const char* key,
+                                  priocclGate_t* gate) {
+  return guarded(__func__, comm, [&] {
+    requireOut(gate, "gate");
+    *gate = nullptr;
+    auto object =
+        std::make_shared<LayerGate>(capi::lookup(comm), layers, key ? key : "prioccl.gate");
+    *gate = reinterpret_cast<priocclGate_t>(gates().add(std::move(object)));
+  });
+}
+
+priocclResult_t priocclGateSubmit(priocclGate_t gate, int layer, const void* sendbuff,
+                                  void* recvbuff, size_t count, priocclDataType_t datatype,
+                                  priocclRedOp_t op) {
+  return guarded(__func__, nullptr, [&] {
+    detail::validateEnums(datatype, op);
+    gates().get(gate, "gate", kDead)->submit(layer, sendbuff, recvbuff, count, datatype, op);
+  });
+}
+
+priocclResult_t priocclGateWait(priocclGate_t gate, int layer, int* submitted) {
+  return guarded(__func__, nullptr, [&] {
+    requireOut(submitted, "submitted");
+    *submitted = 0;
+    *submitted = gates().get(gate, "gate", kDead)->wait(layer) ? 1 : 0;
+  });
+}
+
+priocclResult_t priocclGateWaitAll(priocclGate_t gate) {
+  return guarded(__func__, nullptr, [&] { gates().get(gate, "gate", kDead)->waitAll(); });
+}
+
+priocclResult_t priocclGateDestroy(priocclGate_t gate) {
+  return guarded(__func__, nullptr, [&] { gates().release(gate, "gate", kDestroyed)->waitAll(); });
 }
 
 namespace {
@@ -182,6 +229,16 @@ priocclResult_t priocclSpecTrainStaleness(int stage, int stages, int forward, in
   return guarded(__func__, nullptr, [&] {
     requireOut(staleness, "staleness");
     *staleness = specTrainStaleness(stage, stages, forward != 0);
+  });
+}
+
+priocclResult_t priocclSpecTrainStalenessRule(int stage, int stages, int forward, int rule,
+                                              int* staleness) {
+  return guarded(__func__, nullptr, [&] {
+    requireOut(staleness, "staleness");
+    // Any int converts to the enum (its underlying type is int); specTrainStaleness rejects
+    // values that are not a rule.
+    *staleness = specTrainStaleness(stage, stages, forward != 0, static_cast<StalenessRule>(rule));
   });
 }
 

@@ -135,11 +135,22 @@ void specTrainPredict(void* predicted, const void* weights, const void* velocity
   });
 }
 
-int specTrainStaleness(int stage, int stages, bool forward) {
+int specTrainStaleness(int stage, int stages, bool forward, StalenessRule rule) {
   if (stages < 1 || stage < 0 || stage >= stages)
     detail::fail(priocclInvalidArgument, "specTrainStaleness: stage ", stage,
                  " is not in 0..stages-1 (stages ", stages, ")");
-  return forward ? stage / 2 + stages - stage - 1 : stage / 2;
+  // Forward of minibatch b on stage k comes N - k - 1 of the stage's updates before the one that
+  // applies b's gradient (1F1B's warm-up depth); its backward comes right before that update.
+  const int schedule = forward ? stages - stage - 1 : 0;
+  switch (rule) {
+    case StalenessRule::kPaper:
+      // Eqs. 5 and 6 of the paper: floor(k/2) more than the schedule's, in both passes.
+      return schedule + stage / 2;
+    case StalenessRule::kSchedule:
+      return schedule;
+  }
+  detail::fail(priocclInvalidArgument, "specTrainStaleness: rule ", static_cast<int>(rule),
+               " is not a StalenessRule (0 paper, 1 schedule)");
 }
 
 double switchDecayLrRatio(long step, long warmupSteps) {

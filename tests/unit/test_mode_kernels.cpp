@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "prioccl/modes.hpp"
@@ -146,10 +147,54 @@ TEST(ModeKernels, SpecTrainStaleness) {
   for (int k = 0; k < 4; ++k) {
     EXPECT_EQ(specTrainStaleness(k, 4, true), forward[k]) << k;
     EXPECT_EQ(specTrainStaleness(k, 4, false), backward[k]) << k;
+    EXPECT_EQ(specTrainStaleness(k, 4, true, StalenessRule::kPaper), forward[k]) << k;
+    EXPECT_EQ(specTrainStaleness(k, 4, false, StalenessRule::kPaper), backward[k]) << k;
   }
   EXPECT_EQ(specTrainStaleness(0, 1, true), 0);
   EXPECT_THROW(specTrainStaleness(4, 4, true), InvalidArgument);
   EXPECT_THROW(specTrainStaleness(-1, 4, true), InvalidArgument);
+}
+
+TEST(ModeKernels, SpecTrainStalenessFromTheSchedule) {
+  // 1F1B on 4 stages, one update per minibatch: stage k runs N - k - 1 = 3, 2, 1, 0 forwards
+  // ahead, so the forward of minibatch b meets the version b - (N - k - 1) and b's update is
+  // applied to version b; the backward of b comes right before that update.
+  const int forward[] = {3, 2, 1, 0};
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ(specTrainStaleness(k, 4, true, StalenessRule::kSchedule), forward[k]) << k;
+    EXPECT_EQ(specTrainStaleness(k, 4, false, StalenessRule::kSchedule), 0) << k;
+  }
+  EXPECT_EQ(specTrainStaleness(0, 1, true, StalenessRule::kSchedule), 0);
+  EXPECT_THROW(specTrainStaleness(4, 4, true, StalenessRule::kSchedule), InvalidArgument);
+  EXPECT_THROW(specTrainStaleness(0, 4, true, static_cast<StalenessRule>(2)), InvalidArgument);
+  EXPECT_THROW(specTrainStaleness(0, 4, false, static_cast<StalenessRule>(-1)), InvalidArgument);
+
+  // The C ABI: rule 0 is the paper's (what priocclSpecTrainStaleness gives), 1 the schedule's.
+  const int paperForward[] = {3, 2, 2, 1}, paperBackward[] = {0, 0, 1, 1};
+  for (int k = 0; k < 4; ++k) {
+    for (int fwd = 0; fwd < 2; ++fwd) {
+      int paper = -1, schedule = -1, old = -1;
+      ASSERT_EQ(priocclSpecTrainStalenessRule(k, 4, fwd, priocclStalenessPaper, &paper),
+                priocclSuccess);
+      ASSERT_EQ(priocclSpecTrainStalenessRule(k, 4, fwd, priocclStalenessSchedule, &schedule),
+                priocclSuccess);
+      ASSERT_EQ(priocclSpecTrainStaleness(k, 4, fwd, &old), priocclSuccess);
+      EXPECT_EQ(paper, fwd ? paperForward[k] : paperBackward[k]) << k << " " << fwd;
+      EXPECT_EQ(schedule, fwd ? forward[k] : 0) << k << " " << fwd;
+      EXPECT_EQ(old, paper) << k << " " << fwd;
+    }
+  }
+  int s = -7;
+  for (int rule : {2, -1, 100}) {
+    EXPECT_EQ(priocclSpecTrainStalenessRule(0, 4, 1, rule, &s), priocclInvalidArgument) << rule;
+    const std::string message = priocclGetLastError(nullptr);
+    EXPECT_NE(message.find("rule"), std::string::npos) << message;
+  }
+  EXPECT_EQ(priocclSpecTrainStalenessRule(0, 4, 1, priocclStalenessSchedule, nullptr),
+            priocclInvalidArgument);
+  EXPECT_EQ(priocclSpecTrainStalenessRule(4, 4, 1, priocclStalenessSchedule, &s),
+            priocclInvalidArgument);
+  EXPECT_EQ(s, -7);  // no failed call wrote its out-argument
 }
 
 TEST(ModeKernels, SwitchDecay) {

@@ -142,8 +142,19 @@ TEST(Plan, OpsFollowBackwardOrder) {
   Plan lagged = makePlan(p, parseMode("lagged"), o);
   ASSERT_EQ(lagged.ops.size(), 1u);
   EXPECT_EQ(lagged.ops[0].count, 60u);
-  EXPECT_TRUE(lagged.staged);
-  EXPECT_EQ(makePlan(p, parseMode("delayed:4"), o).gradientBuffers, 4);
+  EXPECT_EQ(lagged.through, Through::kLaggedAllReduce);
+  EXPECT_EQ(wfbp.through, Through::kEngine);
+
+  // delayed:K: DelayedSgd's one op over the whole gradient per step, once backward is over;
+  // its step() waits for the pull issued K steps before, one step late.
+  Plan delayed = makePlan(p, parseMode("delayed:4"), o);
+  ASSERT_EQ(delayed.ops.size(), 1u);
+  EXPECT_EQ(delayed.ops[0].offset, 0u);
+  EXPECT_EQ(delayed.ops[0].count, 60u);
+  EXPECT_EQ(delayed.ops[0].trigger, 0u);
+  EXPECT_EQ(delayed.through, Through::kDelayedSgd);
+  EXPECT_EQ(delayed.wait, Wait::kPullNextStep);
+  EXPECT_EQ(delayed.period, 4);
 }
 
 // Two layers (1 ms forward, 1 ms backward each), all-reduce of both 4 ms: each layer's 2 ms.
@@ -160,8 +171,11 @@ TEST(Fluid, HandWorkedSchedules) {
   EXPECT_NEAR(predict("p3"), 6.0, 1e-9);
   // lagged: one 4 ms op overlapping a whole 4 ms iteration.
   EXPECT_NEAR(predict("lagged"), 4.0, 1e-9);
-  // delayed:2: two iterations of 4 ms, then the second one's ops (3 ms behind): 11 ms per two.
-  EXPECT_NEAR(predict("delayed:2"), 5.5, 1e-9);
+  // delayed:K: one 4 ms op per iteration once backward is over, waited one step after the K-th:
+  // every op has the next 4 ms iteration to finish (a wait in the K-th step itself would make
+  // delayed:1 8 ms and delayed:2 6 ms).
+  EXPECT_NEAR(predict("delayed:1"), 4.0, 1e-9);
+  EXPECT_NEAR(predict("delayed:2"), 4.0, 1e-9);
 }
 
 TEST(Fluid, BoundsHold) {
