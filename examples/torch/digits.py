@@ -20,14 +20,14 @@ import prioccl.torch as ptorch
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mode", default="sync",
-                    choices=["sync", "p3", "lagged", "lagged-tricks", "delayed"])
+                    choices=["sync", "p3", "lagged", "lagged-warmup", "lagged-tricks", "delayed"])
     ap.add_argument("--k", type=int, default=2, help="delayed: wait every K steps")
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--batch", type=int, default=16, help="per rank")
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--warmup-epochs", type=int, default=2,
-                    help="lagged-tricks and delayed: synchronous epochs first")
+                    help="lagged-warmup, lagged-tricks and delayed: synchronous epochs first")
     ap.add_argument("--model", default="mlp", choices=["mlp", "cnn"])
     ap.add_argument("--augment", action="store_true", help="random shifts and noise (training)")
     ap.add_argument("--schedule", default="constant", choices=["constant", "cosine"],
@@ -45,9 +45,10 @@ def main():
     steps_per_epoch = len(shard) // a.batch
     kwargs = {}
     mode = a.mode
-    if mode == "lagged-tricks":  # LB-SGD's warm-up (synchronous) and switch decay
+    if mode in ("lagged-warmup", "lagged-tricks"):  # LB-SGD's tricks: warm-up (+ switch decay)
+        kwargs = dict(warmup_steps=a.warmup_epochs * steps_per_epoch,
+                      switch_decay=mode == "lagged-tricks")
         mode = "lagged"
-        kwargs = dict(warmup_steps=a.warmup_epochs * steps_per_epoch, switch_decay=True)
     if mode == "delayed":  # SSD-SGD: the paper's GLU defaults, S-SGD warm-up epochs first
         kwargs = dict(k=a.k, warmup_steps=a.warmup_epochs * steps_per_epoch)
     opt = ptorch.DistributedOptimizer(sgd, model.named_parameters(), mode=mode, model=model,

@@ -59,5 +59,6 @@ def augment(x, g):
 def cosine(optimizer, total_steps):
     """Cosine decay from the optimizer's lr to 0 over total_steps, stepped once per step,
     through torch.optim.lr_scheduler as a user would write it."""
-    return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * min(step, total_steps) / total_steps)))
+    def factor(step):
+        return 0.5 * (1 + math.cos(math.pi * min(step, total_steps) / total_steps))
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
