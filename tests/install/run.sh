@@ -13,7 +13,10 @@ trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
 lib=$(find "$work/prefix" -name 'libprioccl.so.*.*' | head -1)
 echo "installed: $(cd "$work/prefix" && find . -type f -o -type l | sort | tr '\n' ' ')"
-objdump -p "$lib" | grep -q 'SONAME.*libprioccl\.so\.0' || { echo "bad SONAME in $lib"; exit 1; }
+# Read the whole header first: `objdump | grep -q` under pipefail fails when grep exits early
+# and objdump dies of SIGPIPE (seen once in a full ctest run).
+soname=$(objdump -p "$lib" | awk '$1 == "SONAME" {print $2}')
+[[ $soname == libprioccl.so.0 ]] || { echo "bad SONAME '$soname' in $lib"; exit 1; }
 
 cmake -S "$src/examples" -B "$work/ex" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 cmake --build "$work/ex" >/dev/null
