@@ -344,7 +344,11 @@ void Engine::run() {
       continue;
     }
     if (drivers_ > 0) {  // a waiter drives progress: stay off the cores until it leaves
-      wake_.wait(lock, [&] { return drivers_ == 0 || stopping_; });
+      auto back = [&] { return drivers_ == 0 || stopping_; };
+      if (liveness_.enabled())  // or until a heartbeat may be due: the engine may be idle by then
+        wake_.wait_for(lock, liveness_.period(), back);
+      else
+        wake_.wait(lock, back);
       quiet = 0;
       continue;
     }
@@ -403,9 +407,11 @@ void Engine::drive(OpState& op) {
   }
   // The progress thread takes over whatever is still in flight. Only new submissions make an
   // idle engine busy again, and they wake the progress thread themselves once no driver is left.
+  // An idle engine's heartbeats need no wake-up either: the progress thread waits at most one
+  // heartbeat period. (Waking it after every op cost small ops half their speed when ranks
+  // share cores: issue 19.)
   std::lock_guard<std::mutex> lock(mutex_);
-  // An idle engine with heartbeats to send needs its progress thread back as well.
-  if (--drivers_ == 0 && (!idleNow || !incoming_.empty() || liveness_.enabled())) wakeProgress();
+  if (--drivers_ == 0 && (!idleNow || !incoming_.empty())) wakeProgress();
 }
 
 bool Engine::takeSubmissions() {

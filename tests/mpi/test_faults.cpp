@@ -60,6 +60,22 @@ void expectFailedForGood(Communicator& comm) {
   EXPECT_LT(since(t), 5.0);
 }
 
+// A blocking op is driven by the calling thread; when it leaves, the idle engine's progress
+// thread must still come back for the heartbeats, or every peer declares this rank lost.
+TEST(Faults, RanksIdleAfterBlockingOpsAreNotDeclaredLost) {
+  if (worldSize() < 2) GTEST_SKIP() << "needs 2 ranks";
+  const double timeout = 1;
+  Communicator comm = makeComm(timeout);
+  std::vector<float> v(16, 1.0f);
+  for (int i = 0; i < 3; ++i)
+    comm.allReduce(v.data(), v.data(), v.size(), priocclFloat32, priocclSum);
+  std::this_thread::sleep_for(std::chrono::duration<double>(3.5 * timeout));  // all idle
+  std::fill(v.begin(), v.end(), 1.0f);
+  EXPECT_NO_THROW(comm.allReduce(v.data(), v.data(), v.size(), priocclFloat32, priocclSum));
+  EXPECT_EQ(v[0], static_cast<float>(worldSize()));
+  comm.destroy();
+}
+
 TEST(Faults, OpNobodyElseSubmitsTimesOutNamingTheMissingRanks) {
   if (worldSize() < 2) GTEST_SKIP() << "needs 2 ranks";
   const double timeout = 2;
