@@ -14,6 +14,6 @@ void agreeAcrossRanks(const Communicator& comm, const char* what,
                       std::initializer_list<std::pair<const char*, long long>> fields);
 // The same for hyper-parameters (finite doubles, compared exactly).
 void agreeOnDoublesAcrossRanks(const Communicator& comm, const char* what,
-                      std::initializer_list<std::pair<const char*, double>> fields);
+                               std::initializer_list<std::pair<const char*, double>> fields);
 
 }  // namespace prioccl::detail
