@@ -339,7 +339,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if group.get("nesterov") or group.get("dampening", 0):
                 raise prioccl.PriocclError(f"delayed mode: param group {i} has nesterov or "
                                            "dampening, which SSD-SGD's update does not have")
-            mine = [(n, p) for n, p in self._named if any(p is q for q in group["params"])]
+            members = {id(q) for q in group["params"]}
+            mine = [(n, p) for n, p in self._named if id(p) in members]
             if not mine:
                 continue
             flat_w = torch.empty(sum(p.numel() for _, p in mine), dtype=torch.float32)

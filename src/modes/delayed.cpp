@@ -33,7 +33,7 @@ struct DelayedSgd::State {
   size_t count = 0;
   Options options;
   double localLrRatio = 4;  // localLr / sgd.lr, kept when the learning rate changes
-  std::vector<float> global, velocity, preWeights, averaged;
+  std::vector<float> global, velocity, preWeights;
   struct Push {
     std::vector<float> gradient;  // all-reduced in place
     double lr = 0;                // the server's learning rate when it was pushed
@@ -84,11 +84,15 @@ struct DelayedSgd::State {
 
 namespace {
 
-// FNV-1a over the bytes: equal starting weights on every rank, checked without moving them.
+// FNV-1a over the weights' bit patterns, one float at a time (a byte at a time costs seconds on
+// a model of hundreds of MB): equal starting weights on every rank, checked without moving them.
 long long hashOf(const float* data, size_t count) {
   uint64_t h = 1469598103934665603ull;
-  const auto* bytes = reinterpret_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < count * sizeof(float); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  for (size_t i = 0; i < count; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, data + i, sizeof bits);
+    h = (h ^ bits) * 1099511628211ull;
+  }
   return static_cast<long long>(h);
 }
 
@@ -131,7 +135,6 @@ DelayedSgd::DelayedSgd(const Communicator& comm, float* weights, size_t count,
   s.localLrRatio = s.options.localLr / s.options.sgd.lr;
   s.global.assign(weights, weights + count);
   s.velocity.assign(count, 0.0f);
-  s.averaged.resize(count);
   s.slots.resize(static_cast<size_t>(options.k));
   for (State::Push& p : s.slots) p.gradient.resize(count);
   s.restart();
@@ -162,8 +165,9 @@ bool DelayedSgd::step(const float* grads) {
   const Options& o = s.options;
   if (s.count && !grads) fail(priocclInvalidArgument, "DelayedSgd::step: grads is NULL");
   if (s.steps < o.warmupSteps) {  // the warm-up stage: synchronous SGD (Algorithm 1, 3-14)
-    s.comm.allReduce(grads, s.averaged.data(), s.count, priocclFloat32, priocclAvg);
-    sgdUpdate(s.global.data(), s.velocity.data(), s.averaged.data(), s.count, priocclFloat32,
+    std::vector<float>& averaged = s.slots[0].gradient;  // no push is in flight yet
+    s.comm.allReduce(grads, averaged.data(), s.count, priocclFloat32, priocclAvg);
+    sgdUpdate(s.global.data(), s.velocity.data(), averaged.data(), s.count, priocclFloat32,
               o.sgd);
     if (s.count) std::memcpy(s.weights, s.global.data(), s.count * sizeof(float));
     ++s.steps;
