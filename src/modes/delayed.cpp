@@ -167,8 +167,7 @@ bool DelayedSgd::step(const float* grads) {
   if (s.steps < o.warmupSteps) {  // the warm-up stage: synchronous SGD (Algorithm 1, 3-14)
     std::vector<float>& averaged = s.slots[0].gradient;  // no push is in flight yet
     s.comm.allReduce(grads, averaged.data(), s.count, priocclFloat32, priocclAvg);
-    sgdUpdate(s.global.data(), s.velocity.data(), averaged.data(), s.count, priocclFloat32,
-              o.sgd);
+    sgdUpdate(s.global.data(), s.velocity.data(), averaged.data(), s.count, priocclFloat32, o.sgd);
     if (s.count) std::memcpy(s.weights, s.global.data(), s.count * sizeof(float));
     ++s.steps;
     if (s.steps == o.warmupSteps) s.restart();
