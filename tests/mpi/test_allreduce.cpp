@@ -14,6 +14,7 @@
 #include <random>
 #include <thread>
 
+#include "mpi_test_util.h"
 #include "prioccl/prioccl.hpp"
 #include "reduce/half.h"
 
@@ -21,6 +22,7 @@ namespace {
 
 using prioccl::Communicator;
 using prioccl::Request;
+using prioccl::test::kSanitizerShrink;
 
 const priocclDataType_t kDtypes[] = {priocclInt8,    priocclUint8,   priocclInt32,
                                      priocclInt64,   priocclFloat16, priocclBfloat16,
@@ -338,7 +340,8 @@ void runMatrix(Communicator& comm, size_t big, uint64_t seedBase) {
 
 TEST(AllReduce, MatrixDefaultConfig) {
   Communicator comm = Communicator::world();
-  runMatrix(comm, 600011, 1);  // 0.6-4.8 MB per op: many default chunks, not divisible by p
+  runMatrix(comm, 600011 / kSanitizerShrink,
+            1);  // 0.6-4.8 MB per op: many default chunks, not divisible by p
 }
 
 TEST(AllReduce, MatrixEachAlgorithm) {
@@ -348,7 +351,7 @@ TEST(AllReduce, MatrixEachAlgorithm) {
     cfg.algorithm = algo;
     Communicator comm = Communicator::world(cfg);
     EXPECT_NE(comm.algorithmModel().find(prioccl::algorithmName(algo)), std::string::npos);
-    runMatrix(comm, 300007, 3 + algo);
+    runMatrix(comm, 300007 / kSanitizerShrink, 3 + algo);
   }
 }
 
@@ -360,7 +363,7 @@ TEST(AllReduce, MatrixTinyChunksSmallWindow) {
   cfg.creditBytes = 16384;
   cfg.windowChunks = 8;
   Communicator comm = Communicator::world(cfg);
-  runMatrix(comm, 100003, 2);
+  runMatrix(comm, 100003 / kSanitizerShrink, 2);
 }
 
 TEST(AllReduce, BlockingMatchesMpiAllreduce) {
@@ -395,8 +398,8 @@ TEST(AllReduce, ThousandsOfConcurrentRandomOps) {
   Communicator comm = Communicator::world(cfg);
   std::mt19937_64 rng(99);  // identical op sequence on every rank
   std::vector<std::unique_ptr<Running>> ops;
-  for (int k = 0; k < 3000; ++k) {
-    size_t count = rng() % 4 == 0 ? rng() % 200000 : rng() % 2000;
+  for (size_t k = 0; k < 3000 / kSanitizerShrink; ++k) {
+    size_t count = rng() % 4 == 0 ? rng() % (200000 / kSanitizerShrink) : rng() % 2000;
     Case c{kDtypes[rng() % 8],
            kOps[rng() % 5],
            count,
@@ -540,10 +543,10 @@ TEST(AllReduce, FifoAndPriorityGiveIdenticalBits) {
 }
 
 TEST(AllReduce, UrgentOpPreemptsARunningLowPriorityOp) {
-  // A 64 MiB low-priority op is on the wire on every rank; then a 256 KiB urgent op arrives.
-  // Under priority scheduling the urgent op finishes while the low one is still running (on
-  // every rank) and the engine counts preemptions; under FIFO it counts none. Both stay correct.
-  // With ring and with tree chunks.
+  // A 64 MiB (sanitized: 16 MiB) low-priority op is on the wire on every rank; then a 256 KiB
+  // urgent op arrives. Under priority scheduling the urgent op finishes while the low one is still
+  // running (on every rank) and the engine counts preemptions; under FIFO it counts none. Both stay
+  // correct. With ring and with tree chunks.
   for (int run = 0; run < 4; ++run) {
     int fifo = run % 2;
     priocclAlgorithm_t algo = run < 2 ? priocclAlgoRing : priocclAlgoTree;
@@ -554,7 +557,8 @@ TEST(AllReduce, UrgentOpPreemptsARunningLowPriorityOp) {
     Communicator comm = Communicator::world(cfg);
     if (comm.size() == 1) GTEST_SKIP() << "one rank has no wire to preempt";
     std::vector<std::unique_ptr<Running>> low, urgent;
-    low.push_back(start(comm, Case{priocclFloat32, priocclSum, 16u << 20, false, 11, 100}));
+    low.push_back(start(
+        comm, Case{priocclFloat32, priocclSum, (16u << 20) / kSanitizerShrink, false, 11, 100}));
     while (comm.counters().sendsPosted == 0)
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     MPI_Barrier(MPI_COMM_WORLD);  // the low op is under way everywhere
