@@ -340,8 +340,8 @@ void runMatrix(Communicator& comm, size_t big, uint64_t seedBase) {
 
 TEST(AllReduce, MatrixDefaultConfig) {
   Communicator comm = Communicator::world();
-  runMatrix(comm, 600011 / kSanitizerShrink,
-            1);  // 0.6-4.8 MB per op: many default chunks, not divisible by p
+  // 0.6-4.8 MB per op (a quarter under sanitizers): many default chunks, not divisible by p.
+  runMatrix(comm, 600011 / kSanitizerShrink, 1);
 }
 
 TEST(AllReduce, MatrixEachAlgorithm) {
