@@ -6,11 +6,16 @@
 set -uo pipefail
 mpirun=$1
 shift
-export ASAN_OPTIONS="detect_leaks=1"
+# One report file per process: the ranks' reports on one stream would interleave line by line.
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+export ASAN_OPTIONS="detect_leaks=1:log_path=$logs/lsan"
 export LSAN_OPTIONS="exitcode=0:fast_unwind_on_malloc=0:suppressions=$(dirname "$0")/lsan.supp:print_suppressions=0"
 ours=0 theirs=0 status=0
 for example in "$@"; do
-  out=$("$mpirun" -np 2 "$example" 2>&1) || { echo "$example failed:"; echo "$out"; status=1; }
+  rm -f "$logs"/lsan.*
+  run=$("$mpirun" -np 2 "$example" 2>&1) || { echo "$example failed:"; echo "$run"; status=1; }
+  out=$(cat "$logs"/lsan.* 2>/dev/null)
   # One report per "Direct/Indirect leak" paragraph; ours if a frame names prioccl.
   read -r o t < <(awk '/^(Direct|Indirect) leak/ { if (n) { if (p) o++; else t++ } n = 1; p = 0; next }
                        n && /prioccl/ { p = 1 }
