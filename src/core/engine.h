@@ -174,8 +174,9 @@ class Engine {
 
   void run();
   // One locked round of progress, then finishes the ops it ended. `idle`: nothing in flight.
-  bool progressOnce(bool* idle);
-  bool step();
+  // `light`: see step().
+  bool progressOnce(bool* idle, bool light = false);
+  bool step(bool light);
   bool takeSubmissions();
   bool exchangeControl();
   void applyDecision(const Decision& d);
@@ -189,7 +190,7 @@ class Engine {
   void pump(Slot& slot);
   uint64_t post(Kind kind, int peer, uint64_t tag, void* buf, size_t bytes);
   void postData(Slot& slot, const Transfer& t, bool isRecv);
-  void onCompletion(const Completion& c);
+  void onCompletion(const Completion& c, Clock::time_point now);
   void finishChunk(Slot& slot);
   void concludeAgreement(Slot& slot);
   // Counts the op as ended; finish() runs after the progress lock is released.
@@ -257,6 +258,7 @@ class Engine {
   bool napping_ = false;  // the progress thread sleeps in events_: wakeProgress() must poke it
   std::atomic<int> sleepingDrivers_{0};  // waiters asleep in events_: ending ops poke it
   std::vector<std::shared_ptr<OpState>> incoming_;
+  std::atomic<bool> hasIncoming_{false};  // incoming_ is not empty (read without mutex_)
   bool stopping_ = false;
   bool failed_ = false;
   priocclResult_t failCode_ = priocclSuccess;
@@ -268,7 +270,8 @@ class Engine {
     priocclResult_t code;
     std::string message;
   };
-  std::vector<Ended> ended_;  // to finish once the lock is released
+  std::vector<Ended> ended_;                     // to finish once the lock is released
+  std::vector<std::shared_ptr<OpState>> taken_;  // takeSubmissions' batch
   Negotiator negotiator_;
   Liveness liveness_;
   Clock::time_point nextWatch_ = Clock::now();
