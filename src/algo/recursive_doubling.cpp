@@ -36,19 +36,19 @@ RecursiveDoublingChunk::RecursiveDoublingChunk(const ChunkSpec& spec, ScratchPoo
   acc_ = pool_.take();
   if (envelope_) envelope_->writeOwn(acc_.get());
   if (payload_ > 0) std::memcpy(acc_.get() + header_, spec_.send, payload_);
-  inbox_.resize(xs_.size());
-  received_.assign(xs_.size(), -1);
+  retired_.reserve(xs_.size());
   if (xs_.empty()) complete();  // one rank: the result is its own data
 }
 
 RecursiveDoublingChunk::~RecursiveDoublingChunk() {
   pool_.give(std::move(acc_));
-  for (auto& b : inbox_) pool_.give(std::move(b));
+  for (auto& x : xs_) pool_.give(std::move(x.inbox));
   for (auto& b : retired_) pool_.give(std::move(b));
 }
 
 void RecursiveDoublingChunk::buildExchanges() {
   const RdSchedule& s = sched_;
+  xs_.reserve(static_cast<size_t>(s.rounds) + 2);
   if (s.sitsOut) {
     xs_.push_back({0, s.rank + 1, true, false, false});
     xs_.push_back({s.lastStep(), s.rank + 1, false, true, false});
@@ -85,10 +85,10 @@ bool RecursiveDoublingChunk::recvReady() const {
 Transfer RecursiveDoublingChunk::takeRecv() {
   while (!xs_[recvsPosted_].recv) ++recvsPosted_;
   size_t i = recvsPosted_++;
-  inbox_[i] = pool_.take();
-  if (!envelope_) return Transfer{xs_[i].peer, xs_[i].step, inbox_[i].get(), messageBytes()};
-  return Transfer{xs_[i].peer, xs_[i].step, inbox_[i].get(), header_ + envelope_->maxPayloadBytes(),
-                  false};
+  xs_[i].inbox = pool_.take();
+  if (!envelope_) return Transfer{xs_[i].peer, xs_[i].step, xs_[i].inbox.get(), messageBytes()};
+  return Transfer{xs_[i].peer, xs_[i].step, xs_[i].inbox.get(),
+                  header_ + envelope_->maxPayloadBytes(), false};
 }
 
 void RecursiveDoublingChunk::sendDone(int) {
@@ -103,12 +103,13 @@ size_t RecursiveDoublingChunk::recvIndex(int step) const {
 
 void RecursiveDoublingChunk::recvLength(int step, size_t bytes) {
   size_t i = recvIndex(step);
-  if (i < xs_.size()) received_[i] = static_cast<long long>(bytes);
+  if (i < xs_.size()) xs_[i].received = static_cast<long long>(bytes);
 }
 
 void RecursiveDoublingChunk::recvDone(int step) {
   size_t i = recvIndex(step);
-  if (i < xs_.size() && received_[i] < 0) received_[i] = static_cast<long long>(messageBytes());
+  if (i < xs_.size() && xs_[i].received < 0)
+    xs_[i].received = static_cast<long long>(messageBytes());
   tryAdvance();
 }
 
@@ -118,7 +119,7 @@ void RecursiveDoublingChunk::tryAdvance() {
     const Exchange& x = xs_[cur_];
     if (x.send && !sendTaken_) return;
     if (x.recv) {
-      if (received_[cur_] < 0) return;
+      if (xs_[cur_].received < 0) return;
       merge(cur_);
     }
     ++cur_;
@@ -129,8 +130,8 @@ void RecursiveDoublingChunk::tryAdvance() {
 
 void RecursiveDoublingChunk::merge(size_t i) {
   const Exchange& x = xs_[i];
-  unsigned char* in = inbox_[i].get();
-  size_t got = static_cast<size_t>(received_[i]);
+  unsigned char* in = xs_[i].inbox.get();
+  size_t got = static_cast<size_t>(xs_[i].received);
   // A short message: its header is treated as all zeros (malformed), never as whatever an
   // earlier chunk left in the block (found by tests/fuzz/fuzz_chunk_steps).
   if (got < header_) std::memset(in, 0, header_);
@@ -142,7 +143,7 @@ void RecursiveDoublingChunk::merge(size_t i) {
       ok = ok && inPayload == payload_;
       payloadValid_ = payloadValid_ && ok;
       retired_.push_back(std::move(acc_));
-      acc_ = std::move(inbox_[i]);
+      acc_ = std::move(xs_[i].inbox);
       return;
     }
   }
@@ -160,7 +161,7 @@ void RecursiveDoublingChunk::merge(size_t i) {
                   spec_.op, divisor);
   }
   retired_.push_back(std::move(acc_));
-  acc_ = std::move(inbox_[i]);
+  acc_ = std::move(xs_[i].inbox);
 }
 
 void RecursiveDoublingChunk::complete() {

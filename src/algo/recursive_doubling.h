@@ -80,7 +80,9 @@ class RecursiveDoublingChunk final : public ChunkAlgo {
   struct Exchange {
     int step, peer;
     bool send, recv;
-    bool peerIsLower;  // which operand the received value is in the merge
+    bool peerIsLower;            // which operand the received value is in the merge
+    ScratchPool::Block inbox{};  // its receive block, once the receive is taken
+    long long received = -1;     // bytes that arrived, -1 until then
   };
   void buildExchanges();
   size_t recvIndex(int step) const;  // the exchange receiving at `step` (size() if none)
@@ -94,9 +96,9 @@ class RecursiveDoublingChunk final : public ChunkAlgo {
   Envelope* envelope_;
   RdSchedule sched_;
   size_t elem_, header_, payload_;
+  // One allocation per chunk for the exchanges and one for retired_: small ops create a chunk
+  // per op, and its allocations are a visible part of their latency (issue 19).
   std::vector<Exchange> xs_;
-  std::vector<ScratchPool::Block> inbox_;    // per exchange that receives: its receive block
-  std::vector<long long> received_;          // per exchange: bytes that arrived, -1 until then
   ScratchPool::Block acc_;                   // [header | running result]
   std::vector<ScratchPool::Block> retired_;  // earlier accumulators (their sends may be in flight)
   size_t cur_ = 0;                           // exchange in progress

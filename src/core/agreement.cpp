@@ -27,69 +27,57 @@ AgreementHeader load(const void* p) {
 
 }  // namespace
 
-class AgreementChunk::Envelope final : public prioccl::Envelope {
- public:
-  Envelope(const Announce& own, int rank, size_t payload, size_t maxPayload)
-      : own_(own), rank_(rank), payload_(payload), maxPayload_(maxPayload) {}
-  size_t headerBytes() const override { return sizeof(AgreementHeader); }
-  size_t maxPayloadBytes() const override { return maxPayload_; }
-  size_t ownPayloadBytes() const override { return payload_; }
-  void writeOwn(void* header) const override {
-    AgreementHeader h;
-    h.magic = kAgreementMagic;
-    h.version = kControlVersion;
-    h.rankA = rank_;
-    h.payloadBytes = payload_;
-    h.a = own_;
-    std::memcpy(header, &h, sizeof h);
-  }
-  // A group that agrees is represented by its lowest rank; the first disagreement found is kept.
-  // Every rank merges the same groups in the same order, so all end with the same header.
-  bool merge(void* dst, const void* lowerBytes, size_t lowerPayload, const void* upperBytes,
-             size_t upperPayload) override {
-    AgreementHeader lower = load(lowerBytes), upper = load(upperBytes), out = lower;
-    bool valid = wellFormed(lower, lowerPayload) && wellFormed(upper, upperPayload);
-    bool agree = false;
-    if (!valid) {
-      out.mismatch = 1;  // a foreign or corrupt message: report it as a disagreement
-      out.rankB = upper.magic == kAgreementMagic ? upper.rankA : -1;
-    } else if (lower.mismatch) {
-      out = lower;
-    } else if (upper.mismatch) {
-      out = upper;
-    } else if (sameArgs(lower.a, upper.a) && lower.payloadBytes == upper.payloadBytes) {
-      agree = true;
-    } else {
-      out.mismatch = 1;
-      out.rankB = upper.rankA;
-      out.b = upper.a;
-    }
-    std::memcpy(dst, &out, sizeof out);
-    return agree;
-  }
-  bool accepts(const void* header) const override {
-    AgreementHeader h = load(header);
-    return h.magic == kAgreementMagic && h.version == kControlVersion && h.mismatch == 0;
-  }
+void AgreementChunk::Envelope::writeOwn(void* header) const {
+  AgreementHeader h;
+  h.magic = kAgreementMagic;
+  h.version = kControlVersion;
+  h.rankA = rank_;
+  h.payloadBytes = payload_;
+  h.a = own_;
+  std::memcpy(header, &h, sizeof h);
+}
 
- private:
-  Announce own_;
-  int rank_;
-  size_t payload_, maxPayload_;
-};
+// A group that agrees is represented by its lowest rank; the first disagreement found is kept.
+// Every rank merges the same groups in the same order, so all end with the same header.
+bool AgreementChunk::Envelope::merge(void* dst, const void* lowerBytes, size_t lowerPayload,
+                                     const void* upperBytes, size_t upperPayload) {
+  AgreementHeader lower = load(lowerBytes), upper = load(upperBytes), out = lower;
+  bool valid = wellFormed(lower, lowerPayload) && wellFormed(upper, upperPayload);
+  bool agree = false;
+  if (!valid) {
+    out.mismatch = 1;  // a foreign or corrupt message: report it as a disagreement
+    out.rankB = upper.magic == kAgreementMagic ? upper.rankA : -1;
+  } else if (lower.mismatch) {
+    out = lower;
+  } else if (upper.mismatch) {
+    out = upper;
+  } else if (sameArgs(lower.a, upper.a) && lower.payloadBytes == upper.payloadBytes) {
+    agree = true;
+  } else {
+    out.mismatch = 1;
+    out.rankB = upper.rankA;
+    out.b = upper.a;
+  }
+  std::memcpy(dst, &out, sizeof out);
+  return agree;
+}
+
+bool AgreementChunk::Envelope::accepts(const void* header) const {
+  AgreementHeader h = load(header);
+  return h.magic == kAgreementMagic && h.version == kControlVersion && h.mismatch == 0;
+}
 
 AgreementChunk::AgreementChunk(const ChunkSpec& spec, ScratchPool& pool, const Announce& own,
                                bool carryData, size_t maxPayload)
-    : carryData_(carryData) {
-  size_t payload = carryData ? spec.count * reduce::dtypeSize(spec.dtype) : 0;
-  envelope_ = std::make_unique<Envelope>(own, spec.rank, payload, maxPayload);
-  rd_ = std::make_unique<RecursiveDoublingChunk>(spec, pool, envelope_.get());
-}
+    : carryData_(carryData),
+      envelope_(own, spec.rank, carryData ? spec.count * reduce::dtypeSize(spec.dtype) : 0,
+                maxPayload),
+      rd_(spec, pool, &envelope_) {}
 
 AgreementChunk::~AgreementChunk() = default;
 
 AgreementHeader AgreementChunk::verdict() const {
-  return load(rd_->header());
+  return load(rd_.header());
 }
 
 bool AgreementChunk::agreed() const {

@@ -38,26 +38,44 @@ class AgreementChunk final : public ChunkAlgo {
 
   static size_t scratchBytes(size_t maxPayload) { return sizeof(AgreementHeader) + maxPayload; }
 
-  bool sendReady() const override { return rd_->sendReady(); }
-  Transfer takeSend() override { return rd_->takeSend(); }
-  bool recvReady() const override { return rd_->recvReady(); }
-  Transfer takeRecv() override { return rd_->takeRecv(); }
-  void sendDone(int step) override { rd_->sendDone(step); }
-  void recvDone(int step) override { rd_->recvDone(step); }
-  void recvLength(int step, size_t bytes) override { rd_->recvLength(step, bytes); }
-  bool finished() const override { return rd_->finished(); }
+  bool sendReady() const override { return rd_.sendReady(); }
+  Transfer takeSend() override { return rd_.takeSend(); }
+  bool recvReady() const override { return rd_.recvReady(); }
+  Transfer takeRecv() override { return rd_.takeRecv(); }
+  void sendDone(int step) override { rd_.sendDone(step); }
+  void recvDone(int step) override { rd_.recvDone(step); }
+  void recvLength(int step, size_t bytes) override { rd_.recvLength(step, bytes); }
+  bool finished() const override { return rd_.finished(); }
 
   // Once finished: whether every rank agreed; if so, whether the data is already reduced (into
   // spec.recv); if not, the disagreement for the error message.
   bool agreed() const;
-  bool dataDone() const { return agreed() && carryData_ && rd_->payloadValid(); }
+  bool dataDone() const { return agreed() && carryData_ && rd_.payloadValid(); }
   AgreementHeader verdict() const;
 
  private:
-  class Envelope;
-  std::unique_ptr<Envelope> envelope_;
-  std::unique_ptr<RecursiveDoublingChunk> rd_;
+  // The header's part in the exchange: written, merged and checked (agreement.cpp).
+  class Envelope final : public prioccl::Envelope {
+   public:
+    Envelope(const Announce& own, int rank, size_t payload, size_t maxPayload)
+        : own_(own), rank_(rank), payload_(payload), maxPayload_(maxPayload) {}
+    size_t headerBytes() const override { return sizeof(AgreementHeader); }
+    size_t maxPayloadBytes() const override { return maxPayload_; }
+    size_t ownPayloadBytes() const override { return payload_; }
+    void writeOwn(void* header) const override;
+    bool merge(void* dst, const void* lowerBytes, size_t lowerPayload, const void* upperBytes,
+               size_t upperPayload) override;
+    bool accepts(const void* header) const override;
+
+   private:
+    Announce own_;
+    int rank_;
+    size_t payload_, maxPayload_;
+  };
+  // Members, not separate allocations: every unnamed op makes one of these (issue 19).
   bool carryData_;
+  Envelope envelope_;
+  RecursiveDoublingChunk rd_;  // after envelope_, which it points to
 };
 
 }  // namespace prioccl::detail

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -188,6 +189,7 @@ class CommImpl {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       engine.swap(engine_);
+      destroyed_.store(true, std::memory_order_release);
     }
     if (!engine) return;
     int finalised = 0;
@@ -201,10 +203,8 @@ class CommImpl {
     engine.reset();  // drains pending ops, joins the progress thread, frees the MPI communicator
     closeMpi();
   }
-  bool destroyed() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return !engine_;
-  }
+  // Read on every call of the API: no lock (the calls that use the engine check again under it).
+  bool destroyed() const { return destroyed_.load(std::memory_order_acquire); }
 
  private:
   // Takes ownership of `dup`, also when it throws.
@@ -366,6 +366,7 @@ class CommImpl {
   int rank_ = 0, size_ = 1;
   std::mutex mutex_;
   std::unique_ptr<Engine> engine_;
+  std::atomic<bool> destroyed_{false};  // engine_ is gone
 };
 
 }  // namespace detail

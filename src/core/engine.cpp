@@ -324,17 +324,29 @@ bool Engine::step(bool light) {
 
 bool Engine::progressOnce(bool* idleNow, bool light) {
   bool moved;
-  std::vector<Ended> ended;
+  // Ops are finished outside the lock. A round ends a few at most: those move out, and ended_
+  // keeps its capacity (swapping it out cost a small op an allocation: issue 19).
+  constexpr size_t kFew = 4;
+  Ended few[kFew];
+  size_t nFew = 0;
+  std::vector<Ended> many;
   {
     std::lock_guard<std::mutex> lock(progress_);
     moved = step(light && !hasIncoming_.load(std::memory_order_relaxed));
-    if (!ended_.empty()) ended.swap(ended_);
+    if (ended_.size() > kFew) {
+      many.swap(ended_);
+    } else {
+      for (Ended& e : ended_) few[nFew++] = std::move(e);
+      ended_.clear();
+    }
     *idleNow = idle();
     if (*idleNow) timeline_.flush();
   }
-  for (Ended& e : ended) e.op->finish(e.code, e.message);
-  if (!ended.empty() && sleepingDrivers_.load() > 0) events_.wake();
-  return moved || !ended.empty();
+  for (size_t i = 0; i < nFew; ++i) few[i].op->finish(few[i].code, few[i].message);
+  for (Ended& e : many) e.op->finish(e.code, e.message);
+  bool anyEnded = nFew > 0 || !many.empty();
+  if (anyEnded && sleepingDrivers_.load() > 0) events_.wake();
+  return moved || anyEnded;
 }
 
 // Polls while ops are in flight: yields for kSpinTime, then naps growing to kMaxSleepUs, so that
@@ -348,14 +360,14 @@ class Backoff {
   // One round without progress.
   template <typename Nap>
   void pause(Nap nap) {
-    if (quiet_++ == 0) {
-      since_ = std::chrono::steady_clock::now();
-      naps_ = 0;
-    }
+    if (quiet_++ == 0) naps_ = 0;
     if (naps_ == 0) {
       if (quiet_ % 64 != 0) return;
-      std::this_thread::yield();  // and one clock read per 64 rounds
-      if (std::chrono::steady_clock::now() - since_ < kSpinTime) return;
+      std::this_thread::yield();
+      // One clock read per 64 rounds, and none for the many waits shorter than that.
+      auto now = std::chrono::steady_clock::now();
+      if (quiet_ == 64) since_ = now;
+      if (now - since_ < kSpinTime) return;
     }
     nap(std::chrono::microseconds(std::min(kMaxSleepUs, 1u << std::min(naps_++, 16u))));
   }
@@ -654,7 +666,7 @@ bool Engine::activateByPriority(uint32_t l) {
     // live chunks of that op (or of less urgent ones) would change no order, only make every
     // transport poll longer (MPI_Testsome walks every posted receive).
     if (priority >= schedulingPriority(*lane.live[lane.activating].op)) break;
-    bool urgent = lane.livePriorities.empty() || priority <= lane.livePriorities.begin()->first;
+    bool urgent = lane.livePriorities.empty() || priority <= lane.livePriorities.mostUrgent();
     size_t limit = (urgent ? kUrgentWindows : kPriorityWindows) * window_;
     uint64_t gid = live->firstGid + live->nextChunk;
     if (lane.slots.size() >= limit || gid - lane.oldestGid >= tagChunks_ / 2) break;
@@ -686,8 +698,8 @@ void Engine::activateChunk(uint32_t l, LiveOp& live) {
   slot.chunkIndex = live.nextChunk++;
   slot.priority = schedulingPriority(op);
   slot.queued = false;
-  ++activePriorities_[slot.priority];
-  ++lane.livePriorities[slot.priority];
+  activePriorities_.add(slot.priority, 1);
+  lane.livePriorities.add(slot.priority, 1);
   if (live.nextChunk == live.chunks) {  // the in-order cursor may move past it
     lane.pending.erase({slot.priority, live.firstGid, &live});
     updateOldest(lane);
@@ -781,7 +793,7 @@ void Engine::postData(Slot& slot, const Transfer& t, bool isRecv) {
   // A stall is measured from the last completion or from when the wire became busy.
   if (inflightBytes_ == 0) lastSendDone_ = Clock::now();
   inflightBytes_ += t.bytes;
-  inflightByPriority_[priority] += t.bytes;
+  inflightByPriority_.add(priority, t.bytes);
   counters_.sendsPosted.fetch_add(1, std::memory_order_relaxed);
   // A preemption: the wire moves to a more urgent chunk while the one it served still has work.
   if (lastSentValid_ && (lastSentLane_ != slot.lane || lastSentGid_ != slot.gid) &&
@@ -854,8 +866,7 @@ void Engine::onCompletion(const Completion& c, Clock::time_point done) {
     slot.algo->recvDone(p.step);
   } else {
     inflightBytes_ -= p.bytes;
-    auto level = inflightByPriority_.find(p.priority);
-    if ((level->second -= p.bytes) == 0) inflightByPriority_.erase(level);
+    inflightByPriority_.remove(p.priority, p.bytes);
     lastSendDone_ = done;
     counters_.bytesSent.fetch_add(p.bytes, std::memory_order_relaxed);
     slot.algo->sendDone(p.step);
@@ -905,7 +916,7 @@ bool Engine::postSends() {
     // step. A chunk counts only the bytes in flight at its priority or more urgent ones: those
     // of less urgent chunks are not its business (they already went first; waiting for them
     // to drain would add their wire time to the urgent chunk's again).
-    bool urgentWaiting = e.priority > activePriorities_.begin()->first;
+    bool urgentWaiting = e.priority > activePriorities_.mostUrgent();
     size_t credit = urgentWaiting ? std::max<size_t>(1, config_.creditBytes / kFillDivisor)
                                   : config_.creditBytes;
     if (inflightAtOrAbove(e.priority) >= credit) break;
@@ -919,21 +930,15 @@ bool Engine::postSends() {
 }
 
 size_t Engine::inflightAtOrAbove(int priority) const {
-  size_t bytes = 0;
-  for (auto it = inflightByPriority_.begin();
-       it != inflightByPriority_.end() && it->first <= priority; ++it)
-    bytes += it->second;
-  return bytes;
+  return inflightByPriority_.atOrAbove(priority);
 }
 
 void Engine::finishChunk(Slot& slot) {
   LiveOp& live = *slot.live;
   OpState& op = *live.op;
   LaneState& lane = lanes_[slot.lane];
-  for (std::map<int, uint64_t>* counts : {&activePriorities_, &lane.livePriorities}) {
-    auto level = counts->find(slot.priority);
-    if (--level->second == 0) counts->erase(level);
-  }
+  activePriorities_.remove(slot.priority, 1);
+  lane.livePriorities.remove(slot.priority, 1);
   uint32_t l = slot.lane;
   if (l == kAgreeLane) concludeAgreement(slot);
   lane.slots.erase(slot.gid);  // any entry left in ready_ is now stale
@@ -961,6 +966,11 @@ void Engine::concludeAgreement(Slot& slot) {
     finishOp(*op, priocclSuccess, "");
   } else {
     moves = op;
+  }
+  if (agreed_.empty() && op->globalSeq == nextUnnamedData_) {  // in order: no map entry needed
+    ++nextUnnamedData_;
+    if (moves) addLive(kUnnamedLane, std::move(moves));
+    return;
   }
   agreed_.emplace(op->globalSeq, std::move(moves));
   for (auto it = agreed_.begin(); it != agreed_.end() && it->first == nextUnnamedData_;

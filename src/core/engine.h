@@ -35,6 +35,7 @@
 #include "core/liveness.h"
 #include "core/negotiator.h"
 #include "core/op.h"
+#include "core/priority_counts.h"
 #include "core/scratch_pool.h"
 #include "core/timeline.h"
 #include "transport.h"
@@ -142,8 +143,8 @@ class Engine {
     uint64_t oldestGid = 0;          // every chunk below this has finished on this rank
     std::map<uint64_t, Slot> slots;  // live chunks by gid (nodes stay put)
     std::set<PendingKey> pending;    // collective lanes under priority scheduling only
-    std::map<int, uint64_t> livePriorities;         // scheduling priority -> live chunks with it
-    int userTag = 0;                                // point-to-point lanes: the user's tag
+    PriorityCounts livePriorities;   // live chunks by scheduling priority
+    int userTag = 0;                 // point-to-point lanes: the user's tag
     Clock::time_point lastProgress = Clock::now();  // last data completion in the lane
   };
   // Scheduling key of a chunk with a send ready: priority, then the lane's op order and chunk
@@ -267,7 +268,7 @@ class Engine {
   // Progress state: only under progress_.
   struct Ended {
     std::shared_ptr<OpState> op;
-    priocclResult_t code;
+    priocclResult_t code = priocclSuccess;
     std::string message;
   };
   std::vector<Ended> ended_;                     // to finish once the lock is released
@@ -296,9 +297,9 @@ class Engine {
   size_t inflightBytes_ = 0;
   // The same bytes by scheduling priority: a send waits only for those at its priority or more
   // urgent, so bytes of less urgent chunks never hold back an urgent chunk's send.
-  std::map<int, size_t> inflightByPriority_;
+  PriorityCounts inflightByPriority_;
   Clock::time_point lastSendDone_ = Clock::now();
-  std::map<int, uint64_t> activePriorities_;  // scheduling priority -> active chunks with it
+  PriorityCounts activePriorities_;  // active chunks by scheduling priority
   // Chunk of the last send posted, to count preemptions.
   bool lastSentValid_ = false;
   uint32_t lastSentLane_ = 0;
