@@ -84,11 +84,10 @@ bool RecursiveDoublingChunk::recvReady() const {
 
 Transfer RecursiveDoublingChunk::takeRecv() {
   while (!xs_[recvsPosted_].recv) ++recvsPosted_;
-  size_t i = recvsPosted_++;
-  xs_[i].inbox = pool_.take();
-  if (!envelope_) return Transfer{xs_[i].peer, xs_[i].step, xs_[i].inbox.get(), messageBytes()};
-  return Transfer{xs_[i].peer, xs_[i].step, xs_[i].inbox.get(),
-                  header_ + envelope_->maxPayloadBytes(), false};
+  Exchange& x = xs_[recvsPosted_++];
+  x.inbox = pool_.take();
+  if (!envelope_) return Transfer{x.peer, x.step, x.inbox.get(), messageBytes()};
+  return Transfer{x.peer, x.step, x.inbox.get(), header_ + envelope_->maxPayloadBytes(), false};
 }
 
 void RecursiveDoublingChunk::sendDone(int) {
@@ -119,7 +118,7 @@ void RecursiveDoublingChunk::tryAdvance() {
     const Exchange& x = xs_[cur_];
     if (x.send && !sendTaken_) return;
     if (x.recv) {
-      if (xs_[cur_].received < 0) return;
+      if (x.received < 0) return;
       merge(cur_);
     }
     ++cur_;
@@ -129,9 +128,9 @@ void RecursiveDoublingChunk::tryAdvance() {
 }
 
 void RecursiveDoublingChunk::merge(size_t i) {
-  const Exchange& x = xs_[i];
-  unsigned char* in = xs_[i].inbox.get();
-  size_t got = static_cast<size_t>(xs_[i].received);
+  Exchange& x = xs_[i];
+  unsigned char* in = x.inbox.get();
+  size_t got = static_cast<size_t>(x.received);
   // A short message: its header is treated as all zeros (malformed), never as whatever an
   // earlier chunk left in the block (found by tests/fuzz/fuzz_chunk_steps).
   if (got < header_) std::memset(in, 0, header_);
@@ -143,7 +142,7 @@ void RecursiveDoublingChunk::merge(size_t i) {
       ok = ok && inPayload == payload_;
       payloadValid_ = payloadValid_ && ok;
       retired_.push_back(std::move(acc_));
-      acc_ = std::move(xs_[i].inbox);
+      acc_ = std::move(x.inbox);
       return;
     }
   }
@@ -161,7 +160,7 @@ void RecursiveDoublingChunk::merge(size_t i) {
                   spec_.op, divisor);
   }
   retired_.push_back(std::move(acc_));
-  acc_ = std::move(xs_[i].inbox);
+  acc_ = std::move(x.inbox);
 }
 
 void RecursiveDoublingChunk::complete() {

@@ -292,26 +292,21 @@ bool Engine::idle() const {
 bool Engine::step(bool light) {
   try {
     if (failed_) return false;  // nothing moves any more (written under progress_ too)
-    bool moved = false;
+    bool submitted = false;
     if (!light) {
       watchdog();
       // New ops post their receives and first sends before the transport is polled: a poll that
       // finds nothing may give the core away (Open MPI yields then when ranks share cores), and
       // the op's first message would wait for this rank's next turn (issue 19).
-      if (takeSubmissions()) {
-        exchangeControl();
-        activate();
-        postSends();
-        moved = true;
-        if (failed_) return true;
-      }
+      submitted = takeSubmissions();
+      if (submitted) schedule();
+      if (failed_) return true;
     }
     bool polled = pollTransport();
     if (light && !polled) return false;
-    moved |= polled;
-    moved |= exchangeControl();
-    moved |= activate();
-    moved |= postSends();
+    bool moved = submitted || polled;
+    // After a submission the pass above has seen everything but what the poll brought.
+    if (polled || !submitted) moved |= schedule();
     retireOps();
     return moved;
   } catch (const Error& e) {
@@ -521,6 +516,14 @@ bool Engine::takeSubmissions() {
     negotiator_.submit(a);
   }
   return true;
+}
+
+// The scheduler's pass: control messages, then activation, then sends.
+bool Engine::schedule() {
+  bool moved = exchangeControl();
+  moved |= activate();
+  moved |= postSends();
+  return moved;
 }
 
 // Sends what the negotiator has to say and turns its decisions into live ops, in global order.

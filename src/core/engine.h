@@ -179,6 +179,7 @@ class Engine {
   bool progressOnce(bool* idle, bool light = false);
   bool step(bool light);
   bool takeSubmissions();
+  bool schedule();
   bool exchangeControl();
   void applyDecision(const Decision& d);
   void noteMatched(const OpState& op);
