@@ -161,6 +161,7 @@ void driveUntilDone(OpState& op) {
 void Engine::submit(std::shared_ptr<OpState> op, bool callerWaits) {
   op->submitted = op->lastProgress = Clock::now();
   op->gate = gate_;
+  if (callerWaits && tryInline(op)) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_) fail(priocclInvalidUsage, "communicator is being destroyed");
@@ -279,6 +280,7 @@ uint64_t Engine::tagOf(uint32_t lane, uint64_t gid, int step) const {
 
 // Idle: nothing to do but wait for submissions (the standing control receives do not count).
 bool Engine::idle() const {
+  if (inline_.op) return false;
   for (const LaneState& lane : lanes_)
     if (!lane.live.empty()) return false;
   return negotiating_.empty() && agreed_.empty() && transport_->pending() == controlPeers_.size();
@@ -302,11 +304,13 @@ bool Engine::step(bool light) {
       if (submitted) schedule();
       if (failed_) return true;
     }
+    schedulerNews_ = false;
     bool polled = pollTransport();
     if (light && !polled) return false;
     bool moved = submitted || polled;
-    // After a submission the pass above has seen everything but what the poll brought.
-    if (polled || !submitted) moved |= schedule();
+    // After a submission the pass above has seen everything but what the poll brought; the
+    // inline op's completions bring it nothing.
+    if (schedulerNews_ || (!light && !submitted)) moved |= schedule();
     retireOps();
     return moved;
   } catch (const Error& e) {
@@ -439,7 +443,9 @@ void Engine::drive(OpState& op) {
     ++drivers_;
   }
   Backoff backoff;
-  unsigned rounds = 0;
+  // An inline op has nothing for a full round to take (its submission posted it and ran the
+  // watchdog): its rounds start light.
+  unsigned rounds = op.inlined ? 1 : 0;
   bool idleNow = false;
   while (!op.done.load(std::memory_order_acquire)) {
     if (progressOnce(&idleNow, ++rounds % kFullRoundEvery != 1)) {
@@ -599,6 +605,7 @@ Engine::LiveOp& Engine::addLive(uint32_t lane, std::shared_ptr<OpState> op) {
     op->chunksLeft = live.chunks;
   }
   LaneState& state = lanes_[lane];
+  schedulerNews_ = true;
   live.firstGid = state.nextBase;
   state.nextBase += live.chunks;
   int priority = schedulingPriority(*op);
@@ -782,14 +789,20 @@ uint64_t Engine::post(Kind kind, int peer, uint64_t tag, void* buf, size_t bytes
   return cookie;
 }
 
-void Engine::postData(Slot& slot, const Transfer& t, bool isRecv) {
+Engine::Posted& Engine::postTransfer(uint32_t lane, uint64_t gid, const Transfer& t, bool isRecv) {
   uint64_t cookie = post(isRecv ? Kind::kDataRecv : Kind::kDataSend, t.peer,
-                         tagOf(slot.lane, slot.gid, t.step), t.buf, t.bytes);
+                         tagOf(lane, gid, t.step), t.buf, t.bytes);
   Posted& p = posted_[cookie];
-  p.lane = slot.lane;
+  p.lane = lane;
   p.exact = t.exact;
-  p.gid = slot.gid;
+  p.gid = gid;
   p.step = t.step;
+  if (!isRecv) counters_.sendsPosted.fetch_add(1, std::memory_order_relaxed);
+  return p;
+}
+
+void Engine::postData(Slot& slot, const Transfer& t, bool isRecv) {
+  Posted& p = postTransfer(slot.lane, slot.gid, t, isRecv);
   if (isRecv) return;
   int priority = slot.priority;
   p.priority = priority;
@@ -797,7 +810,6 @@ void Engine::postData(Slot& slot, const Transfer& t, bool isRecv) {
   if (inflightBytes_ == 0) lastSendDone_ = Clock::now();
   inflightBytes_ += t.bytes;
   inflightByPriority_.add(priority, t.bytes);
-  counters_.sendsPosted.fetch_add(1, std::memory_order_relaxed);
   // A preemption: the wire moves to a more urgent chunk while the one it served still has work.
   if (lastSentValid_ && (lastSentLane_ != slot.lane || lastSentGid_ != slot.gid) &&
       priority < lastSentPriority_ && findSlot(lastSentLane_, lastSentGid_))
@@ -834,6 +846,9 @@ void Engine::onCompletion(const Completion& c, Clock::time_point done) {
     }
   }
   freePosted_.push_back(c.cookie);
+  bool inlineOp =
+      isInline(p.lane, p.gid) && (p.kind == Kind::kDataRecv || p.kind == Kind::kDataSend);
+  if (!inlineOp) schedulerNews_ = true;
   if (p.kind == Kind::kControlSend) {
     controlSends_.erase(c.cookie);
     return;
@@ -854,34 +869,41 @@ void Engine::onCompletion(const Completion& c, Clock::time_point done) {
     posted_[cookie].step = p.step;
     return;
   }
-  Slot* live = findSlot(p.lane, p.gid);
-  if (!live) fail(priocclInternalError, "completion for chunk ", p.gid, " that is not live");
-  Slot& slot = *live;
+  Slot* slot = inlineOp ? nullptr : findSlot(p.lane, p.gid);
+  if (!inlineOp && !slot)
+    fail(priocclInternalError, "completion for chunk ", p.gid, " that is not live");
+  ChunkAlgo& algo = inlineOp ? *inline_.chunk : *slot->algo;
+  OpState& op = inlineOp ? *inline_.op : *slot->live->op;
   bool isRecv = p.kind == Kind::kDataRecv;
-  if (isRecv && !p.exact) slot.algo->recvLength(p.step, c.bytes);
+  if (isRecv && !p.exact) algo.recvLength(p.step, c.bytes);
   if (isRecv && p.exact && c.bytes != p.bytes)
     fail(priocclRemoteError, "rank ", p.peer, " sent ", c.bytes, " bytes where ", p.bytes,
          " were expected: ranks disagree on the count or datatype of an op, or submitted "
          "different ops");
-  slot.live->op->lastProgress = lanes_[p.lane].lastProgress = done;
+  op.lastProgress = lanes_[p.lane].lastProgress = done;
   if (isRecv) {
     counters_.bytesReceived.fetch_add(p.bytes, std::memory_order_relaxed);
-    slot.algo->recvDone(p.step);
+    algo.recvDone(p.step);
   } else {
-    inflightBytes_ -= p.bytes;
-    inflightByPriority_.remove(p.priority, p.bytes);
-    lastSendDone_ = done;
+    if (!inlineOp) {  // the inline op's sends bypass the credit
+      inflightBytes_ -= p.bytes;
+      inflightByPriority_.remove(p.priority, p.bytes);
+      lastSendDone_ = done;
+    }
     counters_.bytesSent.fetch_add(p.bytes, std::memory_order_relaxed);
-    slot.algo->sendDone(p.step);
+    algo.sendDone(p.step);
   }
   if (timeline_.enabled()) {
-    const OpState& op = *slot.live->op;
-    std::string args = concat("\"priority\":", op.priority, ",\"chunk\":", slot.chunkIndex,
-                              ",\"step\":", p.step, ",\"bytes\":", p.bytes);
+    std::string args =
+        concat("\"priority\":", op.priority, ",\"chunk\":", slot ? slot->chunkIndex : 0,
+               ",\"step\":", p.step, ",\"bytes\":", p.bytes);
     timeline_.span(isRecv ? "RECV" : "SEND", op.globalSeq, p.start, done, args);
     if (isRecv) timeline_.span("REDUCE", op.globalSeq, done, Clock::now(), args);
   }
-  pump(slot);
+  if (inlineOp)
+    pumpInline();
+  else
+    pump(*slot);
 }
 
 // The scheduler: most urgent ready send first, while fewer than creditBytes are in flight.
@@ -943,7 +965,7 @@ void Engine::finishChunk(Slot& slot) {
   activePriorities_.remove(slot.priority, 1);
   lane.livePriorities.remove(slot.priority, 1);
   uint32_t l = slot.lane;
-  if (l == kAgreeLane) concludeAgreement(slot);
+  if (l == kAgreeLane) concludeAgreement(static_cast<AgreementChunk&>(*slot.algo), live.op);
   lane.slots.erase(slot.gid);  // any entry left in ready_ is now stale
   updateOldest(lane);
   counters_.chunksCompleted.fetch_add(1, std::memory_order_relaxed);
@@ -953,9 +975,7 @@ void Engine::finishChunk(Slot& slot) {
 
 // Every rank reaches the same verdict. Ops it leaves with data to move join the unnamed data lane
 // in submission order, whatever order their agreements finished in.
-void Engine::concludeAgreement(Slot& slot) {
-  auto& agreement = static_cast<AgreementChunk&>(*slot.algo);
-  std::shared_ptr<OpState> op = slot.live->op;
+void Engine::concludeAgreement(AgreementChunk& agreement, std::shared_ptr<OpState> op) {
   std::shared_ptr<OpState> moves;
   noteMatched(*op);
   if (!agreement.agreed()) {
@@ -970,12 +990,16 @@ void Engine::concludeAgreement(Slot& slot) {
   } else {
     moves = op;
   }
-  if (agreed_.empty() && op->globalSeq == nextUnnamedData_) {  // in order: no map entry needed
+  orderUnnamed(op->globalSeq, std::move(moves));
+}
+
+void Engine::orderUnnamed(uint64_t seq, std::shared_ptr<OpState> moves) {
+  if (agreed_.empty() && seq == nextUnnamedData_) {  // in order: no map entry needed
     ++nextUnnamedData_;
     if (moves) addLive(kUnnamedLane, std::move(moves));
     return;
   }
-  agreed_.emplace(op->globalSeq, std::move(moves));
+  agreed_.emplace(seq, std::move(moves));
   for (auto it = agreed_.begin(); it != agreed_.end() && it->first == nextUnnamedData_;
        it = agreed_.erase(it), ++nextUnnamedData_) {
     if (it->second) addLive(kUnnamedLane, std::move(it->second));
@@ -1054,6 +1078,8 @@ void Engine::failWith(priocclResult_t code, const std::string& full, const Abort
   }
   if (tell && !saidGoodbye_) sendToPeers(encodeAbort(*tell), skipPeer, kAbortFlush);
   transport_->cancelAll();
+  if (inline_.op) doomed.push_back(std::move(inline_.op));
+  inline_.chunk.reset();  // its transfers are cancelled
   for (LaneState& lane : lanes_) {
     lane.slots.clear();
     lane.pending.clear();

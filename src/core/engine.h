@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <queue>
 #include <set>
 #include <thread>
@@ -31,6 +32,7 @@
 
 #include "algo/chunk_algo.h"
 #include "algo/select.h"
+#include "core/agreement.h"
 #include "core/event_sleep.h"
 #include "core/liveness.h"
 #include "core/negotiator.h"
@@ -75,7 +77,8 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Thread-safe. The engine owns the op from here on. `callerWaits`: the caller is about to
-  // drive progress in wait(), so the progress thread need not be woken.
+  // drive progress in wait(), so the progress thread need not be woken (and a small unnamed op
+  // on an idle engine may run inline: engine_inline.cpp).
   void submit(std::shared_ptr<OpState> op, bool callerWaits = false);
   // Runs the progress loop on the calling thread until `op` is done. Through driveUntilDone only.
   void drive(OpState& op);
@@ -194,7 +197,22 @@ class Engine {
   void postData(Slot& slot, const Transfer& t, bool isRecv);
   void onCompletion(const Completion& c, Clock::time_point now);
   void finishChunk(Slot& slot);
-  void concludeAgreement(Slot& slot);
+  void concludeAgreement(AgreementChunk& agreement, std::shared_ptr<OpState> op);
+  // The data lane takes unnamed ops in sequence order, whatever order their agreements ended in
+  // (`moves`: the op, if it has data left to move).
+  void orderUnnamed(uint64_t seq, std::shared_ptr<OpState> moves);
+  // A transfer of chunk `gid` of `lane` handed to the transport (no credit accounting).
+  Posted& postTransfer(uint32_t lane, uint64_t gid, const Transfer& t, bool isRecv);
+
+  // The inline path (engine_inline.cpp): a blocking unnamed op small enough for its agreement to
+  // reduce it, submitted while the engine is idle, runs its agreement chunk outside the lanes and
+  // the scheduler. Same identity, tags and messages as on the lanes, so ranks that take either
+  // path interoperate; only the bookkeeping a lone op does not need is skipped.
+  bool tryInline(const std::shared_ptr<OpState>& op);
+  void pumpInline();  // posts what the inline chunk has ready; concludes it once finished
+  bool isInline(uint32_t lane, uint64_t gid) const {
+    return inline_.op && lane == kAgreeLane && gid == inline_.gid;
+  }
   // Counts the op as ended; finish() runs after the progress lock is released.
   void finishOp(OpState& op, priocclResult_t code, const std::string& message);
   void retireOps();
@@ -312,6 +330,14 @@ class Engine {
   ScratchPool agreeScratch_;  // agreement messages
   std::vector<Completion> completions_;
   Timeline timeline_;
+  // Something the scheduler must see happened since the last poll (any completion but the inline
+  // op's, a new live op): a light round runs the scheduler pass only then.
+  bool schedulerNews_ = false;
+  struct InlineOp {
+    std::shared_ptr<OpState> op;  // null: none in flight
+    uint64_t gid = 0;             // its agreement-lane identity
+    std::optional<AgreementChunk> chunk;
+  } inline_;
 
   struct Counters {
     std::atomic<uint64_t> opsSubmitted{0}, opsCompleted{0}, opsFailed{0}, chunksCompleted{0},

@@ -56,6 +56,7 @@ void Engine::watchdog() {
   for (LaneState& lane : lanes_)
     for (LiveOp& live : lane.live)
       if (!live.op->ended) check(*live.op, lane.lastProgress);
+  if (inline_.op) check(*inline_.op, lanes_[kAgreeLane].lastProgress);
 }
 
 std::string Engine::describePending(const OpState& op) const {
@@ -85,7 +86,10 @@ std::string Engine::waitingFor(const OpState& op) const {
     const Posted& p = posted_[c];
     if (freeCookie[c] || (p.kind != Kind::kDataRecv && p.kind != Kind::kDataSend)) continue;
     const Slot* slot = findSlot(p.lane, p.gid);
-    if (!slot || slot->live->op.get() != &op) continue;
+    const OpState* owner = isInline(p.lane, p.gid) ? inline_.op.get()
+                           : slot                  ? slot->live->op.get()
+                                                   : nullptr;
+    if (owner != &op) continue;
     ++(p.kind == Kind::kDataRecv ? recvs : sends)[p.peer];
   }
   auto list = [](const std::map<int, int>& m) {

@@ -67,7 +67,8 @@ struct OpState : std::enable_shared_from_this<OpState> {
   // Last data completion of one of its chunks (timeouts count from it, or from submission).
   std::chrono::steady_clock::time_point lastProgress;
   bool stallWarned = false;
-  bool ended = false;  // the engine is done with it; finish() may still be pending
+  bool inlined = false;  // runs on the inline path (set before the caller drives it)
+  bool ended = false;    // the engine is done with it; finish() may still be pending
 
   // Completion: written once by finish(), then read by anyone.
   std::atomic<bool> done{false};

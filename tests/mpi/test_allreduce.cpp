@@ -73,6 +73,7 @@ struct Case {
   bool inPlace;
   uint64_t seed;
   int priority;
+  bool blocking = false;  // comm.allReduce (done when start() returns), not allReduceAsync
 };
 
 // Input element i of `rank` for case c, as stored bits.
@@ -279,14 +280,18 @@ std::unique_ptr<Running> start(Communicator& comm, const Case& c) {
   for (size_t i = 0; i < c.count; ++i) writeInput(c, comm.rank(), i, r->send.data() + i * es);
   if (!c.inPlace) r->recv.assign(c.count * es + 1, 0xAB);
   void* out = c.inPlace ? r->send.data() : r->recv.data();
-  r->req = comm.allReduceAsync(r->send.data(), out, c.count, c.dt, c.op, c.priority);
+  if (c.blocking)
+    comm.allReduce(r->send.data(), out, c.count, c.dt, c.op);
+  else
+    r->req = comm.allReduceAsync(r->send.data(), out, c.count, c.dt, c.op, c.priority);
   return r;
 }
 
 // Waits for all, then checks values, cross-rank identity, and that out-of-place left sendbuf alone.
 void finishAndCheck(Communicator& comm, std::vector<std::unique_ptr<Running>>& ops,
                     std::vector<uint64_t>* hashes = nullptr) {
-  for (auto& r : ops) r->req.wait();
+  for (auto& r : ops)
+    if (r->req.valid()) r->req.wait();
   for (auto& r : ops) {
     const Case& c = r->c;
     size_t bytes = c.count * sizeOf(c.dt);
@@ -376,6 +381,48 @@ TEST(AllReduce, BlockingMatchesMpiAllreduce) {
   EXPECT_EQ(ours, mpi);
   comm.allReduce(mine.data(), mine.data(), n, priocclSum);  // in place
   EXPECT_EQ(mine, mpi);
+}
+
+// Blocking unnamed ops up to 64 KiB on an idle engine take the inline path (engine_inline.cpp);
+// a rank whose engine is busy takes the lanes for the same ops. Every dtype and op on both,
+// mixed in one job: the paths must agree on identities, tags and messages, and give the same
+// bits. Sizes straddle the inline limit (Engine::kCarryMaxBytes).
+TEST(AllReduce, BlockingSmallOpsInlineAndOnTheLanesAgree) {
+  Communicator comm = Communicator::world();
+  int p = comm.size(), me = comm.rank();
+  for (int busy = -1; busy < std::min(p, 3); ++busy) {  // -1: every rank idle, all inline
+    SCOPED_TRACE("busy rank " + std::to_string(busy));
+    // The busy rank's engine is kept from idling by a receive its peer sends only at the end.
+    int peer = (busy + 1) % p;
+    std::vector<int32_t> token(4, 0);
+    Request held;
+    bool holds = p > 1 && busy >= 0 && me == busy, sends = p > 1 && busy >= 0 && me == peer;
+    if (holds) held = comm.recvAsync(token.data(), token.size(), priocclInt32, peer, 5);
+    uint64_t seed = 9000 + 100 * static_cast<uint64_t>(busy + 1);
+    for (size_t count : {size_t{1}, size_t{3}, size_t{100}, size_t{2049}})
+      for (auto dt : kDtypes)
+        for (auto op : kOps) {
+          std::vector<std::unique_ptr<Running>> ops;
+          ops.push_back(start(comm, Case{dt, op, count, count % 2 == 1, seed++, 0, true}));
+          finishAndCheck(comm, ops);
+        }
+    // The inline limit and just past it, in int32 and float64.
+    for (size_t bytes : {size_t{64} << 10, (size_t{64} << 10) + 8})
+      for (auto dt : {priocclInt32, priocclFloat64}) {
+        std::vector<std::unique_ptr<Running>> ops;
+        ops.push_back(
+            start(comm, Case{dt, priocclSum, bytes / sizeOf(dt), false, seed++, 0, true}));
+        finishAndCheck(comm, ops);
+      }
+    if (sends) {
+      std::vector<int32_t> go = {1, 2, 3, 4};
+      comm.sendAsync(go.data(), go.size(), priocclInt32, busy, 5).wait();
+    }
+    if (holds) {
+      held.wait();
+      EXPECT_EQ(token, (std::vector<int32_t>{1, 2, 3, 4}));
+    }
+  }
 }
 
 TEST(AllReduce, RepeatedRunsAndPlacementsAreBitwiseIdentical) {

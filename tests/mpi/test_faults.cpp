@@ -48,6 +48,19 @@ priocclResult_t outcome(const prioccl::Request& r, std::string* message) {
   }
 }
 
+// A blocking 16-float sum (the inline path on an idle engine); returns its result code and message.
+priocclResult_t blockingOutcome(Communicator& comm, std::string* message) {
+  std::vector<float> v(16, 1.0f);
+  try {
+    comm.allReduce(v.data(), v.data(), v.size(), priocclFloat32, priocclSum);
+    *message = "";
+    return priocclSuccess;
+  } catch (const prioccl::Error& e) {
+    *message = e.what();
+    return e.code();
+  }
+}
+
 // The communicator is failed: a later op fails at once, and destroy returns promptly.
 void expectFailedForGood(Communicator& comm) {
   std::vector<float> v(16, 1.0f);
@@ -129,6 +142,54 @@ TEST(Faults, AbortFromAnotherThreadFreesTheWaiterAndTellsTheOthers) {
     EXPECT_EQ(code, priocclRemoteError);
     EXPECT_NE(msg.find("rank 0 failed the communicator"), std::string::npos) << msg;
     EXPECT_NE(msg.find("aborted"), std::string::npos) << msg;
+  }
+  EXPECT_LT(since(t), 5.0);
+  expectFailedForGood(comm);
+}
+
+// A small blocking unnamed op on an idle engine runs inline (engine_inline.cpp): it must time out
+// naming the peer it waits for, and an abort from another thread must free its waiter at once.
+TEST(Faults, InlineOpTimesOutNamingThePeerItWaitsFor) {
+  if (worldSize() < 2) GTEST_SKIP() << "needs 2 ranks";
+  const double timeout = 2;
+  Communicator comm = makeComm(timeout);
+  Clock::time_point t = Clock::now();
+  if (worldRank() == 0) {
+    std::string msg;
+    EXPECT_EQ(blockingOutcome(comm, &msg), priocclTimeout);
+    EXPECT_NE(msg.find("#0 (unnamed"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("waiting for data from rank(s) 1"), std::string::npos) << msg;
+    EXPECT_GT(since(t), timeout * 0.9);
+    EXPECT_LT(since(t), timeout + 5);
+  } else {  // idle meanwhile; then the communicator is failed
+    std::this_thread::sleep_for(std::chrono::duration<double>(timeout + 1.5));
+  }
+  expectFailedForGood(comm);
+}
+
+TEST(Faults, AbortFreesAWaiterOnTheInlinePath) {
+  if (worldSize() < 2) GTEST_SKIP() << "needs 2 ranks";
+  Communicator comm = makeComm(60);  // only the abort may end it
+  std::vector<float> v(16, 1.0f);
+  Clock::time_point t = Clock::now();
+  if (worldRank() == 0) {
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      comm.abort();
+    });
+    std::string msg;
+    EXPECT_EQ(blockingOutcome(comm, &msg), priocclInvalidUsage);
+    aborter.join();
+    EXPECT_NE(msg.find("aborted"), std::string::npos) << msg;
+  } else {  // rank 0's notice fails this rank's communicator; its next op says so
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    std::string msg;
+    // Named: an unnamed op would match rank 0's, whose message may have left before the abort,
+    // and complete correctly here.
+    prioccl::Request r = comm.allReduceAsync(v.data(), v.data(), v.size(), priocclFloat32,
+                                             priocclSum, 0, "after-the-abort");
+    EXPECT_EQ(outcome(r, &msg), priocclRemoteError);
+    EXPECT_NE(msg.find("rank 0 failed the communicator"), std::string::npos) << msg;
   }
   EXPECT_LT(since(t), 5.0);
   expectFailedForGood(comm);
