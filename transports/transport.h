@@ -29,6 +29,12 @@ struct Completion {
 // small op); larger ones go by rendezvous in MPI and UCX, which waits for the receiver already.
 constexpr size_t kEndToEndSendMin = 4097, kEndToEndSendMax = 64 << 10;
 
+// How soon a send may complete. kEndToEnd: as above (the scheduler's sends, which its credit
+// counts until they complete). kBuffered: once the transport has the bytes, at any size up to
+// kEndToEndSendMax; for a send no credit counts (the engine's inline path, a lone small op),
+// where the receiver's acknowledgement would only delay the op's end by half a round trip.
+enum class SendCompletion : uint8_t { kEndToEnd, kBuffered };
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -47,7 +53,8 @@ class Transport {
   // bytes queued below the scheduler cannot be overtaken by a more urgent chunk.
   // A message that arrives before its receive is posted must not hold back later messages from the
   // same peer (MPI and UCX keep it aside as unexpected): ranks activate chunks in different orders.
-  virtual void postSend(int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t cookie) = 0;
+  virtual void postSend(int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t cookie,
+                        SendCompletion completion) = 0;
   virtual void postRecv(int peer, uint64_t tag, void* buf, size_t bytes, uint64_t cookie) = 0;
 
   // Makes progress and appends finished operations to `out`; returns how many were appended.

@@ -769,7 +769,8 @@ void Engine::pump(Slot& slot) {
   }
 }
 
-uint64_t Engine::post(Kind kind, int peer, uint64_t tag, void* buf, size_t bytes) {
+uint64_t Engine::post(Kind kind, int peer, uint64_t tag, void* buf, size_t bytes,
+                      SendCompletion completion) {
   uint64_t cookie;
   if (freePosted_.empty()) {
     cookie = posted_.size();
@@ -785,13 +786,14 @@ uint64_t Engine::post(Kind kind, int peer, uint64_t tag, void* buf, size_t bytes
   if (kind == Kind::kDataRecv || kind == Kind::kControlRecv)
     transport_->postRecv(peer, tag, buf, bytes, cookie);
   else
-    transport_->postSend(peer, tag, buf, bytes, cookie);
+    transport_->postSend(peer, tag, buf, bytes, cookie, completion);
   return cookie;
 }
 
-Engine::Posted& Engine::postTransfer(uint32_t lane, uint64_t gid, const Transfer& t, bool isRecv) {
+Engine::Posted& Engine::postTransfer(uint32_t lane, uint64_t gid, const Transfer& t, bool isRecv,
+                                     SendCompletion completion) {
   uint64_t cookie = post(isRecv ? Kind::kDataRecv : Kind::kDataSend, t.peer,
-                         tagOf(lane, gid, t.step), t.buf, t.bytes);
+                         tagOf(lane, gid, t.step), t.buf, t.bytes, completion);
   Posted& p = posted_[cookie];
   p.lane = lane;
   p.exact = t.exact;

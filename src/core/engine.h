@@ -193,7 +193,8 @@ class Engine {
   bool pollTransport();
   bool postSends();
   void pump(Slot& slot);
-  uint64_t post(Kind kind, int peer, uint64_t tag, void* buf, size_t bytes);
+  uint64_t post(Kind kind, int peer, uint64_t tag, void* buf, size_t bytes,
+                SendCompletion completion = SendCompletion::kEndToEnd);
   void postData(Slot& slot, const Transfer& t, bool isRecv);
   void onCompletion(const Completion& c, Clock::time_point now);
   void finishChunk(Slot& slot);
@@ -202,7 +203,8 @@ class Engine {
   // (`moves`: the op, if it has data left to move).
   void orderUnnamed(uint64_t seq, std::shared_ptr<OpState> moves);
   // A transfer of chunk `gid` of `lane` handed to the transport (no credit accounting).
-  Posted& postTransfer(uint32_t lane, uint64_t gid, const Transfer& t, bool isRecv);
+  Posted& postTransfer(uint32_t lane, uint64_t gid, const Transfer& t, bool isRecv,
+                       SendCompletion completion = SendCompletion::kEndToEnd);
 
   // The inline path (engine_inline.cpp): a blocking unnamed op small enough for its agreement to
   // reduce it, submitted while the engine is idle, runs its agreement chunk outside the lanes and

@@ -138,7 +138,8 @@ class FabricTransport final : public Transport {
   int size() const override { return size_; }
   const char* name() const override { return "fabric"; }
   uint64_t tagSpace() const override { return kTagSpace; }
-  void postSend(int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t cookie) override {
+  void postSend(int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t cookie,
+                prioccl::SendCompletion) override {
     ++pending_;
     fabric_.send({rank_, peer, tag, buf, bytes, cookie});
   }

@@ -146,21 +146,12 @@ MpiTransport::~MpiTransport() {
 }
 
 void MpiTransport::post(bool isRecv, int peer, uint64_t tag, void* buf, size_t bytes,
-                        uint64_t cookie) {
+                        uint64_t cookie, bool sync) {
   if (bytes > static_cast<size_t>(INT_MAX))
     fail(priocclInternalError, "transfer of ", bytes, " bytes exceeds MPI's int count");
   MPI_Request req = MPI_REQUEST_NULL;
   int mpiTag = static_cast<int>(tag % tagSpace_);
   int count = static_cast<int>(bytes);
-  // End-to-end credit (transport.h). Open MPI completes an eager send (over TCP: up to
-  // btl_tcp_eager_limit, 64 KiB by default) as soon as it has copied the bytes into its own
-  // fragment queue or the kernel's socket buffer, which autotunes up to 4 MiB; everything queued
-  // there is beyond the scheduler's reach, and the engine's credit, which counts a send until it
-  // completes, would bound nothing (4 hosts at 1 Gbit/s: a 1 MiB urgent op slowed 17x by a 64 MiB
-  // op under way). A synchronous-mode send completes only once the receiver has matched it, i.e.
-  // once its bytes crossed the wire. On shared memory with 4 ranks it changed no busbw from 8 KiB
-  // to 64 MiB.
-  bool sync = bytes >= kEndToEndSendMin && bytes <= kEndToEndSendMax;
   int rc = isRecv ? MPI_Irecv(buf, count, MPI_BYTE, peer, mpiTag, comm_, &req)
            : sync ? MPI_Issend(buf, count, MPI_BYTE, peer, mpiTag, comm_, &req)
                   : MPI_Isend(buf, count, MPI_BYTE, peer, mpiTag, comm_, &req);
@@ -172,13 +163,23 @@ void MpiTransport::post(bool isRecv, int peer, uint64_t tag, void* buf, size_t b
   posted_.push_back({cookie, peer, bytes, isRecv});
 }
 
-void MpiTransport::postSend(int peer, uint64_t tag, const void* buf, size_t bytes,
-                            uint64_t cookie) {
-  post(false, peer, tag, const_cast<void*>(buf), bytes, cookie);
+void MpiTransport::postSend(int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t cookie,
+                            SendCompletion completion) {
+  // End-to-end credit (transport.h). Open MPI completes an eager send (over TCP: up to
+  // btl_tcp_eager_limit, 64 KiB by default) as soon as it has copied the bytes into its own
+  // fragment queue or the kernel's socket buffer, which autotunes up to 4 MiB; everything queued
+  // there is beyond the scheduler's reach, and the engine's credit, which counts a send until it
+  // completes, would bound nothing (4 hosts at 1 Gbit/s: a 1 MiB urgent op slowed 17x by a 64 MiB
+  // op under way). A synchronous-mode send completes only once the receiver has matched it, i.e.
+  // once its bytes crossed the wire. On shared memory with 4 ranks it changed no busbw from 8 KiB
+  // to 64 MiB.
+  bool sync = completion == SendCompletion::kEndToEnd && bytes >= kEndToEndSendMin &&
+              bytes <= kEndToEndSendMax;
+  post(false, peer, tag, const_cast<void*>(buf), bytes, cookie, sync);
 }
 
 void MpiTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes, uint64_t cookie) {
-  post(true, peer, tag, buf, bytes, cookie);
+  post(true, peer, tag, buf, bytes, cookie, false);
 }
 
 size_t MpiTransport::poll(std::vector<Completion>& out) {

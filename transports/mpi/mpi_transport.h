@@ -20,7 +20,8 @@ class MpiTransport final : public Transport {
   int size() const override { return size_; }
   const char* name() const override { return "mpi"; }
   uint64_t tagSpace() const override { return tagSpace_; }
-  void postSend(int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t cookie) override;
+  void postSend(int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t cookie,
+                SendCompletion completion) override;
   void postRecv(int peer, uint64_t tag, void* buf, size_t bytes, uint64_t cookie) override;
   size_t poll(std::vector<Completion>& out) override;
   size_t pending() const override { return reqs_.size(); }
@@ -33,7 +34,8 @@ class MpiTransport final : public Transport {
     size_t bytes;
     bool isRecv;
   };
-  void post(bool isRecv, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t cookie);
+  void post(bool isRecv, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t cookie,
+            bool sync);
   void withdraw();  // cancels and releases every request
 
   MPI_Comm comm_;

@@ -293,8 +293,8 @@ void UcxTransport::onPeerError(void* arg, ucp_ep_h ep, ucs_status_t status) {
     }
 }
 
-void UcxTransport::postSend(int peer, uint64_t tag, const void* buf, size_t bytes,
-                            uint64_t cookie) {
+void UcxTransport::postSend(int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t cookie,
+                            SendCompletion completion) {
   Slot& slot = takeSlot(peer, bytes, cookie, false);
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -305,7 +305,8 @@ void UcxTransport::postSend(int peer, uint64_t tag, const void* buf, size_t byte
   // (over TCP into a socket buffer that can hold milliseconds of traffic); a synchronous send
   // completes once the receiver has matched it. On 4 hosts at 1 Gbit/s with UCX_TLS=tcp, a 1 MiB
   // urgent op under a 64 MiB op was slowed 17x in one of two runs without it.
-  bool sync = bytes >= kEndToEndSendMin && bytes <= kEndToEndSendMax;
+  bool sync = completion == SendCompletion::kEndToEnd && bytes >= kEndToEndSendMin &&
+              bytes <= kEndToEndSendMax;
   ucs_status_ptr_t r = sync ? ucp_tag_send_sync_nbx(eps_[peer], buf, bytes, wireTag, &p)
                             : ucp_tag_send_nbx(eps_[peer], buf, bytes, wireTag, &p);
   if (UCS_PTR_IS_PTR(r))

@@ -31,7 +31,8 @@ class UcxTransport final : public Transport {
   int size() const override { return size_; }
   const char* name() const override { return "ucx"; }
   uint64_t tagSpace() const override { return tagSpace_; }
-  void postSend(int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t cookie) override;
+  void postSend(int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t cookie,
+                SendCompletion completion) override;
   void postRecv(int peer, uint64_t tag, void* buf, size_t bytes, uint64_t cookie) override;
   size_t poll(std::vector<Completion>& out) override;
   size_t pending() const override { return pending_; }
