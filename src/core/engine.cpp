@@ -502,15 +502,8 @@ bool Engine::takeSubmissions() {
     // holds alike); a mismatched op fails before its algorithm matters.
     if (op->algorithm == priocclAlgoAuto)
       op->algorithm = selector_.choose(op->count * reduce::dtypeSize(op->dtype));
-    Announce a;
-    a.key = keyHash(*op);
-    a.count = op->count;
-    a.dtype = enumBits(op->dtype);
-    a.op = enumBits(op->op);
+    Announce a = announce(*op);
     if (!op->named) {  // agreed among the ranks themselves, in submission order
-      a.occurrence = unnamedOps_++;
-      op->globalSeq = a.occurrence;
-      op->occurrence = a.occurrence - unnamedBase_;
       addLive(kAgreeLane, std::move(op)).announce = a;
       continue;
     }
@@ -522,6 +515,33 @@ bool Engine::takeSubmissions() {
     negotiator_.submit(a);
   }
   return true;
+}
+
+Announce Engine::announce(OpState& op) {
+  Announce a;
+  a.key = keyHash(op);
+  a.count = op.count;
+  a.dtype = enumBits(op.dtype);
+  a.op = enumBits(op.op);
+  if (!op.named) {
+    a.occurrence = unnamedOps_++;
+    op.globalSeq = a.occurrence;
+    op.occurrence = a.occurrence - unnamedBase_;
+  }
+  return a;
+}
+
+ChunkSpec Engine::chunkSpec(const OpState& op, size_t first, size_t count) const {
+  size_t elem = reduce::dtypeSize(op.dtype);
+  ChunkSpec spec;
+  spec.send = static_cast<const unsigned char*>(op.send) + first * elem;
+  spec.recv = static_cast<unsigned char*>(op.recv) + first * elem;
+  spec.count = count;
+  spec.dtype = op.dtype;
+  spec.op = op.op;
+  spec.rank = rank_;
+  spec.nranks = nranks_;
+  return spec;
 }
 
 // The scheduler's pass: control messages, then activation, then sends.
@@ -689,16 +709,9 @@ bool Engine::activateByPriority(uint32_t l) {
 void Engine::activateChunk(uint32_t l, LiveOp& live) {
   LaneState& lane = lanes_[l];
   OpState& op = *live.op;
-  size_t elem = reduce::dtypeSize(op.dtype);
   size_t first = live.nextChunk * live.chunkCount;
-  ChunkSpec spec;
-  spec.send = static_cast<const unsigned char*>(op.send) + first * elem;
-  spec.recv = static_cast<unsigned char*>(op.recv) + first * elem;
-  spec.count = l == kAgreeLane ? op.count : std::min(live.chunkCount, op.count - first);
-  spec.dtype = op.dtype;
-  spec.op = op.op;
-  spec.rank = rank_;
-  spec.nranks = nranks_;
+  ChunkSpec spec = chunkSpec(
+      op, first, l == kAgreeLane ? op.count : std::min(live.chunkCount, op.count - first));
   uint64_t gid = live.firstGid + live.nextChunk;
   Slot& slot = lane.slots[gid];
   slot.algo = makeChunk(live, spec, l);

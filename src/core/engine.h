@@ -182,6 +182,11 @@ class Engine {
   bool progressOnce(bool* idle, bool light = false);
   bool step(bool light);
   bool takeSubmissions();
+  // The arguments every rank checks (agreement, negotiator); numbers an unnamed op in submission
+  // order.
+  Announce announce(OpState& op);
+  // Elements [first, first + count) of `op` as a chunk.
+  ChunkSpec chunkSpec(const OpState& op, size_t first, size_t count) const;
   bool schedule();
   bool exchangeControl();
   void applyDecision(const Decision& d);

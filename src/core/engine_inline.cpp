@@ -43,35 +43,19 @@ bool Engine::tryInline(const std::shared_ptr<OpState>& op) {
   }
   op->inlined = true;
   log(LogLevel::kTrace, "rank ", rank_, ": unnamed op #", unnamedOps_ - unnamedBase_, " inline");
-  Announce a;
-  a.key = 0;  // unnamed: keyHash
-  a.occurrence = unnamedOps_++;
-  a.count = op->count;
-  a.dtype = enumBits(op->dtype);
-  a.op = enumBits(op->op);
-  op->globalSeq = a.occurrence;
-  op->occurrence = a.occurrence - unnamedBase_;
+  Announce a = announce(*op);
   LaneState& lane = lanes_[kAgreeLane];
   inline_.gid = lane.nextBase++;
   updateOldest(lane);
-  ChunkSpec spec;
-  spec.send = op->send;
-  spec.recv = op->recv;
-  spec.count = op->count;
-  spec.dtype = op->dtype;
-  spec.op = op->op;
-  spec.rank = rank_;
-  spec.nranks = nranks_;
+  inline_.op = op;  // from here on a failure (failWith) fails it too
   try {
-    inline_.chunk.emplace(spec, agreeScratch_, a, true, kCarryMaxBytes);
-    inline_.op = op;
+    inline_.chunk.emplace(chunkSpec(*op, 0, op->count), agreeScratch_, a, true, kCarryMaxBytes);
     pumpInline();
   } catch (const Error& e) {
     failAll(e.code(), e.what());
   } catch (const std::exception& e) {
     failAll(priocclInternalError, e.what());
   }
-  if (!inline_.op && !op->ended) finishOp(*op, failCode_, failMessage_);  // failed before it began
   return true;
 }
 
