@@ -12,11 +12,12 @@
 namespace perf {
 namespace {
 
-// Variants 0..3: prioccl communicators with these algorithms (0: auto); variant kMpi:
+// Variants 0..4: prioccl communicators with these algorithms (0: auto); variant kMpi:
 // MPI_Allreduce.
 constexpr priocclAlgorithm_t kAlgos[] = {priocclAlgoAuto, priocclAlgoRing, priocclAlgoTree,
-                                         priocclAlgoRecursiveDoubling};
-constexpr int kComms = 4, kMpi = kComms;
+                                         priocclAlgoRecursiveDoubling,
+                                         priocclAlgoHalvingDoubling};
+constexpr int kComms = 5, kMpi = kComms;
 constexpr double kAutoTarget = 1.05;      // auto/best: auto within 5% of the best fixed algorithm
 constexpr double kMpiTarget = 1.0 / 1.1;  // mpi/auto: auto within 1.1x of MPI_Allreduce
 
@@ -64,17 +65,17 @@ long long compareAlgorithms(const AllReduceOptions& o, int rank, int p) {
     comms.push_back(prioccl::Communicator::world(cfg));
   }
 
-  CompareSweep sweep(o, rank, p, comms, {"auto", "ring", "tree", "rd"});
+  CompareSweep sweep(o, rank, p, comms, {"auto", "ring", "tree", "rd", "hd"});
   if (rank == 0) {
     std::printf("# prioccl allreduce_perf --algo all, out of place: nranks %d, dtype %s, op %s\n",
                 p, dt.name, op.name);
     std::printf("# config: %s\n", comms[0].config().describe().c_str());
-    std::printf("# ring, tree and rd: separate communicators with auto's chunk and credit sizes\n");
+    std::printf("# ring, tree, rd and hd: separate communicators with auto's chunk and credit sizes\n");
   }
   sweep.printCommonHeader();
   if (rank == 0) {
     std::printf(
-        "# best: fastest of ring/tree/rd; auto/best <= %.2f and mpi/auto >= %.2f are the "
+        "# best: fastest of ring/tree/rd/hd; auto/best <= %.2f and mpi/auto >= %.2f are the "
         "targets; #wrong: all variants\n#\n",
         kAutoTarget, kMpiTarget);
     std::printf("#%11s  %12s  %8s  %6s  %9s  %9s  %9s  %9s  %9s  %5s  %9s  %8s  %6s\n", "size",

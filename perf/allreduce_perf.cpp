@@ -2,7 +2,7 @@
 // conventions and output of nccl-tests' all_reduce_perf.
 //   mpirun -np 4 allreduce_perf -b 1K -e 64M -f 4 [-d float32] [-o sum] [-n 20] [-w 5] [-c 1]
 //          [--baseline mpi|none] [--schedule priority|fifo] [--chunk B] [--credit B] [--window N]
-//          [--algo auto|ring|tree|rd|all] [--transport mpi|ucx|all]
+//          [--algo auto|ring|tree|rd|hd|all] [--transport mpi|ucx|all]
 // --algo NAME runs one communicator with that algorithm. --algo all compares, in one run, the
 // automatic choice with each fixed algorithm and with MPI_Allreduce (algo_compare.cpp).
 // --transport mpi|ucx picks prioccl's transport; --transport all compares, in one run, prioccl
@@ -30,7 +30,7 @@ const char kUsage[] =
     "  sizes take K/M/G suffixes; defaults -b 1K -e 64M -f 4 -d float32 -o sum -n 20 -w 5 -c 1\n"
     "  DTYPE: int8 uint8 int32 int64 float16 bfloat16 float32 float64; OP: sum prod min max avg\n"
     "  PRIOCCL_* variables set the configuration; --schedule/--chunk/--credit/--window/--algo/\n"
-    "  --transport override. --algo auto|ring|tree|rd: the algorithm (default PRIOCCL_ALGO, else\n"
+    "  --transport override. --algo auto|ring|tree|rd|hd: the algorithm (default PRIOCCL_ALGO, else\n"
     "  auto); --algo all: one communicator per algorithm, timed against each other and MPI at\n"
     "  every size (median of 5 interleaved blocks of ITERS/5), with auto/best and mpi/auto ratios\n"
     "  --transport mpi|ucx: prioccl's transport (default PRIOCCL_TRANSPORT, else mpi);\n"
@@ -108,7 +108,7 @@ std::string parseOptions(int argc, char** argv, Options* o) {
         if (!o->compareAlgorithms) {
           priocclAlgorithm_t a = prioccl::parseAlgorithm(arg);
           if (a == priocclNumAlgos)
-            return "--algo '" + arg + "' is not auto, ring, tree, rd or all";
+            return "--algo '" + arg + "' is not auto, ring, tree, rd, hd or all";
           o->config.algorithm = a;
         }
         break;

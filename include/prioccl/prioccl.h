@@ -61,7 +61,9 @@ typedef enum {
   priocclAlgoRing = 1,              /* bandwidth-optimal, 2(p-1) steps */
   priocclAlgoTree = 2,              /* pipelined double binary tree */
   priocclAlgoRecursiveDoubling = 3, /* ceil(log2 p) rounds: latency-optimal for small ops */
-  priocclNumAlgos = 4
+  priocclAlgoHalvingDoubling = 4,   /* reduce-scatter by halving, all-gather by doubling: the
+                                       ring's traffic in 2 log2(p) rounds, for middle sizes */
+  priocclNumAlgos = 5
 } priocclAlgorithm_t;
 
 /* Point-to-point transport under the engine. MPI (the default) works wherever MPI does; UCX
@@ -84,7 +86,7 @@ typedef struct {
   int requireThreadMultiple; /* PRIOCCL_MPI_THREAD_CHECK: 1 = demand MPI_THREAD_MULTIPLE from an
                                 application that initialised MPI itself; 0 = accept SERIALIZED */
   int schedule;              /* PRIOCCL_SCHEDULE: a priocclSchedule_t ("priority" or "fifo") */
-  int algorithm;             /* PRIOCCL_ALGO: a priocclAlgorithm_t ("auto", "ring", "tree", "rd") */
+  int algorithm;             /* PRIOCCL_ALGO: a priocclAlgorithm_t ("auto", "ring", "tree", "rd", "hd") */
   int transport;             /* PRIOCCL_TRANSPORT: a priocclTransport_t ("mpi" or "ucx") */
   double timeoutSeconds;     /* PRIOCCL_TIMEOUT_S (default 300, 0 = off): an op without progress
                                 this long fails the communicator (priocclTimeout); a peer silent

@@ -29,9 +29,10 @@ std::vector<AlgoRule> parseAlgorithmRules(const char* name, const std::string& t
 
 class AlgoSelector {
  public:
-  static constexpr int kAlgos = 3;  // ring, tree, recursive doubling
+  static constexpr int kAlgos = 4;  // ring, tree, recursive doubling, halving-doubling
   static std::array<priocclAlgorithm_t, kAlgos> algorithms() {
-    return {priocclAlgoRing, priocclAlgoTree, priocclAlgoRecursiveDoubling};
+    return {priocclAlgoRing, priocclAlgoTree, priocclAlgoRecursiveDoubling,
+            priocclAlgoHalvingDoubling};
   }
   // Sizes (bytes) measured at creation; the first is the latency point.
   static std::vector<size_t> calibrationSizes(int nranks);

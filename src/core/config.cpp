@@ -137,7 +137,7 @@ std::vector<AlgoRule> parseAlgorithmRules(const char* name, const std::string& t
     if (algo == priocclNumAlgos || last != (lt == std::string::npos) ||
         (!rules.empty() && below <= rules.back().below))
       fail(priocclInvalidArgument, name, "='", text,
-           "' is not a size rule list ALGO<SIZE,...,ALGO (ALGO one of auto, ring, tree, rd; "
+           "' is not a size rule list ALGO<SIZE,...,ALGO (ALGO one of auto, ring, tree, rd, hd; "
            "sizes increasing; the last term without a size), e.g. 'rd<64K,tree'");
     rules.push_back({below, algo});
     if (last) break;
@@ -151,6 +151,7 @@ priocclAlgorithm_t parseAlgorithm(const std::string& name) {
     if (!strcasecmp(name.c_str(), algorithmName(static_cast<priocclAlgorithm_t>(a))))
       return static_cast<priocclAlgorithm_t>(a);
   if (!strcasecmp(name.c_str(), "recursive_doubling")) return priocclAlgoRecursiveDoubling;
+  if (!strcasecmp(name.c_str(), "halving_doubling")) return priocclAlgoHalvingDoubling;
   return priocclNumAlgos;
 }
 
@@ -164,6 +165,8 @@ const char* algorithmName(priocclAlgorithm_t a) {
       return "tree";
     case priocclAlgoRecursiveDoubling:
       return "rd";
+    case priocclAlgoHalvingDoubling:
+      return "hd";
     default:
       return "invalid";
   }
@@ -186,7 +189,7 @@ Config Config::fromEnv() {
   } else if (v && *v) {
     c.algorithm = parseAlgorithm(v);
     if (c.algorithm == priocclNumAlgos)
-      fail(priocclInvalidArgument, "PRIOCCL_ALGO='", v, "' is not 'auto', 'ring', 'tree' or 'rd'");
+      fail(priocclInvalidArgument, "PRIOCCL_ALGO='", v, "' is not 'auto', 'ring', 'tree', 'rd' or 'hd'");
   }
   readChoice("PRIOCCL_TRANSPORT", c.transport,
              {{"mpi", priocclTransportMpi}, {"ucx", priocclTransportUcx}});

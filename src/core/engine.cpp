@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "algo/halving_doubling.h"
 #include "algo/point_to_point.h"
 #include "algo/recursive_doubling.h"
 #include "algo/ring.h"
@@ -98,16 +99,17 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
       errorLog_(std::move(errorLog)),
       rank_(transport_->rank()),
       nranks_(transport_->size()),
-      stepBits_(bitsFor(
-          static_cast<uint64_t>(std::max({1, RingChunk::steps(nranks_), TreeChunk::steps(nranks_),
-                                          RecursiveDoublingChunk::steps(nranks_)})))),
+      stepBits_(bitsFor(static_cast<uint64_t>(std::max(
+          {1, RingChunk::steps(nranks_), TreeChunk::steps(nranks_),
+           RecursiveDoublingChunk::steps(nranks_), HalvingDoublingChunk::steps(nranks_)})))),
       events_(transport_->eventFd()),
       negotiator_(rank_, nranks_),
       liveness_(nranks_, negotiator_.controlPeers(), heartbeats ? config.timeoutSeconds : 0,
                 Clock::now()),
       scratch_(std::max({RingChunk::scratchBytes(config.chunkBytes, nranks_),
                          TreeChunk::scratchBytes(config.chunkBytes, nranks_),
-                         RecursiveDoublingChunk::scratchBytes(config.chunkBytes, nranks_)})),
+                         RecursiveDoublingChunk::scratchBytes(config.chunkBytes, nranks_),
+                         HalvingDoublingChunk::scratchBytes(config.chunkBytes, nranks_)})),
       agreeScratch_(AgreementChunk::scratchBytes(kCarryMaxBytes)),
       timeline_(config.timelinePath, rank_, nranks_) {
   // The top tag is the control channel's; each lane's data tags get an equal share below it.
@@ -639,13 +641,14 @@ Engine::LiveOp& Engine::addLive(uint32_t lane, std::shared_ptr<OpState> op) {
 
 // Elements per chunk of `op`. A ring or tree op of a few chunks is cut finer (down to
 // kMinChunkBytes) so that several chunks pipeline even then; recursive doubling moves whole
-// chunks every round, so it gains nothing from cutting. Depends only on arguments every rank
+// chunks every round, so it gains nothing from cutting, and halving-doubling, chosen for the
+// middle sizes, would pay its 2 log2(p) rounds once per piece. Depends only on arguments every rank
 // agrees on, so every rank cuts the op alike.
 size_t Engine::chunkElements(const OpState& op) const {
   size_t elem = reduce::dtypeSize(op.dtype);
   size_t bytes = op.count * elem;
   size_t chunk =
-      op.algorithm == priocclAlgoRecursiveDoubling
+      op.algorithm == priocclAlgoRecursiveDoubling || op.algorithm == priocclAlgoHalvingDoubling
           ? config_.chunkBytes
           : std::min(config_.chunkBytes, std::max(kMinChunkBytes, bytes / kMinChunksPerOp));
   return std::max<size_t>(1, chunk / elem);
@@ -762,6 +765,8 @@ std::unique_ptr<ChunkAlgo> Engine::makeChunk(LiveOp& live, const ChunkSpec& spec
       return std::make_unique<TreeChunk>(spec, scratch_);
     case priocclAlgoRecursiveDoubling:
       return std::make_unique<RecursiveDoublingChunk>(spec, scratch_);
+    case priocclAlgoHalvingDoubling:
+      return std::make_unique<HalvingDoublingChunk>(spec, scratch_);
     default:
       return std::make_unique<RingChunk>(spec, scratch_);
   }

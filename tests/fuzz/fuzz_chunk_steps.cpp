@@ -19,6 +19,7 @@
 #include <tuple>
 #include <vector>
 
+#include "algo/halving_doubling.h"
 #include "algo/recursive_doubling.h"
 #include "algo/ring.h"
 #include "algo/tree.h"
@@ -75,8 +76,9 @@ class Script {
   size_t size_, pos_ = 0;
 };
 
-enum Kind { kRing, kTree, kRd, kAgreement, kKinds };
-const char* const kindNames[] = {"ring", "tree", "recursive-doubling", "agreement"};
+enum Kind { kRing, kTree, kRd, kAgreement, kHd, kKinds };
+const char* const kindNames[] = {"ring", "tree", "recursive-doubling", "agreement",
+                                 "halving-doubling"};
 
 struct Posted {
   bool send;
@@ -159,6 +161,9 @@ class Run {
       case kRd:
         blockBytes = RecursiveDoublingChunk::scratchBytes(chunkBytes, spec_.nranks);
         break;
+      case kHd:
+        blockBytes = HalvingDoublingChunk::scratchBytes(chunkBytes, spec_.nranks);
+        break;
       default:
         // As the engine: a payload only when carried, and maxPayload (the same on all ranks)
         // at least that; peers may send anything up to it.
@@ -176,6 +181,9 @@ class Run {
         break;
       case kRd:
         algo_ = std::make_unique<RecursiveDoublingChunk>(spec_, *pool_);
+        break;
+      case kHd:
+        algo_ = std::make_unique<HalvingDoublingChunk>(spec_, *pool_);
         break;
       default:
         own_.key = in_.byte();

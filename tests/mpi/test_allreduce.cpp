@@ -350,7 +350,8 @@ TEST(AllReduce, MatrixDefaultConfig) {
 }
 
 TEST(AllReduce, MatrixEachAlgorithm) {
-  for (priocclAlgorithm_t algo : {priocclAlgoRing, priocclAlgoTree, priocclAlgoRecursiveDoubling}) {
+  for (priocclAlgorithm_t algo : {priocclAlgoRing, priocclAlgoTree, priocclAlgoRecursiveDoubling,
+                                  priocclAlgoHalvingDoubling}) {
     SCOPED_TRACE(prioccl::algorithmName(algo));
     prioccl::Config cfg = prioccl::Config::fromEnv();
     cfg.algorithm = algo;

@@ -39,11 +39,12 @@ constexpr int kKeysPerThread = 5;       // small pool, so keys recur (occurrence
 constexpr uint64_t kCheckpointOps = 8;  // ops between two stop votes of a thread (time mode)
 constexpr int kMaxReports = 20;         // WRONG/FAILED lines per rank
 // Every algorithm on small and on large ops (there is no per-op algorithm in the API).
-const char* kMixRules = "rd<2K,tree<32K,ring<256K,rd<1M,tree<8M,ring<32M,auto";
+const char* kMixRules = "rd<2K,tree<32K,hd<128K,ring<256K,rd<1M,hd<2M,tree<8M,ring<32M,auto";
 
 const char* kUsage =
     "usage: stress [--seconds S=30 | --ops N] [--threads T=3] [--seed X=1] [--max-bytes B=64M]\n"
-    "  [--max-inflight-bytes B=512M] [--window K=8] [--fifo] [--algo auto|ring|tree|rd|mix|RULES]\n"
+    "  [--max-inflight-bytes B=512M] [--window K=8] [--fifo] [--algo "
+    "auto|ring|tree|rd|hd|mix|RULES]\n"
     "  [--progress S] [--stall-seconds S=120] [--soak] [--inject N]\n"
     "--ops N: N ops per rank in all. --max-inflight-bytes: buffers of pending ops, per rank.\n"
     "--window K: most ops in flight per thread. --algo: default mix (size bands covering every\n"

@@ -17,6 +17,7 @@
 #include <tuple>
 #include <vector>
 
+#include "algo/halving_doubling.h"
 #include "algo/recursive_doubling.h"
 #include "algo/ring.h"
 #include "algo/tree.h"
@@ -56,6 +57,7 @@ const Algo kAlgos[] = {
     algo<prioccl::RingChunk>("ring"),
     algo<prioccl::TreeChunk>("tree"),
     algo<prioccl::RecursiveDoublingChunk>("recursive_doubling"),
+    algo<prioccl::HalvingDoublingChunk>("halving_doubling"),
 };
 
 // ---- The simulator.
