@@ -15,8 +15,7 @@ namespace {
 // Variants 0..4: prioccl communicators with these algorithms (0: auto); variant kMpi:
 // MPI_Allreduce.
 constexpr priocclAlgorithm_t kAlgos[] = {priocclAlgoAuto, priocclAlgoRing, priocclAlgoTree,
-                                         priocclAlgoRecursiveDoubling,
-                                         priocclAlgoHalvingDoubling};
+                                         priocclAlgoRecursiveDoubling, priocclAlgoHalvingDoubling};
 constexpr int kComms = 5, kMpi = kComms;
 constexpr double kAutoTarget = 1.05;      // auto/best: auto within 5% of the best fixed algorithm
 constexpr double kMpiTarget = 1.0 / 1.1;  // mpi/auto: auto within 1.1x of MPI_Allreduce
@@ -70,7 +69,8 @@ long long compareAlgorithms(const AllReduceOptions& o, int rank, int p) {
     std::printf("# prioccl allreduce_perf --algo all, out of place: nranks %d, dtype %s, op %s\n",
                 p, dt.name, op.name);
     std::printf("# config: %s\n", comms[0].config().describe().c_str());
-    std::printf("# ring, tree, rd and hd: separate communicators with auto's chunk and credit sizes\n");
+    std::printf(
+        "# ring, tree, rd and hd: separate communicators with auto's chunk and credit sizes\n");
   }
   sweep.printCommonHeader();
   if (rank == 0) {
@@ -78,9 +78,9 @@ long long compareAlgorithms(const AllReduceOptions& o, int rank, int p) {
         "# best: fastest of ring/tree/rd/hd; auto/best <= %.2f and mpi/auto >= %.2f are the "
         "targets; #wrong: all variants\n#\n",
         kAutoTarget, kMpiTarget);
-    std::printf("#%11s  %12s  %8s  %6s  %9s  %9s  %9s  %9s  %9s  %5s  %9s  %8s  %6s\n", "size",
-                "count", "type", "redop", "auto(us)", "ring(us)", "tree(us)", "rd(us)", "mpi(us)",
-                "best", "auto/best", "mpi/auto", "#wrong");
+    std::printf("#%11s  %12s  %8s  %6s  %9s  %9s  %9s  %9s  %9s  %9s  %5s  %9s  %8s  %6s\n", "size",
+                "count", "type", "redop", "auto(us)", "ring(us)", "tree(us)", "rd(us)", "hd(us)",
+                "mpi(us)", "best", "auto/best", "mpi/auto", "#wrong");
   }
 
   Extreme autoBest(false), mpiAuto(true);
@@ -99,10 +99,11 @@ long long compareAlgorithms(const AllReduceOptions& o, int rank, int p) {
       std::snprintf(mpiRatio, sizeof mpiRatio, "%.3f", ratioMpi);
     }
     if (rank == 0)
-      std::printf("%12zu  %12zu  %8s  %6s  %9.1f  %9.1f  %9.1f  %9.1f  %9s  %5s  %9.3f  %8s  %6s\n",
-                  r.nbytes, r.count, dt.name, op.name, med[0] * 1e6, med[1] * 1e6, med[2] * 1e6,
-                  med[3] * 1e6, mpiTime, prioccl::algorithmName(kAlgos[best]), ratioAuto, mpiRatio,
-                  wrongText(r.wrong).c_str());
+      std::printf(
+          "%12zu  %12zu  %8s  %6s  %9.1f  %9.1f  %9.1f  %9.1f  %9.1f  %9s  %5s  %9.3f  %8s  %6s\n",
+          r.nbytes, r.count, dt.name, op.name, med[0] * 1e6, med[1] * 1e6, med[2] * 1e6,
+          med[3] * 1e6, med[4] * 1e6, mpiTime, prioccl::algorithmName(kAlgos[best]), ratioAuto,
+          mpiRatio, wrongText(r.wrong).c_str());
   });
   if (rank == 0) {
     autoBest.print("auto/best", kAutoTarget);
