@@ -15,8 +15,9 @@ bool sameArgs(const Announce& x, const Announce& y) {
          x.dtype == y.dtype && x.op == y.op;
 }
 
-bool wellFormed(const AgreementHeader& h, size_t payload) {
-  return h.magic == kAgreementMagic && h.version == kControlVersion && h.payloadBytes == payload;
+// A header of this library and version (its payload may still be of the wrong length).
+bool sound(const AgreementHeader& h) {
+  return h.magic == kAgreementMagic && h.version == kControlVersion;
 }
 
 AgreementHeader load(const void* p) {
@@ -42,15 +43,19 @@ void AgreementChunk::Envelope::writeOwn(void* header) const {
 bool AgreementChunk::Envelope::merge(void* dst, const void* lowerBytes, size_t lowerPayload,
                                      const void* upperBytes, size_t upperPayload) {
   AgreementHeader lower = load(lowerBytes), upper = load(upperBytes), out = lower;
-  bool valid = wellFormed(lower, lowerPayload) && wellFormed(upper, upperPayload);
+  bool valid = sound(lower) && sound(upper) && lower.payloadBytes == lowerPayload &&
+               upper.payloadBytes == upperPayload;
   bool agree = false;
-  if (!valid) {
-    out.mismatch = 1;  // a foreign or corrupt message: report it as a disagreement
-    out.rankB = upper.magic == kAgreementMagic ? upper.rankA : -1;
-  } else if (lower.mismatch) {
+  if (sound(lower) && lower.mismatch) {  // a disagreement found earlier is kept
     out = lower;
-  } else if (upper.mismatch) {
+  } else if (sound(upper) && upper.mismatch) {
     out = upper;
+  } else if (!valid) {
+    out.mismatch = 1;  // a foreign or corrupt message: report it as a disagreement
+    out.rankB = sound(upper) ? upper.rankA : -1;
+    // A sound header on a message of unexpected length comes from a peer that moves another
+    // amount of data in another pattern, i.e. has other arguments: they are worth naming.
+    if (sound(upper)) out.b = upper.a;
   } else if (sameArgs(lower.a, upper.a) && lower.payloadBytes == upper.payloadBytes) {
     agree = true;
   } else {
@@ -68,16 +73,24 @@ bool AgreementChunk::Envelope::accepts(const void* header) const {
 }
 
 AgreementChunk::AgreementChunk(const ChunkSpec& spec, ScratchPool& pool, const Announce& own,
-                               bool carryData, size_t maxPayload)
+                               bool carryData, size_t maxPayload, bool halving)
     : carryData_(carryData),
       envelope_(own, spec.rank, carryData ? spec.count * reduce::dtypeSize(spec.dtype) : 0,
-                maxPayload),
-      rd_(spec, pool, &envelope_) {}
+                maxPayload) {
+  if (carryData && halving)
+    hd_.emplace(spec, pool, &envelope_);
+  else
+    rd_.emplace(spec, pool, &envelope_);
+}
 
 AgreementChunk::~AgreementChunk() = default;
 
 AgreementHeader AgreementChunk::verdict() const {
-  return load(rd_.header());
+  return load(hd_ ? hd_->header() : rd_->header());
+}
+
+bool AgreementChunk::dataDone() const {
+  return agreed() && carryData_ && (hd_ ? hd_->payloadValid() : rd_->payloadValid());
 }
 
 bool AgreementChunk::agreed() const {

@@ -2,7 +2,9 @@
 // every rank already knows which op is which; what is left to check is that all ranks passed the
 // same count, datatype and reduction op. That check rides in a small header on a recursive
 // doubling exchange, and a small op's data rides along in the same messages: agreement and
-// reduction finish together in ceil(log2 p) rounds, with no round trip through rank 0.
+// reduction finish together in ceil(log2 p) rounds, with no round trip through rank 0. A small op
+// whose algorithm is halving-doubling carries its data on that algorithm's scattering rounds
+// instead, which pair the ranks exactly as recursive doubling does (halving_doubling.h).
 //
 // Every rank ends with the same merged header: "all agree" or the first disagreement found (two
 // ranks and their arguments), so a mismatched op fails on every rank with the same message, its
@@ -10,8 +12,10 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "algo/halving_doubling.h"
 #include "algo/recursive_doubling.h"
 #include "core/wire.h"
 
@@ -30,27 +34,28 @@ static_assert(sizeof(AgreementHeader) == 88, "wire layout");
 class AgreementChunk final : public ChunkAlgo {
  public:
   // `own`: this rank's arguments (occurrence = the op's unnamed sequence number). `carryData`:
-  // the op is small enough to be reduced by the exchange itself. `maxPayload` is the same on every
-  // rank (blocks of `pool` hold sizeof(AgreementHeader) + maxPayload).
+  // the op is small enough to be reduced by the exchange itself; `halving`: by halving-doubling
+  // rather than recursive doubling. `maxPayload` is the same on every rank (blocks of `pool` hold
+  // sizeof(AgreementHeader) + maxPayload).
   AgreementChunk(const ChunkSpec& spec, ScratchPool& pool, const Announce& own, bool carryData,
-                 size_t maxPayload);
+                 size_t maxPayload, bool halving = false);
   ~AgreementChunk() override;
 
   static size_t scratchBytes(size_t maxPayload) { return sizeof(AgreementHeader) + maxPayload; }
 
-  bool sendReady() const override { return rd_.sendReady(); }
-  Transfer takeSend() override { return rd_.takeSend(); }
-  bool recvReady() const override { return rd_.recvReady(); }
-  Transfer takeRecv() override { return rd_.takeRecv(); }
-  void sendDone(int step) override { rd_.sendDone(step); }
-  void recvDone(int step) override { rd_.recvDone(step); }
-  void recvLength(int step, size_t bytes) override { rd_.recvLength(step, bytes); }
-  bool finished() const override { return rd_.finished(); }
+  bool sendReady() const override { return exchange().sendReady(); }
+  Transfer takeSend() override { return exchange().takeSend(); }
+  bool recvReady() const override { return exchange().recvReady(); }
+  Transfer takeRecv() override { return exchange().takeRecv(); }
+  void sendDone(int step) override { exchange().sendDone(step); }
+  void recvDone(int step) override { exchange().recvDone(step); }
+  void recvLength(int step, size_t bytes) override { exchange().recvLength(step, bytes); }
+  bool finished() const override { return exchange().finished(); }
 
   // Once finished: whether every rank agreed; if so, whether the data is already reduced (into
   // spec.recv); if not, the disagreement for the error message.
   bool agreed() const;
-  bool dataDone() const { return agreed() && carryData_ && rd_.payloadValid(); }
+  bool dataDone() const;
   AgreementHeader verdict() const;
 
  private:
@@ -72,10 +77,15 @@ class AgreementChunk final : public ChunkAlgo {
     int rank_;
     size_t payload_, maxPayload_;
   };
+  ChunkAlgo& exchange() { return hd_ ? static_cast<ChunkAlgo&>(*hd_) : *rd_; }
+  const ChunkAlgo& exchange() const { return hd_ ? static_cast<const ChunkAlgo&>(*hd_) : *rd_; }
+
   // Members, not separate allocations: every unnamed op makes one of these (issue 19).
   bool carryData_;
   Envelope envelope_;
-  RecursiveDoublingChunk rd_;  // after envelope_, which it points to
+  // Exactly one of them, after envelope_, which it points to.
+  std::optional<RecursiveDoublingChunk> rd_;
+  std::optional<HalvingDoublingChunk> hd_;
 };
 
 }  // namespace prioccl::detail

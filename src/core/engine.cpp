@@ -748,17 +748,23 @@ void Engine::updateOldest(LaneState& lane) {
   lane.oldestGid = oldest;
 }
 
+bool Engine::carries(const OpState& op) {
+  return op.count * reduce::dtypeSize(op.dtype) <= kCarryMaxBytes &&
+         (op.algorithm == priocclAlgoRecursiveDoubling ||
+          op.algorithm == priocclAlgoHalvingDoubling);
+}
+
 std::unique_ptr<ChunkAlgo> Engine::makeChunk(LiveOp& live, const ChunkSpec& spec, uint32_t lane) {
   if (lane >= kLanes)
     return std::make_unique<PointToPointChunk>(spec, live.op->peer,
                                                live.op->kind == OpState::Kind::kSend);
   if (lane == kAgreeLane) {
-    // Small ops whose algorithm is recursive doubling are reduced by the agreement itself.
+    // Small ops whose algorithm is recursive doubling or halving-doubling are reduced by the
+    // agreement itself.
     const OpState& op = *live.op;
-    size_t bytes = op.count * reduce::dtypeSize(op.dtype);
-    bool carry = bytes <= kCarryMaxBytes && op.algorithm == priocclAlgoRecursiveDoubling;
-    return std::make_unique<AgreementChunk>(spec, agreeScratch_, live.announce, carry,
-                                            kCarryMaxBytes);
+    return std::make_unique<AgreementChunk>(spec, agreeScratch_, live.announce, carries(op),
+                                            kCarryMaxBytes,
+                                            op.algorithm == priocclAlgoHalvingDoubling);
   }
   switch (live.op->algorithm) {
     case priocclAlgoTree:

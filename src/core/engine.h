@@ -64,9 +64,10 @@ std::string describeOp(const OpState& op, uint64_t occurrence);
 
 class Engine {
  public:
-  // Unnamed ops up to this size ride in their agreement messages when recursive doubling is
-  // their algorithm (see agreement.h).
+  // Unnamed ops up to this size ride in their agreement messages when recursive doubling or
+  // halving-doubling is their algorithm (see agreement.h): carries(op).
   static constexpr size_t kCarryMaxBytes = 64 << 10;
+  static bool carries(const OpState& op);
 
   // `heartbeats`: the engine may call the transport while no op is in flight (not with an
   // application that has MPI only at MPI_THREAD_SERIALIZED); without, no peer is declared lost.

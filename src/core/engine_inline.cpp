@@ -1,5 +1,5 @@
 // The inline path: a blocking unnamed all-reduce small enough for its agreement to reduce it
-// (recursive doubling, at most Engine::kCarryMaxBytes), submitted while the engine is idle, runs
+// (Engine::carries), submitted while the engine is idle, runs
 // its agreement chunk directly: posted at submission, driven by completions, its sends posted the
 // moment they are ready. No lane entry, live-chunk map, ready queue or scheduler pass, none of
 // which a lone op needs, and which cost a small op more CPU than its exchange (issue 19,
@@ -22,13 +22,13 @@ namespace prioccl::detail {
 bool Engine::tryInline(const std::shared_ptr<OpState>& op) {
   if (op->kind != OpState::Kind::kAllReduce || op->named || op->count == 0) return false;
   size_t bytes = op->count * reduce::dtypeSize(op->dtype);
-  if (bytes > kCarryMaxBytes) return false;
+  if (bytes > kCarryMaxBytes) return false;  // (before the locks: most large ops end here)
   std::lock_guard<std::mutex> progress(progress_);
   // The timeline's spans come from the lanes' bookkeeping: with a timeline, every op takes them.
   if (failed_ || inline_.op || timeline_.enabled() || !idle()) return false;
   // The choice the lanes would make (takeSubmissions keeps it if this op goes there after all).
   if (op->algorithm == priocclAlgoAuto) op->algorithm = selector_.choose(bytes);
-  if (op->algorithm != priocclAlgoRecursiveDoubling) return false;
+  if (!carries(*op)) return false;
   try {
     watchdog();  // the inline op's rounds are light ones, which skip it
   } catch (const Error& e) {
@@ -49,7 +49,8 @@ bool Engine::tryInline(const std::shared_ptr<OpState>& op) {
   updateOldest(lane);
   inline_.op = op;  // from here on a failure (failWith) fails it too
   try {
-    inline_.chunk.emplace(chunkSpec(*op, 0, op->count), agreeScratch_, a, true, kCarryMaxBytes);
+    inline_.chunk.emplace(chunkSpec(*op, 0, op->count), agreeScratch_, a, true, kCarryMaxBytes,
+                          op->algorithm == priocclAlgoHalvingDoubling);
     pumpInline();
   } catch (const Error& e) {
     failAll(e.code(), e.what());

@@ -7,8 +7,9 @@
 // Besides crashes and sanitizer reports, a violation of the engine's contract with a chunk is a
 // finding (abort): a transfer to a bad peer or reusing a (direction, peer, step) wire tag, a
 // posted buffer written by the chunk before its completion, a receive overlapping another posted
-// transfer, a chunk that finishes with transfers outstanding or stalls unfinished, and an
-// agreement that reports "agreed" although it received a malformed header.
+// transfer, a chunk that finishes with transfers outstanding or stalls unfinished, an
+// agreement that reports "agreed" although it received a malformed header, and one that wrote
+// the receive buffer without reducing the op there.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -89,6 +90,7 @@ struct Posted {
 struct Arrival {  // an agreement message as received
   int step;
   size_t bytes;
+  size_t expected;  // the length of an agreeing peer's message
   bool wellFormed;
 };
 
@@ -136,12 +138,14 @@ class Run {
     spec_.op = kOps[in_.byte() % 5];
     const uint8_t flags = in_.byte();
     const bool inPlace = flags & 1, carry = flags & 2, stale = flags & 4;
+    halving_ = kind_ == kAgreement && carry && (flags & 8);  // on halving-doubling's rounds
     const size_t elem = reduce::dtypeSize(spec_.dtype);
     // Data chunks have count > 0; an agreement may announce count 0 (it then carries nothing).
     spec_.count = in_.u16() % 1024 + (kind_ == kAgreement ? 0 : 1);
-    trace("%s nranks %d rank %d dtype %d op %d count %zu%s%s%s\n", kindNames[kind_], spec_.nranks,
+    trace("%s nranks %d rank %d dtype %d op %d count %zu%s%s%s%s\n", kindNames[kind_], spec_.nranks,
           spec_.rank, static_cast<int>(spec_.dtype), static_cast<int>(spec_.op), spec_.count,
-          inPlace ? " in-place" : "", carry ? " carry" : "", stale ? " stale-pool" : "");
+          inPlace ? " in-place" : "", carry ? " carry" : "", halving_ ? " halving" : "",
+          stale ? " stale-pool" : "");
     const size_t chunkBytes = spec_.count * elem;
     send_.resize(chunkBytes);
     in_.fill(send_.data(), std::min<size_t>(chunkBytes, 64));
@@ -201,7 +205,8 @@ class Run {
           std::memcpy(b.get(), &valid_, kHeader);
         }
         for (ScratchPool::Block& b : blocks) pool_->give(std::move(b));
-        auto chunk = std::make_unique<AgreementChunk>(spec_, *pool_, own_, carry, maxPayload_);
+        auto chunk =
+            std::make_unique<AgreementChunk>(spec_, *pool_, own_, carry, maxPayload_, halving_);
         agreement_ = chunk.get();
         algo_ = std::move(chunk);
     }
@@ -251,7 +256,7 @@ class Run {
     }
     auto buf = static_cast<unsigned char*>(p.t.buf);
     size_t bytes = p.t.bytes;
-    if (kind_ == kAgreement) {
+    if (kind_ == kAgreement && !p.t.exact) {  // (halving-doubling's gathering rounds: data)
       bytes = deliverAgreement(p.t);
     } else {
       in_.fill(buf, bytes);
@@ -264,7 +269,8 @@ class Run {
   // may pick any length, raw bytes, a disagreement or one corrupted header byte.
   size_t deliverAgreement(const Transfer& t) {
     const uint8_t how = in_.byte();
-    size_t bytes = std::min(t.bytes, kHeader + payload_);
+    const size_t expected = kHeader + expectedPart(t.step);
+    size_t bytes = std::min(t.bytes, expected);
     if (how & 3) bytes = in_.below(t.bytes + 1);
     auto buf = static_cast<unsigned char*>(t.buf);
     if (how & 4) {
@@ -272,7 +278,8 @@ class Run {
     } else {
       AgreementHeader h = valid_;
       h.rankA = t.peer;
-      h.payloadBytes = bytes >= kHeader ? bytes - kHeader : 0;
+      // Halving-doubling's messages carry parts of the data the header announces in full.
+      h.payloadBytes = halving_ ? payload_ : bytes >= kHeader ? bytes - kHeader : 0;
       if (how & 8) h.a.count ^= 1 + in_.byte();  // the peer's group disagrees
       if (how & 16) {                            // ... or already found a disagreement
         h.mismatch = 1;
@@ -285,14 +292,34 @@ class Run {
     AgreementHeader got{};
     std::memcpy(&got, buf, std::min(bytes, kHeader));
     bool wellFormed = bytes >= kHeader && got.magic == valid_.magic &&
-                      got.version == valid_.version && got.payloadBytes == bytes - kHeader;
+                      got.version == valid_.version &&
+                      (halving_ ? got.payloadBytes == payload_ && bytes == expected
+                                : got.payloadBytes == bytes - kHeader);
     trace(
         "  %zu of %zu bytes arrived: magic %#x version %u mismatch %u rankA %d payloadBytes "
         "%llu%s\n",
         bytes, t.bytes, got.magic, got.version, got.mismatch, got.rankA,
         static_cast<unsigned long long>(got.payloadBytes), wellFormed ? "" : " (malformed)");
-    arrivals_.push_back({t.step, bytes, wellFormed});
+    arrivals_.push_back({t.step, bytes, expected, wellFormed});
     return bytes;
+  }
+
+  // The data an agreeing peer's message carries at `step`: all of it, or with halving-doubling
+  // on a scattering round, the half of this rank's range that it keeps (bit i of the virtual
+  // rank picks the half in round i; the chunk is cut into p2 blocks, the first count % p2 one
+  // element longer). Written from the algorithm's description, not from its code.
+  size_t expectedPart(int step) const {
+    const RdSchedule s(spec_.rank, spec_.nranks);
+    if (!halving_ || step == 0 || step == s.lastStep()) return payload_;
+    const size_t p2 = size_t{1} << s.rounds, elem = reduce::dtypeSize(spec_.dtype);
+    const size_t base = spec_.count / p2, extra = spec_.count % p2;
+    auto offset = [&](size_t block) { return (block * base + std::min(block, extra)) * elem; };
+    size_t lo = 0, n = p2;
+    for (int i = 0; i < step; ++i) {
+      n /= 2;
+      if ((s.vrank >> i) & 1) lo += n;
+    }
+    return offset(lo + n) - offset(lo);
   }
 
   // A short or malformed header must end in "not agreed", and data is reduced only when every
@@ -304,7 +331,7 @@ class Run {
     for (const Arrival& a : arrivals_) {
       const bool adopted = sched.sitsOut && a.step == sched.lastStep();
       if (a.bytes < kHeader || (!adopted && !a.wellFormed)) malformed = true;
-      if (a.bytes != kHeader + payload_) exact = false;
+      if (a.bytes != a.expected) exact = false;
     }
     const AgreementHeader verdict = agreement_->verdict();
     trace("verdict: magic %#x mismatch %u rankA %d rankB %d; agreed %d dataDone %d\n",
@@ -314,6 +341,9 @@ class Run {
       finding("agreed although a malformed agreement message arrived");
     if (agreement_->dataDone() && !exact) finding("data reduced from a message of the wrong size");
     if (verdict.magic != valid_.magic && agreement_->agreed()) finding("agreed without a header");
+    if (!agreement_->dataDone())
+      for (unsigned char b : recv_)
+        if (b != 0xEE) finding("receive buffer written by an op it did not reduce");
   }
 
   Script& in_;
@@ -326,6 +356,7 @@ class Run {
   Announce own_;
   AgreementHeader valid_;
   size_t payload_ = 0, maxPayload_ = 0;
+  bool halving_ = false;
   std::vector<Posted> posted_;
   std::set<std::tuple<bool, int, int>> tags_;
   std::vector<Arrival> arrivals_;
@@ -337,7 +368,7 @@ void writeSeeds(const char* dir) {
   int n = 0;
   for (int kind = 0; kind < kKinds; ++kind)
     for (int p : {2, 3, 5, 8})
-      for (int flags : {0, 1, 2}) {
+      for (int flags : {0, 1, 2, 10}) {  // 10: carried on halving-doubling
         std::vector<uint8_t> seed(512, 0);
         const uint8_t head[] = {static_cast<uint8_t>(kind),
                                 static_cast<uint8_t>(p - 1),

@@ -388,8 +388,10 @@ TEST(AllReduce, BlockingMatchesMpiAllreduce) {
 // a rank whose engine is busy takes the lanes for the same ops. Every dtype and op on both,
 // mixed in one job: the paths must agree on identities, tags and messages, and give the same
 // bits. Sizes straddle the inline limit (Engine::kCarryMaxBytes).
-TEST(AllReduce, BlockingSmallOpsInlineAndOnTheLanesAgree) {
-  Communicator comm = Communicator::world();
+// Blocking small ops are reduced by their agreement, inline on an idle engine and on the lanes on
+// a busy one, on recursive doubling's rounds (auto picks it for most of these sizes) or on
+// halving-doubling's.
+void blockingSmallOps(Communicator& comm) {
   int p = comm.size(), me = comm.rank();
   for (int busy = -1; busy < std::min(p, 3); ++busy) {  // -1: every rank idle, all inline
     SCOPED_TRACE("busy rank " + std::to_string(busy));
@@ -423,6 +425,16 @@ TEST(AllReduce, BlockingSmallOpsInlineAndOnTheLanesAgree) {
       held.wait();
       EXPECT_EQ(token, (std::vector<int32_t>{1, 2, 3, 4}));
     }
+  }
+}
+
+TEST(AllReduce, BlockingSmallOpsInlineAndOnTheLanesAgree) {
+  for (priocclAlgorithm_t algo : {priocclAlgoAuto, priocclAlgoHalvingDoubling}) {
+    SCOPED_TRACE(prioccl::algorithmName(algo));
+    prioccl::Config cfg = prioccl::Config::fromEnv();
+    cfg.algorithm = algo;
+    Communicator comm = Communicator::world(cfg);
+    blockingSmallOps(comm);
   }
 }
 

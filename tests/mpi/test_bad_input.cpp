@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mpi_test_util.h"
@@ -227,6 +229,49 @@ TEST_F(BadInput, MismatchedOpsFailOnEveryRankAndSpareTheRest) {
   EXPECT_EQ(before[4999], 1.0f * size);
   EXPECT_EQ(after[6999], 2.0f * size);
   expectStillWorks();
+}
+
+TEST_F(BadInput, MismatchedSmallOpsOnDifferentExchangesFailEverywhereUntouched) {
+  // Small unnamed ops ride in their agreement: on recursive doubling's rounds or halving-doubling's
+  // by size. Ranks that disagree on the count may even run different ones; every rank still fails
+  // the op with both counts named, its receive buffer untouched, and the next ops work.
+  int rank, size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size < 2) GTEST_SKIP() << "needs 2 ranks to disagree";
+  prioccl::Config cfg = prioccl::Config::fromEnv();
+  cfg.algorithm = priocclAlgoAuto;
+  cfg.algorithmRules = "rd<16K,hd<64K,ring";
+  prioccl::Communicator c = prioccl::Communicator::world(cfg);
+  // rd against hd (12000 B and 20000 B), then hd against hd (24000 B and 28000 B).
+  for (auto counts : {std::pair<size_t, size_t>{3000, 5000}, {6000, 7000}}) {
+    for (bool blocking : {true, false}) {
+      size_t count = rank == 0 ? counts.first : counts.second;
+      SCOPED_TRACE("count " + std::to_string(count) + (blocking ? " blocking" : " async"));
+      std::vector<float> send(count, 1.0f), recv(count, -7.0f);
+      priocclResult_t rc = priocclSuccess;
+      std::string msg;
+      try {
+        if (blocking)
+          c.allReduce(send.data(), recv.data(), count, priocclFloat32, priocclSum);
+        else
+          c.allReduceAsync(send.data(), recv.data(), count, priocclFloat32, priocclSum, 2).wait();
+      } catch (const prioccl::Error& e) {
+        rc = e.code();
+        msg = e.what();
+      }
+      EXPECT_EQ(rc, priocclInvalidUsage);
+      EXPECT_NE(msg.find("Mismatched allreduce"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("had count " + std::to_string(counts.first)), std::string::npos) << msg;
+      EXPECT_NE(msg.find("had count " + std::to_string(counts.second)), std::string::npos) << msg;
+      EXPECT_EQ(std::count(recv.begin(), recv.end(), -7.0f), static_cast<long>(count));
+      std::vector<float> ok(counts.second, 1.0f);
+      c.allReduce(ok.data(), ok.data(), ok.size(), priocclFloat32, priocclSum);
+      EXPECT_EQ(ok.front(), 1.0f * size);
+      EXPECT_EQ(ok.back(), 1.0f * size);
+    }
+  }
+  c.destroy();
 }
 
 TEST(CppApi, ThrowsTypedExceptions) {
