@@ -331,7 +331,9 @@ class CommImpl {
   // Times each algorithm at the calibration sizes and fits the model to the slowest rank's
   // medians.
   void measureModel() {
-    constexpr int kReps = 5;
+    // Small ops are cheap to repeat, and their algorithms' times lie close together (recursive
+    // doubling and halving-doubling within 10-20 % up to 64 KiB): more samples for them.
+    auto repsFor = [](size_t bytes) { return bytes <= (64 << 10) ? 9 : 5; };
     std::vector<size_t> sizes = AlgoSelector::calibrationSizes(size_);
     constexpr int kAlgos = AlgoSelector::kAlgos;
     std::vector<float> in(sizes.back() / sizeof(float), 1.0f), out(in.size());
@@ -343,12 +345,13 @@ class CommImpl {
     std::vector<double> table(kAlgos * sizes.size()), worst(table.size());
     for (size_t i = 0; i < sizes.size(); ++i) {
       std::array<std::vector<double>, kAlgos> samples;
-      for (int rep = 0; rep < kReps; ++rep)  // interleaved, so drifting noise hits all alike
+      const int reps = repsFor(sizes[i]);
+      for (int rep = 0; rep < reps; ++rep)  // interleaved, so drifting noise hits all alike
         for (int k = 0; k < kAlgos; ++k)
           samples[k].push_back(run(sizes[i], AlgoSelector::algorithms()[k]));
       for (int k = 0; k < kAlgos; ++k) {
-        std::nth_element(samples[k].begin(), samples[k].begin() + kReps / 2, samples[k].end());
-        table[k * sizes.size() + i] = samples[k][kReps / 2];
+        std::nth_element(samples[k].begin(), samples[k].begin() + reps / 2, samples[k].end());
+        table[k * sizes.size() + i] = samples[k][reps / 2];
       }
     }
     runOwn(table.data(), worst.data(), table.size(), priocclFloat64, priocclMax,
