@@ -22,6 +22,24 @@ void AlgoSelector::calibrate(const std::vector<size_t>& sizes,
   times_ = times;
 }
 
+double AlgoSelector::sendFactor(priocclAlgorithm_t a, int nranks) {
+  if (nranks <= 1) return 0;
+  int p2 = 1, rounds = 0;
+  while (p2 * 2 <= nranks) {
+    p2 *= 2;
+    ++rounds;
+  }
+  double beyond = nranks > p2 ? 1 : 0;  // a rank that absorbs a neighbour also sends it back
+  switch (a) {
+    case priocclAlgoRecursiveDoubling:
+      return rounds + beyond;
+    case priocclAlgoHalvingDoubling:
+      return 2.0 * (p2 - 1) / p2 + beyond;
+    default:
+      return 2.0 * (nranks - 1) / nranks;
+  }
+}
+
 double AlgoSelector::modelSeconds(priocclAlgorithm_t a, size_t bytes) const {
   if (sizes_.empty()) return -1;
   int k = 0;
@@ -29,14 +47,15 @@ double AlgoSelector::modelSeconds(priocclAlgorithm_t a, size_t bytes) const {
   if (k == kAlgos) return -1;
   const std::vector<double>& t = times_[k];
   double n = static_cast<double>(bytes);
-  if (n <= static_cast<double>(sizes_.front())) return t.front();
+  double wire = linkBytesPerSecond_ > 0 ? sendFactor(a, nranks_) * n / linkBytesPerSecond_ : 0;
+  if (n <= static_cast<double>(sizes_.front())) return std::max(t.front(), wire);
   size_t i = 1;
   while (i + 1 < sizes_.size() && n > static_cast<double>(sizes_[i])) ++i;
   // alpha + beta * n through the interval's two measured points (extended past the last one).
   double x0 = static_cast<double>(sizes_[i - 1]), x1 = static_cast<double>(sizes_[i]);
   double beta = std::max(0.0, (t[i] - t[i - 1]) / (x1 - x0));
   double alpha = t[i - 1] - beta * x0;
-  return alpha + beta * n;
+  return std::max(alpha + beta * n, wire);
 }
 
 bool AlgoSelector::usesModel() const {
@@ -88,6 +107,8 @@ std::string AlgoSelector::describe() const {
     out << "uncalibrated: rd up to 16 KiB, ring above";
     return out.str();
   }
+  if (linkBytesPerSecond_ > 0)
+    out << "sustained link " << std::lround(linkBytesPerSecond_ / 1e6) << " MB/s (a floor); ";
   out << "measured us at";
   for (size_t s : sizes_) out << " " << s << "B";
   for (int k = 0; k < kAlgos; ++k) {

@@ -6,6 +6,12 @@
 // per-op and per-step cost of this library, not only the wire's). Above the largest calibrated
 // size the last interval's beta extends. The choice is the algorithm with the least modelled
 // time; every rank holds the same table (the slowest rank's times), so every rank chooses alike.
+//
+// Calibration times single ops, which a link may carry faster than it carries a stream of them
+// (a switch's or shaper's burst allowance: the 1 Gbit/s testbed passes 125 KB at once). So no
+// algorithm is modelled faster than the bytes each rank sends at the link's sustained bandwidth
+// (measured at creation) allow: recursive doubling sends log2(p) times the op, halving-doubling
+// and the ring 2(p-1)/p (the least any all-reduce sends, taken for the tree too).
 #pragma once
 
 #include <array>
@@ -56,6 +62,13 @@ class AlgoSelector {
   priocclAlgorithm_t choose(size_t bytes) const;
   double modelSeconds(priocclAlgorithm_t a, size_t bytes) const;  // < 0 when not calibrated
   bool calibrated() const { return !sizes_.empty(); }
+  // The link's sustained bandwidth per rank (0: unknown, no floor) and the rank count.
+  void setLink(double bytesPerSecond, int nranks) {
+    linkBytesPerSecond_ = bytesPerSecond;
+    nranks_ = nranks;
+  }
+  // Bytes each rank sends per byte of the op (the busiest rank's).
+  static double sendFactor(priocclAlgorithm_t a, int nranks);
   // The model, one line per algorithm (alpha in us, beta in ns/byte per interval) and crossovers.
   std::string describe() const;
 
@@ -66,6 +79,8 @@ class AlgoSelector {
   std::vector<AlgoRule> rules_;
   std::vector<size_t> sizes_;
   std::array<std::vector<double>, kAlgos> times_;
+  double linkBytesPerSecond_ = 0;
+  int nranks_ = 1;
 };
 
 }  // namespace prioccl

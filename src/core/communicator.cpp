@@ -325,6 +325,7 @@ class CommImpl {
         g_models[key] = selector_;
       }
     }
+    selector_.setLink(config_.linkBytesPerSecond, size_);  // the same on every rank
     engine_->setSelector(selector_);
   }
 

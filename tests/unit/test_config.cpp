@@ -1,7 +1,9 @@
 // PRIOCCL_* environment parsing: sizes with suffixes, clear errors for malformed values.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdlib>
+#include <vector>
 
 #include "algo/select.h"
 #include "prioccl/prioccl.hpp"
@@ -131,4 +133,31 @@ TEST(Config, TransportFromEnvironment) {
   }
   EnvVar t("PRIOCCL_TRANSPORT", "verbs");
   EXPECT_THROW(prioccl::Config::fromEnv(), prioccl::InvalidArgument);
+}
+
+TEST(Config, CostModelNeverBeatsTheSustainedLink) {
+  using prioccl::AlgoSelector;
+  EXPECT_EQ(AlgoSelector::sendFactor(priocclAlgoRecursiveDoubling, 1), 0);
+  EXPECT_EQ(AlgoSelector::sendFactor(priocclAlgoRecursiveDoubling, 4), 2);
+  EXPECT_EQ(AlgoSelector::sendFactor(priocclAlgoHalvingDoubling, 4), 1.5);
+  EXPECT_EQ(AlgoSelector::sendFactor(priocclAlgoRing, 4), 1.5);
+  EXPECT_EQ(AlgoSelector::sendFactor(priocclAlgoRecursiveDoubling, 5), 3);  // + the hand-back
+  EXPECT_EQ(AlgoSelector::sendFactor(priocclAlgoHalvingDoubling, 5), 2.5);
+  EXPECT_EQ(AlgoSelector::sendFactor(priocclAlgoTree, 5), 1.6);
+  // Single ops timed through a burst allowance: recursive doubling looks fastest at 32 KiB.
+  AlgoSelector s;
+  std::vector<size_t> sizes = {8, 32 << 10, 512 << 10};
+  std::array<std::vector<double>, AlgoSelector::kAlgos> t;
+  t[0] = {500e-6, 700e-6, 7e-3};   // ring
+  t[1] = {300e-6, 600e-6, 10e-3};  // tree
+  t[2] = {100e-6, 250e-6, 15e-3};  // rd
+  t[3] = {300e-6, 340e-6, 8e-3};   // hd
+  s.calibrate(sizes, t);
+  EXPECT_EQ(s.choose(32 << 10), priocclAlgoRecursiveDoubling);
+  // At 125 MB/s sustained, 4 ranks: rd sends 64 KiB per op (524 us), hd 48 KiB (393 us).
+  s.setLink(125e6, 4);
+  EXPECT_EQ(s.choose(32 << 10), priocclAlgoHalvingDoubling);
+  EXPECT_NEAR(s.modelSeconds(priocclAlgoRecursiveDoubling, 32 << 10), 2 * 32768 / 125e6, 1e-9);
+  EXPECT_EQ(s.choose(8), priocclAlgoRecursiveDoubling);  // latency-bound: the floor is far below
+  EXPECT_NE(s.describe().find("sustained link 125 MB/s"), std::string::npos) << s.describe();
 }
