@@ -35,6 +35,9 @@ double AlgoSelector::sendFactor(priocclAlgorithm_t a, int nranks) {
       return rounds + beyond;
     case priocclAlgoHalvingDoubling:
       return 2.0 * (p2 - 1) / p2 + beyond;
+    case priocclAlgoTree:  // interior in one tree: a chunk up and a chunk down (tree.h)
+      if (nranks >= 4) return 2;
+      [[fallthrough]];
     default:
       return 2.0 * (nranks - 1) / nranks;
   }

@@ -10,8 +10,8 @@
 // Calibration times single ops, which a link may carry faster than it carries a stream of them
 // (a switch's or shaper's burst allowance: the 1 Gbit/s testbed passes 125 KB at once). So no
 // algorithm is modelled faster than the bytes each rank sends at the link's sustained bandwidth
-// (measured at creation) allow: recursive doubling sends log2(p) times the op, halving-doubling
-// and the ring 2(p-1)/p (the least any all-reduce sends, taken for the tree too).
+// (measured at creation) allow: recursive doubling sends log2(p) times the op, the double binary
+// tree twice, halving-doubling and the ring 2(p-1)/p (the least any all-reduce sends).
 #pragma once
 
 #include <array>
