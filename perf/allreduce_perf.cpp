@@ -30,9 +30,9 @@ const char kUsage[] =
     "  sizes take K/M/G suffixes; defaults -b 1K -e 64M -f 4 -d float32 -o sum -n 20 -w 5 -c 1\n"
     "  DTYPE: int8 uint8 int32 int64 float16 bfloat16 float32 float64; OP: sum prod min max avg\n"
     "  PRIOCCL_* variables set the configuration; --schedule/--chunk/--credit/--window/--algo/\n"
-    "  --transport override. --algo auto|ring|tree|rd|hd: the algorithm (default PRIOCCL_ALGO, else\n"
-    "  auto); --algo all: one communicator per algorithm, timed against each other and MPI at\n"
-    "  every size (median of 5 interleaved blocks of ITERS/5), with auto/best and mpi/auto ratios\n"
+    "  --transport override. --algo auto|ring|tree|rd|hd: the algorithm (default PRIOCCL_ALGO,\n"
+    "  else auto); --algo all: one communicator per algorithm, timed against each other and MPI\n"
+    "  at every size (median of 5 interleaved blocks of ITERS/5), with auto/best and mpi/auto ratios\n"
     "  --transport mpi|ucx: prioccl's transport (default PRIOCCL_TRANSPORT, else mpi);\n"
     "  --transport all: one communicator per transport, timed against each other and MPI as\n"
     "  --algo all, with the ucx/mpi busbw ratio; not together with --algo all\n";

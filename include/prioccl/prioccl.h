@@ -86,7 +86,8 @@ typedef struct {
   int requireThreadMultiple; /* PRIOCCL_MPI_THREAD_CHECK: 1 = demand MPI_THREAD_MULTIPLE from an
                                 application that initialised MPI itself; 0 = accept SERIALIZED */
   int schedule;              /* PRIOCCL_SCHEDULE: a priocclSchedule_t ("priority" or "fifo") */
-  int algorithm;             /* PRIOCCL_ALGO: a priocclAlgorithm_t ("auto", "ring", "tree", "rd", "hd") */
+  int algorithm;             /* PRIOCCL_ALGO: a priocclAlgorithm_t ("auto", "ring", "tree", "rd",
+                                "hd") */
   int transport;             /* PRIOCCL_TRANSPORT: a priocclTransport_t ("mpi" or "ucx") */
   double timeoutSeconds;     /* PRIOCCL_TIMEOUT_S (default 300, 0 = off): an op without progress
                                 this long fails the communicator (priocclTimeout); a peer silent

@@ -189,7 +189,8 @@ Config Config::fromEnv() {
   } else if (v && *v) {
     c.algorithm = parseAlgorithm(v);
     if (c.algorithm == priocclNumAlgos)
-      fail(priocclInvalidArgument, "PRIOCCL_ALGO='", v, "' is not 'auto', 'ring', 'tree', 'rd' or 'hd'");
+      fail(priocclInvalidArgument, "PRIOCCL_ALGO='", v,
+           "' is not 'auto', 'ring', 'tree', 'rd' or 'hd'");
   }
   readChoice("PRIOCCL_TRANSPORT", c.transport,
              {{"mpi", priocclTransportMpi}, {"ucx", priocclTransportUcx}});

@@ -43,8 +43,8 @@ const char* kMixRules = "rd<2K,tree<32K,hd<128K,ring<256K,rd<1M,hd<2M,tree<8M,ri
 
 const char* kUsage =
     "usage: stress [--seconds S=30 | --ops N] [--threads T=3] [--seed X=1] [--max-bytes B=64M]\n"
-    "  [--max-inflight-bytes B=512M] [--window K=8] [--fifo] [--algo "
-    "auto|ring|tree|rd|hd|mix|RULES]\n"
+    "  [--max-inflight-bytes B=512M] [--window K=8] [--fifo]\n"
+    "  [--algo auto|ring|tree|rd|hd|mix|RULES]\n"
     "  [--progress S] [--stall-seconds S=120] [--soak] [--inject N]\n"
     "--ops N: N ops per rank in all. --max-inflight-bytes: buffers of pending ops, per rank.\n"
     "--window K: most ops in flight per thread. --algo: default mix (size bands covering every\n"
