@@ -32,7 +32,8 @@ const char kUsage[] =
     "  PRIOCCL_* variables set the configuration; --schedule/--chunk/--credit/--window/--algo/\n"
     "  --transport override. --algo auto|ring|tree|rd|hd: the algorithm (default PRIOCCL_ALGO,\n"
     "  else auto); --algo all: one communicator per algorithm, timed against each other and MPI\n"
-    "  at every size (median of 5 interleaved blocks of ITERS/5), with auto/best and mpi/auto ratios\n"
+    "  at every size (median of 5 interleaved blocks of ITERS/5), with auto/best and mpi/auto\n"
+    "  ratios\n"
     "  --transport mpi|ucx: prioccl's transport (default PRIOCCL_TRANSPORT, else mpi);\n"
     "  --transport all: one communicator per transport, timed against each other and MPI as\n"
     "  --algo all, with the ucx/mpi busbw ratio; not together with --algo all\n";
