@@ -43,6 +43,13 @@ double AlgoSelector::sendFactor(priocclAlgorithm_t a, int nranks) {
   }
 }
 
+void AlgoSelector::setLink(double bytesPerSecond, int nranks) {
+  linkBytesPerSecond_ = bytesPerSecond;
+  for (int k = 0; k < kAlgos; ++k)
+    wireSecondsPerByte_[k] =
+        bytesPerSecond > 0 ? sendFactor(algorithms()[k], nranks) / bytesPerSecond : 0;
+}
+
 double AlgoSelector::modelSeconds(priocclAlgorithm_t a, size_t bytes) const {
   if (sizes_.empty()) return -1;
   int k = 0;
@@ -50,7 +57,7 @@ double AlgoSelector::modelSeconds(priocclAlgorithm_t a, size_t bytes) const {
   if (k == kAlgos) return -1;
   const std::vector<double>& t = times_[k];
   double n = static_cast<double>(bytes);
-  double wire = linkBytesPerSecond_ > 0 ? sendFactor(a, nranks_) * n / linkBytesPerSecond_ : 0;
+  double wire = wireSecondsPerByte_[k] * n;
   if (n <= static_cast<double>(sizes_.front())) return std::max(t.front(), wire);
   size_t i = 1;
   while (i + 1 < sizes_.size() && n > static_cast<double>(sizes_[i])) ++i;

@@ -63,10 +63,7 @@ class AlgoSelector {
   double modelSeconds(priocclAlgorithm_t a, size_t bytes) const;  // < 0 when not calibrated
   bool calibrated() const { return !sizes_.empty(); }
   // The link's sustained bandwidth per rank (0: unknown, no floor) and the rank count.
-  void setLink(double bytesPerSecond, int nranks) {
-    linkBytesPerSecond_ = bytesPerSecond;
-    nranks_ = nranks;
-  }
+  void setLink(double bytesPerSecond, int nranks);
   // Bytes each rank sends per byte of the op (the busiest rank's).
   static double sendFactor(priocclAlgorithm_t a, int nranks);
   // The model, one line per algorithm (alpha in us, beta in ns/byte per interval) and crossovers.
@@ -80,7 +77,9 @@ class AlgoSelector {
   std::vector<size_t> sizes_;
   std::array<std::vector<double>, kAlgos> times_;
   double linkBytesPerSecond_ = 0;
-  int nranks_ = 1;
+  // Seconds per byte of the op that the floor gives each algorithm (0: no floor); set once by
+  // setLink, since choose() runs for every op.
+  std::array<double, kAlgos> wireSecondsPerByte_{};
 };
 
 }  // namespace prioccl
