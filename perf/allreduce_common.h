@@ -14,9 +14,19 @@ namespace perf {
 
 struct AllReduceOptions {
   long long minBytes = 1 << 10, maxBytes = 64 << 20, factor = 4;
-  const DtypeInfo* dtype = findDtype("float32");
-  const OpInfo* op = findOp("sum");
-  int iters = 20, warmup = 5, check = 1;
+  long long stepBytes = 0;  // -i: sizes grow by this many bytes instead of by -f
+  // -d / -o (several with "all"); dtype and op: the combination being run now.
+  std::vector<const DtypeInfo*> dtypes{findDtype("float")};
+  std::vector<const OpInfo*> ops{findOp("sum")};
+  const DtypeInfo* dtype = dtypes[0];
+  const OpInfo* op = ops[0];
+  int iters = 20, warmup = 5;
+  int check = 1;         // -c: checked iterations per size and placement (0: none)
+  int aggIters = 1;      // -m: ops back to back per timed iteration
+  int average = 3;       // -a: the rank-0 (0), mean (1), min (2) or max (3) time over ranks
+  bool blocking = true;  // -z 1: one blocking call per op; -z 0: submit all, then wait
+  bool osu = false;      // --osu: OSU osu_allreduce's latency layout
+  std::string jsonFile, csvFile, commandLine;
   bool mpiBaseline = true;
   bool compareAlgorithms = false;  // --algo all: see algo_compare.h
   bool compareTransports = false;  // --transport all: see transport_compare.h
@@ -51,6 +61,8 @@ struct Inputs {
       case priocclMin:
       case priocclMax:
         return static_cast<int64_t>(((r + 1) * (i % 7 + 1) * 13 + i) % 101);
+      default:  // priocclNumOps: not an op; findOp never returns it
+        break;
     }
     return 0;
   }
@@ -115,12 +127,18 @@ inline std::string wrongText(long long w) {
   return w < 0 ? "N/A" : std::to_string(w);
 }
 
-// allreduce_perf's closing line, as nccl-tests'.
+// The sweep's next size after `bytes` (-i steps, else -f factors); > maxBytes ends the sweep.
+inline long long nextBytes(const AllReduceOptions& o, long long bytes) {
+  if (o.stepBytes > 0) return bytes + o.stepBytes;
+  return o.factor >= 2 ? bytes * o.factor : o.maxBytes + 1;  // -b == -e: one size
+}
+
+// The closing line, as nccl-tests prints it ("N OK" / "N FAILED", N = wrong elements).
 inline void printOutOfBounds(int check, long long wrongTotal) {
   if (!check)
-    std::printf("# Out of bounds values : not checked\n");
+    std::printf("# Out of bounds values : 0 OK (not checked: -c 0)\n");
   else if (wrongTotal)
-    std::printf("# Out of bounds values : FAILED, #wrong %lld in total\n", wrongTotal);
+    std::printf("# Out of bounds values : %lld FAILED\n", wrongTotal);
   else
     std::printf("# Out of bounds values : 0 OK\n");
 }

@@ -55,7 +55,7 @@ class CompareSweep {
   template <typename Row>
   long long run(Row&& row) {
     long long wrongTotal = 0;
-    for (long long bytes = o_.minBytes; bytes <= o_.maxBytes; bytes *= o_.factor) {
+    for (long long bytes = o_.minBytes; bytes <= o_.maxBytes; bytes = nextBytes(o_, bytes)) {
       SizeResult r = measure(std::max<size_t>(1, bytes / o_.dtype->size));
       if (o_.check) wrongTotal += r.wrong;
       row(r);
@@ -65,7 +65,6 @@ class CompareSweep {
             std::printf("#   ^ %s: %lld wrong\n", names_[v].c_str(), r.wrongs[v]);
         std::fflush(stdout);
       }
-      if (o_.factor < 2) break;  // -b == -e: one size
     }
     return wrongTotal;
   }

@@ -5,6 +5,8 @@
 #include <mpi.h>
 #include <prioccl/prioccl.hpp>
 
+#include "common/parse_size.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -17,37 +19,10 @@
 
 namespace perf {
 
-// "4096", "4K", "64M", "1G" (binary multiples, optional "B"/"iB"), as the PRIOCCL_* variables.
+// "4096", "4K", "64M", "1G" (binary multiples, optional "B"/"iB"): the syntax of the PRIOCCL_*
+// variables and the stress test, from the one parser they all share.
 inline bool parseBytes(const char* text, long long* out) {
-  errno = 0;
-  char* end = nullptr;
-  long long v = std::strtoll(text, &end, 10);
-  if (end == text || errno != 0 || v < 0) return false;
-  int shift = 0;
-  switch (*end) {
-    case 'k':
-    case 'K':
-      shift = 10;
-      break;
-    case 'm':
-    case 'M':
-      shift = 20;
-      break;
-    case 'g':
-    case 'G':
-      shift = 30;
-      break;
-    default:
-      break;
-  }
-  if (shift) {
-    ++end;
-    if (*end == 'i' || *end == 'I') ++end;
-  }
-  if (*end == 'b' || *end == 'B') ++end;
-  if (*end != '\0' || v > (INT64_MAX >> shift)) return false;
-  *out = v << shift;
-  return true;
+  return prioccl::common::parseSize(text, out);
 }
 
 // A non-negative int option ("-n 20").
@@ -61,24 +36,45 @@ inline bool parseInt(const char* text, int* out) {
 }
 
 struct DtypeInfo {
-  const char* name;
+  const char* name;  // nccl-tests' name, printed in the type column
   priocclDataType_t type;
   size_t size;
   MPI_Datatype mpi;  // MPI_DATATYPE_NULL: MPI has no such type (float16, bfloat16)
 };
 
-// Function-local table: MPI's handles are not constant expressions in every implementation.
+// Every datatype in nccl-tests' order (its -d all order), with its canonical name. Function-local:
+// MPI's handles are not constant expressions in every implementation.
+inline const std::vector<DtypeInfo>& allDtypes() {
+  static const std::vector<DtypeInfo> table = {{"int8", priocclInt8, 1, MPI_INT8_T},
+                                               {"uint8", priocclUint8, 1, MPI_UINT8_T},
+                                               {"int32", priocclInt32, 4, MPI_INT32_T},
+                                               {"uint32", priocclUint32, 4, MPI_UINT32_T},
+                                               {"int64", priocclInt64, 8, MPI_INT64_T},
+                                               {"uint64", priocclUint64, 8, MPI_UINT64_T},
+                                               {"half", priocclFloat16, 2, MPI_DATATYPE_NULL},
+                                               {"float", priocclFloat32, 4, MPI_FLOAT},
+                                               {"double", priocclFloat64, 8, MPI_DOUBLE},
+                                               {"bfloat16", priocclBfloat16, 2, MPI_DATATYPE_NULL}};
+  return table;
+}
+
+// By any of nccl-tests' names or prioccl's (char = int8, int = int32, float16 = half,
+// float32 = float, float64 = double); nullptr when unknown.
 inline const DtypeInfo* findDtype(const std::string& name) {
-  static const DtypeInfo table[] = {{"int8", priocclInt8, 1, MPI_INT8_T},
-                                    {"uint8", priocclUint8, 1, MPI_UINT8_T},
-                                    {"int32", priocclInt32, 4, MPI_INT32_T},
-                                    {"int64", priocclInt64, 8, MPI_INT64_T},
-                                    {"float16", priocclFloat16, 2, MPI_DATATYPE_NULL},
-                                    {"bfloat16", priocclBfloat16, 2, MPI_DATATYPE_NULL},
-                                    {"float32", priocclFloat32, 4, MPI_FLOAT},
-                                    {"float64", priocclFloat64, 8, MPI_DOUBLE}};
-  for (const auto& d : table)
+  static const struct {
+    const char* alias;
+    priocclDataType_t type;
+  } aliases[] = {{"char", priocclInt8},
+                 {"int", priocclInt32},
+                 {"float16", priocclFloat16},
+                 {"float32", priocclFloat32},
+                 {"float64", priocclFloat64}};
+  for (const auto& d : allDtypes())
     if (name == d.name) return &d;
+  for (const auto& a : aliases)
+    if (name == a.alias)
+      for (const auto& d : allDtypes())
+        if (d.type == a.type) return &d;
   return nullptr;
 }
 
@@ -88,13 +84,18 @@ struct OpInfo {
   MPI_Op mpi;  // avg: MPI has none, so the baseline sums and then divides locally
 };
 
+// nccl-tests' order (its -o all order).
+inline const std::vector<OpInfo>& allOps() {
+  static const std::vector<OpInfo> table = {{"sum", priocclSum, MPI_SUM},
+                                            {"prod", priocclProd, MPI_PROD},
+                                            {"max", priocclMax, MPI_MAX},
+                                            {"min", priocclMin, MPI_MIN},
+                                            {"avg", priocclAvg, MPI_SUM}};
+  return table;
+}
+
 inline const OpInfo* findOp(const std::string& name) {
-  static const OpInfo table[] = {{"sum", priocclSum, MPI_SUM},
-                                 {"prod", priocclProd, MPI_PROD},
-                                 {"min", priocclMin, MPI_MIN},
-                                 {"max", priocclMax, MPI_MAX},
-                                 {"avg", priocclAvg, MPI_SUM}};
-  for (const auto& o : table)
+  for (const auto& o : allOps())
     if (name == o.name) return &o;
   return nullptr;
 }
@@ -164,8 +165,12 @@ void withCodec(priocclDataType_t type, Fn&& fn) {
       return fn(NativeCodec<uint8_t>{});
     case priocclInt32:
       return fn(NativeCodec<int32_t>{});
+    case priocclUint32:
+      return fn(NativeCodec<uint32_t>{});
     case priocclInt64:
       return fn(NativeCodec<int64_t>{});
+    case priocclUint64:
+      return fn(NativeCodec<uint64_t>{});
     case priocclFloat16:
       return fn(HalfCodec{});
     case priocclBfloat16:
@@ -174,6 +179,8 @@ void withCodec(priocclDataType_t type, Fn&& fn) {
       return fn(NativeCodec<float>{});
     case priocclFloat64:
       return fn(NativeCodec<double>{});
+    default:  // priocclNumTypes: not a datatype; findDtype never returns it
+      return;
   }
 }
 

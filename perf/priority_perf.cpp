@@ -2,7 +2,7 @@
 // (priority 100) one is in flight, under the priority scheduler and under the FIFO baseline.
 //   mpirun -np 4 priority_perf [--high 1M] [--low 64M] [--reps 5] [--delay-ms D]
 // float32 sum. Ends with exactly one line starting "RESULT " (see the end of main).
-#include <getopt.h>
+#include <CLI/CLI.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -27,38 +27,36 @@ const char kUsage[] =
     "  defaults: --high 1M --low 64M --reps 5; --delay-ms: 25% of the low op's time alone\n"
     "  PRIOCCL_* variables set the configuration (the schedule is set per mode)\n";
 
+// Parsed with CLI11 (as all_reduce_perf); the usage text stays kUsage. Returns "ok", "help", or
+// what was wrong.
 std::string parseOptions(int argc, char** argv, Options* o) {
-  static const option longOpts[] = {
-      {"high", required_argument, nullptr, 1}, {"low", required_argument, nullptr, 2},
-      {"reps", required_argument, nullptr, 3}, {"delay-ms", required_argument, nullptr, 4},
-      {"help", no_argument, nullptr, 'h'},     {nullptr, 0, nullptr, 0}};
-  int c;
-  while ((c = getopt_long(argc, argv, "h", longOpts, nullptr)) != -1) {
-    std::string arg = optarg ? optarg : "";
-    char* end = nullptr;
-    bool ok = true;
-    switch (c) {
-      case 1:
-        ok = perf::parseBytes(optarg, &o->high) && o->high > 0;
-        break;
-      case 2:
-        ok = perf::parseBytes(optarg, &o->low) && o->low > 0;
-        break;
-      case 3:
-        ok = perf::parseInt(optarg, &o->reps) && o->reps > 0;
-        break;
-      case 4:
-        o->delayMs = std::strtod(optarg, &end);
-        ok = end != optarg && !*end && o->delayMs >= 0;
-        break;
-      case 'h':
-        return "help";
-      default:
-        return "unknown option";
-    }
-    if (!ok) return "bad value '" + arg + "'";
+  CLI::App app{"priority_perf", "priority_perf"};
+  app.set_help_flag();  // ours below: --help prints kUsage, as before
+  bool help = false;
+  std::string high, low, reps, delay;
+  app.add_flag("-h,--help", help);
+  app.add_option("--high", high);
+  app.add_option("--low", low);
+  app.add_option("--reps", reps);
+  app.add_option("--delay-ms", delay);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return e.what();
   }
-  if (optind < argc) return std::string("unexpected argument '") + argv[optind] + "'";
+  if (help) return "help";
+  if (!high.empty() && !(perf::parseBytes(high.c_str(), &o->high) && o->high > 0))
+    return "--high: bad value '" + high + "'";
+  if (!low.empty() && !(perf::parseBytes(low.c_str(), &o->low) && o->low > 0))
+    return "--low: bad value '" + low + "'";
+  if (!reps.empty() && !(perf::parseInt(reps.c_str(), &o->reps) && o->reps > 0))
+    return "--reps: bad value '" + reps + "'";
+  if (!delay.empty()) {
+    char* end = nullptr;
+    o->delayMs = std::strtod(delay.c_str(), &end);
+    if (end == delay.c_str() || *end || !(o->delayMs >= 0))
+      return "--delay-ms: bad value '" + delay + "'";
+  }
   return "ok";
 }
 

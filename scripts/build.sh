@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # Configures and builds prioccl. Usage: scripts/build.sh [BUILD_DIR] [extra cmake args...]
+# Prints CMake's prioccl summary (transports, GPU, tests); the whole configure log on failure.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
 shift || true
 "$root/scripts/setup.sh"
-cmake -S "$root" -B "$build" -G Ninja "$@" >/dev/null
+mkdir -p "$build"
+if ! cmake -S "$root" -B "$build" -G Ninja "$@" >"$build/configure.log" 2>&1; then
+  cat "$build/configure.log" >&2
+  exit 1
+fi
+grep -E '^-- prioccl' "$build/configure.log" || true
 cmake --build "$build" -j "$(nproc)"

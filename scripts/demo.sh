@@ -13,7 +13,7 @@ cd "$root"
 step() { echo "[demo $(date +%H:%M:%S)] $*"; }
 
 step "1/4 dependencies (scripts/setup.sh; installs from Debian's archive when something is missing)"
-scripts/setup.sh
+scripts/setup.sh --test
 python=/usr/bin/python3  # Debian's, with python3-matplotlib (not whatever python3 is first on PATH)
 step "2/4 building prioccl and the training emulator (build/)"
 cmake -S "$root" -B "$root/build" -G Ninja >/dev/null

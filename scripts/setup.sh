@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
-# Installs prioccl's build and test dependencies from Debian's archive. Idempotent and quiet when
-# everything is already present. CUDA/NCCL are optional and never installed here.
+# Installs prioccl's dependencies from Debian's archive. Idempotent and quiet when everything is
+# already present. CUDA/NCCL are optional and never installed here.
+#   scripts/setup.sh          what building the library, examples and perf tools needs
+#   scripts/setup.sh --test   that plus the test suite's and demo's extras (GoogleTest, clang for
+#                             the fuzzers, valgrind, Python with NumPy/PyTorch, iproute2)
 set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config
           libopenmpi-dev openmpi-bin libucx-dev libibverbs-dev librdmacm-dev libhwloc-dev
-          googletest libgtest-dev binutils python3 python3-numpy python3-matplotlib python3-torch
-          python3-sklearn iproute2 clang libclang-rt-14-dev valgrind)
+          libcli11-dev nlohmann-json3-dev)
+case "${1:-}" in
+  "") ;;
+  --test)
+    packages+=(googletest libgtest-dev binutils python3 python3-numpy python3-matplotlib
+               python3-torch python3-sklearn iproute2 clang libclang-rt-14-dev valgrind)
+    ;;
+  *) echo "usage: setup.sh [--test]" >&2; exit 2 ;;
+esac
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

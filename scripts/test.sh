@@ -37,6 +37,7 @@ case "${1:-}" in
   --asan) build=$root/build-asan sanitize=address; shift ;;
   --tsan) build=$root/build-tsan sanitize=thread; shift ;;
 esac
+"$root/scripts/setup.sh" --test
 "$root/scripts/build.sh" "$build" -DPRIOCCL_SANITIZE="$sanitize"
 if [[ $sanitize == thread ]]; then
   # Open MPI's own internals are not TSan-clean; report only races involving prioccl.

@@ -1,4 +1,5 @@
-// The one point-to-point interface every transport implements (MPI, UCX; NCCL later).
+// The one point-to-point interface every transport implements (MPI, UCX). A GPU backend whose
+// collectives cannot be preempted needs a different seam (a collective backend), not this one.
 //
 // Deliberately tiny, in the spirit of Gloo's transport::Pair: post non-blocking sends and receives
 // of byte ranges with a 64-bit tag, then poll for completions. The engine makes one call at a time

@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 #define PRIOCCL_MAJOR 0
-#define PRIOCCL_MINOR 1
+#define PRIOCCL_MINOR 2
 #define PRIOCCL_PATCH 0
 #define PRIOCCL_VERSION_CODE (PRIOCCL_MAJOR * 10000 + PRIOCCL_MINOR * 100 + PRIOCCL_PATCH)
 
@@ -26,29 +26,49 @@ extern "C" {
 typedef struct priocclComm* priocclComm_t;
 typedef struct priocclRequest* priocclRequest_t;
 
+/* Result codes, data types and reduction ops carry NCCL's numeric values (nccl.h 2.x), so code
+ * ported from NCCL that casts or stores them keeps its meaning. prioccl's own additions take
+ * values past NCCL's. A test (tests/unit/test_abi.cpp) pins every value. */
 typedef enum {
   priocclSuccess = 0,
-  priocclSystemError,
-  priocclInternalError,
-  priocclInvalidArgument,
-  priocclInvalidUsage,
-  priocclRemoteError,
-  priocclTimeout,
-  priocclInProgress
+  priocclUnhandledCudaError = 1, /* reserved for the GPU backend; never returned today */
+  priocclSystemError = 2,
+  priocclInternalError = 3,
+  priocclInvalidArgument = 4,
+  priocclInvalidUsage = 5,
+  priocclRemoteError = 6,
+  priocclInProgress = 7,
+  priocclTimeout = 8, /* prioccl's own: an op or a peer made no progress for PRIOCCL_TIMEOUT_S */
+  priocclNumResults = 9
 } priocclResult_t;
 
 typedef enum {
-  priocclInt8,
-  priocclUint8,
-  priocclInt32,
-  priocclInt64,
-  priocclFloat16,
-  priocclBfloat16,
-  priocclFloat32,
-  priocclFloat64
+  priocclInt8 = 0,
+  priocclChar = 0,
+  priocclUint8 = 1,
+  priocclInt32 = 2,
+  priocclInt = 2,
+  priocclUint32 = 3,
+  priocclInt64 = 4,
+  priocclUint64 = 5,
+  priocclFloat16 = 6,
+  priocclHalf = 6,
+  priocclFloat32 = 7,
+  priocclFloat = 7,
+  priocclFloat64 = 8,
+  priocclDouble = 8,
+  priocclBfloat16 = 9,
+  priocclNumTypes = 10
 } priocclDataType_t;
 
-typedef enum { priocclSum, priocclProd, priocclMin, priocclMax, priocclAvg } priocclRedOp_t;
+typedef enum {
+  priocclSum = 0,
+  priocclProd = 1,
+  priocclMax = 2,
+  priocclMin = 3,
+  priocclAvg = 4,
+  priocclNumOps = 5
+} priocclRedOp_t;
 
 /* Order in which ready chunks get the wire: by priority (the default), or first-in first-out by
  * op (the baseline that ignores priorities). */

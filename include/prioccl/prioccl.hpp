@@ -8,6 +8,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "prioccl/prioccl.h"
 
@@ -43,13 +44,13 @@ PRIOCCL_ERROR_CLASS(Timeout, priocclTimeout)
 // Effective tuning of a communicator. fromEnv() applies PRIOCCL_* variables over the defaults.
 struct PRIOCCL_API Config {
   // 0 = auto: derived at communicator creation from a measurement of the ring's links (see
-  // README, "Configuration"); Communicator::config() reports the values in force.
+  // docs/usage.md, "Configuration"); Communicator::config() reports the values in force.
   size_t chunkBytes = 0;                                 // PRIOCCL_CHUNK_BYTES (or "auto")
   size_t creditBytes = 0;                                // PRIOCCL_CREDIT_BYTES (or "auto")
   size_t windowChunks = 1024;                            // PRIOCCL_WINDOW_CHUNKS
   bool requireThreadMultiple = true;                     // PRIOCCL_MPI_THREAD_CHECK
   priocclSchedule_t schedule = priocclSchedulePriority;  // PRIOCCL_SCHEDULE=priority|fifo
-  priocclAlgorithm_t algorithm = priocclAlgoAuto;        // PRIOCCL_ALGO=auto|ring|tree|rd
+  priocclAlgorithm_t algorithm = priocclAlgoAuto;        // PRIOCCL_ALGO=auto|ring|tree|rd|hd
   // Auto only: time each algorithm at creation (tens of ms on a slow network) to fit the cost
   // model; false uses a fixed rule instead.
   bool calibrate = true;  // PRIOCCL_CALIBRATE
@@ -63,6 +64,9 @@ struct PRIOCCL_API Config {
   double timeoutSeconds = 300;  // PRIOCCL_TIMEOUT_S
   // An op stuck this long gets a warning naming it and the ranks it waits for. 0 = off.
   double stallWarnSeconds = 60;  // PRIOCCL_STALL_WARN_S
+  // Over UCX, waiting threads sleep on the worker's event descriptor instead of napping. Opt-in
+  // until an intermittent failure it showed is understood (docs/benchmarks.md, "UCX transport").
+  bool ucxWakeup = false;        // PRIOCCL_UCX_WAKEUP
   static Config fromEnv();       // throws InvalidArgument on a malformed variable
   std::string describe() const;  // one line, for logs
   // Fills chunkBytes/creditBytes left at 0 from a link measurement (bytes/s <= 0: unmeasured).
@@ -72,8 +76,29 @@ struct PRIOCCL_API Config {
   double linkLatencySeconds = 0;
 };
 
-// "auto", "ring", "tree", "rd"; parseAlgorithm also takes "recursive_doubling" and returns
-// priocclNumAlgos for an unknown name.
+// One PRIOCCL_* knob as the library documents it: the rows of its parameter table
+// (src/core/params.cpp), which `prioccl_info -c` prints and docs/usage.md's table must match.
+// Plain data: listing them needs no MPI and no communicator.
+struct PRIOCCL_API ParamInfo {
+  const char* name;          // the environment variable, e.g. "PRIOCCL_CHUNK_BYTES"
+  const char* field;         // its Config member (and priocclConfig_t's when inCStruct); "" if none
+  const char* kind;          // "size", "size-or-auto", "count", "bool", "choice", "seconds",
+                             // "string" or "algorithm-rules"
+  std::string range;         // the accepted values, e.g. "auto, or 1 to 1G"
+  std::string defaultValue;  // as documented: "auto", "1024", "unset"
+  const char* doc;           // one line
+  bool mustAgree;            // checked equal on every rank when a communicator is created
+  const char* scope;         // "communicator" (a Config field), "process" (read once, before any
+                             // Config: logging) or "python" (the Python package's own)
+  bool inCStruct;            // settable through priocclConfig_t
+};
+PRIOCCL_API std::vector<ParamInfo> params();
+// The value of knob `name` in `config`, as params() writes defaults ("auto", "unset"); for a knob
+// outside Config, the environment's value (its default when unset). Unknown name: InvalidArgument.
+PRIOCCL_API std::string paramValue(const Config& config, const std::string& name);
+
+// "auto", "ring", "tree", "rd", "hd"; parseAlgorithm also takes "recursive_doubling" and
+// "halving_doubling" and returns priocclNumAlgos for an unknown name.
 PRIOCCL_API const char* algorithmName(priocclAlgorithm_t a);
 PRIOCCL_API priocclAlgorithm_t parseAlgorithm(const std::string& name);
 
@@ -93,8 +118,16 @@ struct DataTypeOf<int32_t> {
   static constexpr priocclDataType_t value = priocclInt32;
 };
 template <>
+struct DataTypeOf<uint32_t> {
+  static constexpr priocclDataType_t value = priocclUint32;
+};
+template <>
 struct DataTypeOf<int64_t> {
   static constexpr priocclDataType_t value = priocclInt64;
+};
+template <>
+struct DataTypeOf<uint64_t> {
+  static constexpr priocclDataType_t value = priocclUint64;
 };
 template <>
 struct DataTypeOf<float> {

@@ -6,8 +6,8 @@
     h = prioccl.allreduce_async_(tensor, priority=0)     # in place; smaller priority = more urgent
     prioccl.synchronize(h)
 
-Works on numpy arrays and CPU torch tensors (contiguous; int8, uint8, int32, int64, float16,
-bfloat16 (torch), float32, float64) without copies. Errors raise PriocclError with the library's
+Works on numpy arrays and CPU torch tensors (contiguous; int8, uint8, int32, uint32, int64,
+uint64, float16, bfloat16 (torch), float32, float64) without copies. Errors raise PriocclError with the library's
 message. Launch with mpirun; prioccl initialises MPI itself.
 """
 import ctypes
@@ -21,7 +21,8 @@ __all__ = ["init", "shutdown", "abort", "is_initialized", "rank", "size", "local
            "Sum", "Prod", "Min", "Max", "Average"]
 
 # priocclRedOp_t
-Sum, Prod, Min, Max, Average = 0, 1, 2, 3, 4
+# priocclRedOp_t values (NCCL's numbering).
+Sum, Prod, Max, Min, Average = 0, 1, 2, 3, 4
 
 
 class PriocclError(RuntimeError):
@@ -105,10 +106,12 @@ def local_rank():
 
 
 # ---- buffers: numpy arrays and torch tensors, seen as (pointer, count, priocclDataType_t) ----
-_NUMPY_TYPES = {"int8": 0, "uint8": 1, "int32": 2, "int64": 3, "float16": 4, "float32": 6,
-                "float64": 7}
-_TORCH_TYPES = {"torch.int8": 0, "torch.uint8": 1, "torch.int32": 2, "torch.int64": 3,
-                "torch.float16": 4, "torch.bfloat16": 5, "torch.float32": 6, "torch.float64": 7}
+# priocclDataType_t values (NCCL's numbering).
+_NUMPY_TYPES = {"int8": 0, "uint8": 1, "int32": 2, "uint32": 3, "int64": 4, "uint64": 5,
+                "float16": 6, "float32": 7, "float64": 8}
+_TORCH_TYPES = {"torch.int8": 0, "torch.uint8": 1, "torch.int32": 2, "torch.uint32": 3,
+                "torch.int64": 4, "torch.uint64": 5, "torch.float16": 6, "torch.float32": 7,
+                "torch.float64": 8, "torch.bfloat16": 9}
 
 
 def _buffer(t, writable=True):

@@ -18,7 +18,7 @@ def _candidates():
     found = ctypes.util.find_library("prioccl")
     if found:
         yield found
-    yield "libprioccl.so.0"
+    yield "libprioccl.so.1"
 
 
 def load():

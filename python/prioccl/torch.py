@@ -45,6 +45,7 @@ from prioccl import _lib
 
 _MODES = ("sync", "p3", "lagged", "delayed")
 _LEAST_URGENT = 2 ** 31 - 1
+_FLOAT32 = prioccl._TORCH_TYPES["torch.float32"]  # priocclFloat32, the only dtype lagged mode takes
 
 
 def DistributedOptimizer(optimizer, named_parameters, mode="sync", model=None, op=prioccl.Average,
@@ -267,7 +268,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._flat = torch.empty(self._numel, dtype=torch.float32)
         self._lagged = ctypes.c_void_p()
         # The warm-up runs here as "sync" (overlapped with backward): the fused op starts after.
-        prioccl._check(self._L.priocclLaggedCreate(prioccl._comm, self._numel, 6, self.op, 0,
+        prioccl._check(self._L.priocclLaggedCreate(prioccl._comm, self._numel, _FLOAT32, self.op, 0,
                                                    _LEAST_URGENT, b"prioccl.torch.lagged",
                                                    ctypes.byref(self._lagged)), "lagged create")
         self._switch_decay = switch_decay

@@ -1,4 +1,5 @@
-// The step-machine interface every per-chunk algorithm implements (ring today, tree next).
+// The step-machine interface every per-chunk algorithm implements (ring, tree, recursive doubling,
+// halving-doubling, point to point).
 //
 // The engine drives a chunk purely through these calls: it asks what may be posted, posts it on
 // the transport when the scheduler allows, and reports completions back. A chunk never touches the

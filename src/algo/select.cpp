@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <sstream>
 
+#include "algo/registry.h"
 #include "prioccl/prioccl.hpp"
 
 namespace prioccl {
@@ -17,47 +18,27 @@ std::vector<size_t> AlgoSelector::calibrationSizes(int) {
 }
 
 void AlgoSelector::calibrate(const std::vector<size_t>& sizes,
-                             const std::array<std::vector<double>, kAlgos>& times) {
+                             const std::vector<std::vector<double>>& times) {
   sizes_ = sizes;
   times_ = times;
 }
 
-double AlgoSelector::sendFactor(priocclAlgorithm_t a, int nranks) {
-  if (nranks <= 1) return 0;
-  int p2 = 1, rounds = 0;
-  while (p2 * 2 <= nranks) {
-    p2 *= 2;
-    ++rounds;
-  }
-  double beyond = nranks > p2 ? 1 : 0;  // a rank that absorbs a neighbour also sends it back
-  switch (a) {
-    case priocclAlgoRecursiveDoubling:
-      return rounds + beyond;
-    case priocclAlgoHalvingDoubling:
-      return 2.0 * (p2 - 1) / p2 + beyond;
-    case priocclAlgoTree:  // interior in one tree: a chunk up and a chunk down (tree.h)
-      if (nranks >= 4) return 2;
-      [[fallthrough]];
-    default:
-      return 2.0 * (nranks - 1) / nranks;
-  }
-}
-
 void AlgoSelector::setLink(double bytesPerSecond, int nranks) {
   linkBytesPerSecond_ = bytesPerSecond;
-  for (int k = 0; k < kAlgos; ++k)
-    wireSecondsPerByte_[k] =
-        bytesPerSecond > 0 ? sendFactor(algorithms()[k], nranks) / bytesPerSecond : 0;
+  wireSecondsPerByte_.clear();
+  for (const AlgoEntry& e : algoRegistry())
+    wireSecondsPerByte_.push_back(bytesPerSecond > 0 ? e.sendFactor(nranks) / bytesPerSecond : 0);
 }
 
 double AlgoSelector::modelSeconds(priocclAlgorithm_t a, size_t bytes) const {
   if (sizes_.empty()) return -1;
-  int k = 0;
-  while (k < kAlgos && algorithms()[k] != a) ++k;
-  if (k == kAlgos) return -1;
+  const std::vector<AlgoEntry>& algos = algoRegistry();
+  size_t k = 0;
+  while (k < algos.size() && algos[k].id != a) ++k;
+  if (k == algos.size() || k >= times_.size() || times_[k].size() != sizes_.size()) return -1;
   const std::vector<double>& t = times_[k];
   double n = static_cast<double>(bytes);
-  double wire = wireSecondsPerByte_[k] * n;
+  double wire = k < wireSecondsPerByte_.size() ? wireSecondsPerByte_[k] * n : 0;
   if (n <= static_cast<double>(sizes_.front())) return std::max(t.front(), wire);
   size_t i = 1;
   while (i + 1 < sizes_.size() && n > static_cast<double>(sizes_[i])) ++i;
@@ -89,10 +70,10 @@ priocclAlgorithm_t AlgoSelector::modelChoice(size_t bytes) const {
   if (sizes_.empty()) return bytes <= (16 << 10) ? priocclAlgoRecursiveDoubling : priocclAlgoRing;
   priocclAlgorithm_t best = priocclAlgoRing;
   double bestT = modelSeconds(best, bytes);
-  for (priocclAlgorithm_t a : algorithms()) {
-    double t = modelSeconds(a, bytes);
-    if (t < bestT) {
-      best = a;
+  for (const AlgoEntry& e : algoRegistry()) {
+    double t = modelSeconds(e.id, bytes);
+    if (t >= 0 && (bestT < 0 || t < bestT)) {  // unmeasured algorithms (t < 0) are never chosen
+      best = e.id;
       bestT = t;
     }
   }
@@ -121,8 +102,8 @@ std::string AlgoSelector::describe() const {
     out << "sustained link " << std::lround(linkBytesPerSecond_ / 1e6) << " MB/s (a floor); ";
   out << "measured us at";
   for (size_t s : sizes_) out << " " << s << "B";
-  for (int k = 0; k < kAlgos; ++k) {
-    out << "; " << algorithmName(algorithms()[k]) << ":";
+  for (size_t k = 0; k < times_.size() && k < algoRegistry().size(); ++k) {
+    out << "; " << algoRegistry()[k].name << ":";
     for (double t : times_[k]) out << " " << std::lround(t * 1e7) / 10.0;
   }
   out << "; choice by size:";

@@ -14,7 +14,6 @@
 // tree twice, halving-doubling and the ring 2(p-1)/p (the least any all-reduce sends).
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <string>
 #include <utility>
@@ -35,20 +34,14 @@ std::vector<AlgoRule> parseAlgorithmRules(const char* name, const std::string& t
 
 class AlgoSelector {
  public:
-  static constexpr int kAlgos = 4;  // ring, tree, recursive doubling, halving-doubling
-  static std::array<priocclAlgorithm_t, kAlgos> algorithms() {
-    return {priocclAlgoRing, priocclAlgoTree, priocclAlgoRecursiveDoubling,
-            priocclAlgoHalvingDoubling};
-  }
   // Sizes (bytes) measured at creation; the first is the latency point.
   static std::vector<size_t> calibrationSizes(int nranks);
 
   // Without measurements: a fixed rule (recursive doubling up to 16 KiB, ring above), or the
   // forced algorithm.
   explicit AlgoSelector(priocclAlgorithm_t forced = priocclAlgoAuto) : forced_(forced) {}
-  // times[a][i]: seconds of algorithms()[a] at calibrationSizes()[i].
-  void calibrate(const std::vector<size_t>& sizes,
-                 const std::array<std::vector<double>, kAlgos>& times);
+  // times[k][i]: seconds of algoRegistry()[k] at calibrationSizes()[i].
+  void calibrate(const std::vector<size_t>& sizes, const std::vector<std::vector<double>>& times);
 
   // Size rules take precedence over the model (and over `forced`) where they name an algorithm.
   // Replaces both, keeping any calibration.
@@ -64,8 +57,6 @@ class AlgoSelector {
   bool calibrated() const { return !sizes_.empty(); }
   // The link's sustained bandwidth per rank (0: unknown, no floor) and the rank count.
   void setLink(double bytesPerSecond, int nranks);
-  // Bytes each rank sends per byte of the op (the busiest rank's).
-  static double sendFactor(priocclAlgorithm_t a, int nranks);
   // The model, one line per algorithm (alpha in us, beta in ns/byte per interval) and crossovers.
   std::string describe() const;
 
@@ -75,11 +66,11 @@ class AlgoSelector {
   priocclAlgorithm_t forced_;
   std::vector<AlgoRule> rules_;
   std::vector<size_t> sizes_;
-  std::array<std::vector<double>, kAlgos> times_;
+  std::vector<std::vector<double>> times_;  // per algoRegistry() row
   double linkBytesPerSecond_ = 0;
   // Seconds per byte of the op that the floor gives each algorithm (0: no floor); set once by
   // setLink, since choose() runs for every op.
-  std::array<double, kAlgos> wireSecondsPerByte_{};
+  std::vector<double> wireSecondsPerByte_;
 };
 
 }  // namespace prioccl

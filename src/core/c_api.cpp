@@ -8,6 +8,7 @@
 #include "core/c_api_support.h"
 #include "core/error.h"
 #include "core/op.h"
+#include "core/params.h"
 
 namespace prioccl {
 namespace {
@@ -53,6 +54,8 @@ const char* priocclGetErrorString(priocclResult_t result) {
   switch (result) {
     case priocclSuccess:
       return "no error";
+    case priocclUnhandledCudaError:
+      return "unhandled CUDA error";
     case priocclSystemError:
       return "system error (MPI, network or memory failure)";
     case priocclInternalError:
@@ -67,6 +70,8 @@ const char* priocclGetErrorString(priocclResult_t result) {
       return "timeout";
     case priocclInProgress:
       return "operation in progress";
+    case priocclNumResults:
+      break;
   }
   return "unknown result code";
 }
@@ -100,55 +105,7 @@ priocclResult_t priocclCommInitMPI(priocclComm_t* comm, const void* mpiComm,
     if (!comm) detail::fail(priocclInvalidArgument, "comm is NULL");
     *comm = nullptr;
     Config c = Config::fromEnv();
-    if (config) {
-      // Configs from before `algorithm` (or `transport`, or the timeouts) existed end where it
-      // starts.
-      bool hasTimeouts = config->size == sizeof(priocclConfig_t);
-      bool hasTransport = hasTimeouts || config->size == offsetof(priocclConfig_t, timeoutSeconds);
-      bool hasAlgorithm = hasTransport || config->size == offsetof(priocclConfig_t, transport);
-      if (!hasAlgorithm && config->size != offsetof(priocclConfig_t, algorithm))
-        detail::fail(priocclInvalidArgument, "config->size is ", config->size, ", expected ",
-                     sizeof(priocclConfig_t), ": initialise it with PRIOCCL_CONFIG_INITIALIZER");
-      auto take = [](long long v, size_t& field, const char* name, bool zeroIsAuto) {
-        if (v == -1) return;
-        if (v < 0 || (v == 0 && !zeroIsAuto))
-          detail::fail(priocclInvalidArgument, "config->", name, " = ", v,
-                       zeroIsAuto ? " must be >= 0 (0 = auto)" : " must be > 0");
-        field = static_cast<size_t>(v);
-      };
-      take(config->chunkBytes, c.chunkBytes, "chunkBytes", true);
-      take(config->creditBytes, c.creditBytes, "creditBytes", true);
-      take(config->windowChunks, c.windowChunks, "windowChunks", false);
-      if (config->schedule != -1) {
-        if (config->schedule != priocclSchedulePriority && config->schedule != priocclScheduleFifo)
-          detail::fail(priocclInvalidArgument, "config->schedule = ", config->schedule,
-                       " is not a priocclSchedule_t");
-        c.schedule = static_cast<priocclSchedule_t>(config->schedule);
-      }
-      if (config->requireThreadMultiple != -1)
-        c.requireThreadMultiple = config->requireThreadMultiple != 0;
-      if (hasAlgorithm && config->algorithm != -1) {
-        if (config->algorithm < priocclAlgoAuto || config->algorithm >= priocclNumAlgos)
-          detail::fail(priocclInvalidArgument, "config->algorithm = ", config->algorithm,
-                       " is not a priocclAlgorithm_t");
-        c.algorithm = static_cast<priocclAlgorithm_t>(config->algorithm);
-      }
-      if (hasTransport && config->transport != -1) {
-        if (config->transport < priocclTransportMpi || config->transport >= priocclNumTransports)
-          detail::fail(priocclInvalidArgument, "config->transport = ", config->transport,
-                       " is not a priocclTransport_t");
-        c.transport = static_cast<priocclTransport_t>(config->transport);
-      }
-      auto seconds = [&](double v, double& field, const char* name) {
-        if (!hasTimeouts || v == -1) return;
-        if (!(v >= 0) || v > 1e9)
-          detail::fail(priocclInvalidArgument, "config->", name, " = ", v,
-                       " must be between 0 (off) and 1e9 seconds");
-        field = v;
-      };
-      seconds(config->timeoutSeconds, c.timeoutSeconds, "timeoutSeconds");
-      seconds(config->stallWarnSeconds, c.stallWarnSeconds, "stallWarnSeconds");
-    }
+    if (config) detail::mergeCConfig(*config, c);  // the parameter table's C fields
     *comm = toHandle(comms().add(Communicator::fromMpi(mpiComm, c)));
   });
 }

@@ -4,14 +4,19 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <vector>
 
+#include "algo/registry.h"
 #include "core/engine.h"
 #include "core/log.h"
+#include "core/params.h"
 #include "mpi/mpi_transport.h"
 #ifdef PRIOCCL_HAVE_UCX
 #include "ucx/ucx_transport.h"
@@ -50,15 +55,77 @@ bool g_mpiInitialisedByUs = false;
 // Cost models measured so far, by (MPI_COMM_WORLD ranks of the group, chunkBytes, transport).
 std::map<std::vector<int>, AlgoSelector> g_models;
 
-void validate(const Config& c) {
-  if (c.chunkBytes > (size_t{1} << 30))
-    fail(priocclInvalidArgument, "chunkBytes=", c.chunkBytes, " is above 1 GiB");
-  if (c.windowChunks < 1 || c.windowChunks > (size_t{1} << 20))
-    fail(priocclInvalidArgument, "windowChunks=", c.windowChunks, " is outside [1, 1048576]");
-  for (double v : {c.timeoutSeconds, c.stallWarnSeconds})
-    if (!(v >= 0) || v > 1e9)
-      fail(priocclInvalidArgument, "timeoutSeconds/stallWarnSeconds=", v,
-           " is outside [0 (off), 1e9]");
+// PRIOCCL_TIMELINE_CLOCK_SKEW_US (a testing aid): this rank's timeline clock runs rank x N us
+// ahead, as if each rank were on a host with its own clock; the offset measured below must
+// remove it. Read only when a timeline is on.
+int64_t timelineSkewNs(int rank) {
+  const char* v = std::getenv("PRIOCCL_TIMELINE_CLOCK_SKEW_US");
+  if (!v || !*v) return 0;
+  char* end = nullptr;
+  errno = 0;
+  double us = std::strtod(v, &end);
+  if (errno || *end || !(std::fabs(us) <= 1e9)) {
+    log(LogLevel::kWarn, "PRIOCCL_TIMELINE_CLOCK_SKEW_US=", v,
+        " is not a number of microseconds in [-1e9, 1e9]; ignored");
+    return 0;
+  }
+  return static_cast<int64_t>(us * 1000.0) * rank;
+}
+
+// The timeline's common clock, Cristian's algorithm: each rank in turn sends rank 0 a few pings;
+// rank 0 answers each with its clock reading and its origin (its clock when the exchange began).
+// The round with the smallest round trip gives offset = t_rank0 - (t_send + rtt / 2), off by at
+// most rtt / 2. steady_clock is CLOCK_MONOTONIC, one clock for all processes on a host, so there
+// the offset comes out near zero; across hosts it corrects the hosts' different boot times.
+// Collective over `comm`, blocking, before the transport exists (so nothing else uses the tag).
+TimelineClock measureClock(MPI_Comm comm) {
+  constexpr int kTag = 1, kRounds = 10;
+  TimelineClock c;
+  int rank = 0, n = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &n);
+  c.skewNs = timelineSkewNs(rank);
+  auto local = [&c] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+               .count() +
+           c.skewNs;
+  };
+  // The timeline then falls back to this rank's own origin; the communicator itself goes on.
+  auto unmeasured = [](int rc) {
+    log(LogLevel::kWarn, "PRIOCCL_TIMELINE: clock exchange with rank 0 failed (",
+        mpiErrorString(rc), "); this rank's timeline keeps its own time origin");
+    return TimelineClock{};
+  };
+  c.measured = true;
+  c.rounds = kRounds;
+  if (rank == 0) {
+    int64_t reply[2] = {0, local()};
+    c.originNs = reply[1];
+    for (int peer = 1; peer < n; ++peer)
+      for (int i = 0; i < kRounds; ++i) {
+        int64_t ping = 0;
+        int rc = MPI_Recv(&ping, 1, MPI_INT64_T, peer, kTag, comm, MPI_STATUS_IGNORE);
+        reply[0] = local();
+        if (rc == MPI_SUCCESS) rc = MPI_Send(reply, 2, MPI_INT64_T, peer, kTag, comm);
+        if (rc != MPI_SUCCESS) return unmeasured(rc);
+      }
+    return c;
+  }
+  c.rttNs = INT64_MAX;
+  for (int i = 0; i < kRounds; ++i) {
+    int64_t sent = local(), reply[2] = {0, 0};
+    int rc = MPI_Send(&sent, 1, MPI_INT64_T, 0, kTag, comm);
+    if (rc == MPI_SUCCESS) rc = MPI_Recv(reply, 2, MPI_INT64_T, 0, kTag, comm, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return unmeasured(rc);
+    int64_t rtt = local() - sent;
+    if (rtt < c.rttNs) {
+      c.rttNs = rtt;
+      c.offsetNs = reply[0] - (sent + rtt / 2);
+      c.originNs = reply[1];
+    }
+  }
+  return c;
 }
 
 }  // namespace
@@ -74,7 +141,7 @@ class CommImpl {
  public:
   CommImpl(const void* mpiComm, const Config& config)
       : config_(config), errors_(std::make_shared<ErrorLog>()) {
-    validate(config_);
+    validateConfig(config_);  // the parameter table's ranges
     MpiSession session;
     {
       std::lock_guard<std::mutex> lock(g_mpiMutex);
@@ -83,6 +150,8 @@ class CommImpl {
       g_mpiInitialisedByUs = g_mpiInitialisedByUs || session.initialisedByUs;
       ++g_liveComms;
     }
+    int worldRank = -1;  // PRIOCCL_DEBUG_FILE's %r: lines logged from here on know their rank
+    if (MPI_Comm_rank(MPI_COMM_WORLD, &worldRank) == MPI_SUCCESS) setLogRank(worldRank);
     // Outside the lock: a collective that takes milliseconds on a slow link.
     LinkEstimate link = measureRingLink(session.dup);
     std::vector<int> worldRanks = worldRanksOf(session.dup);
@@ -99,8 +168,8 @@ class CommImpl {
     if (rank_ == 0)
       log(LogLevel::kInfo, "prioccl ", PRIOCCL_MAJOR, ".", PRIOCCL_MINOR, ".", PRIOCCL_PATCH,
           " nranks=", size_, " ", config_.describe());
-    engine_ =
-        std::make_unique<Engine>(std::move(transport), config_, selector_, errors_, heartbeats_);
+    engine_ = std::make_unique<Engine>(std::move(transport), config_, selector_, errors_,
+                                       heartbeats_, timelineClock_);
     try {
       agreeAndCalibrate(worldRanks);
     } catch (...) {
@@ -209,33 +278,31 @@ class CommImpl {
  private:
   // Takes ownership of `dup`, also when it throws.
   std::unique_ptr<Transport> makeTransport(MPI_Comm dup) {
-    // Transports bootstrap collectively: ranks that chose differently would wait on each other.
-    int mine[2] = {config_.transport, -config_.transport}, all[2] = {0, 0};
-    MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, dup);
-    if (all[0] != -all[1]) {
-      MPI_Comm_free(&dup);
-      fail(priocclInvalidUsage,
-           "ranks disagree on the transport (PRIOCCL_TRANSPORT / config.transport): every rank "
-           "must use the same");
-    }
-    // A rank with a shorter timeout than a peer's heartbeat period would declare it lost. Below
-    // MPI_THREAD_MULTIPLE the idle engine must not call MPI, so no rank sends heartbeats.
+    // Settings every rank must share (the parameter table's mustAgree rows), checked before the
+    // transport bootstraps: ranks that chose different transports would wait on each other. One
+    // all-reduce (max) of +/- each value: equal maxima and minima mean every rank agrees.
+    std::vector<double> agree = agreementValues(config_);
+    const size_t shared = agree.size();
+    // Two entries ride along. Below MPI_THREAD_MULTIPLE the idle engine must not call MPI, so no
+    // rank sends heartbeats (a rank with a shorter timeout than a peer's heartbeat period would
+    // declare it lost). And the timeline's clock exchange then costs nothing without a timeline,
+    // while ranks disagreeing on PRIOCCL_TIMELINE all take part in it (no hang).
     int level = MPI_THREAD_SINGLE;
     MPI_Query_thread(&level);
-    double t[3] = {config_.timeoutSeconds, -config_.timeoutSeconds,
-                   level < MPI_THREAD_MULTIPLE ? 1.0 : 0.0},
-           tAll[3] = {0, 0, 0};
-    MPI_Allreduce(t, tAll, 3, MPI_DOUBLE, MPI_MAX, dup);
-    heartbeats_ = tAll[2] == 0;
-    if (tAll[0] != -tAll[1]) {
+    agree.push_back(level < MPI_THREAD_MULTIPLE ? 1.0 : 0.0);
+    agree.push_back(config_.timelinePath.empty() ? 0.0 : 1.0);
+    std::vector<double> all(agree.size(), 0.0);
+    MPI_Allreduce(agree.data(), all.data(), static_cast<int>(agree.size()), MPI_DOUBLE, MPI_MAX,
+                  dup);
+    heartbeats_ = all[shared] == 0;
+    if (std::string why = disagreement(all); !why.empty()) {
       MPI_Comm_free(&dup);
-      fail(priocclInvalidUsage, "ranks disagree on the timeout (PRIOCCL_TIMEOUT_S / ",
-           "config.timeoutSeconds: between ", -tAll[1], " and ", tAll[0],
-           " s): every rank must use the same");
+      fail(priocclInvalidUsage, why);
     }
+    if (all[shared + 1] != 0) timelineClock_ = measureClock(dup);
     if (config_.transport == priocclTransportMpi) return std::make_unique<MpiTransport>(dup);
 #ifdef PRIOCCL_HAVE_UCX
-    auto ucx = std::make_unique<UcxTransport>(dup);
+    auto ucx = std::make_unique<UcxTransport>(dup, config_.ucxWakeup);
     if (ucx->rank() == 0 && logLevel() >= LogLevel::kInfo)
       log(LogLevel::kInfo, "UCX ", ucx->describeLanes());
     return ucx;
@@ -277,10 +344,10 @@ class CommImpl {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 
-  // Every rank must cut ops alike and choose algorithms alike: check the settings that decide it,
-  // then (auto algorithm) fit the cost model. The model is measured once per process and group
-  // of ranks, so that communicators over the same ranks choose alike (and so give the same bits);
-  // it is reused only when every rank has it.
+  // Every rank must cut ops alike and choose algorithms alike (the settings that decide it were
+  // compared in makeTransport); then (auto algorithm) fit the cost model. The model is measured
+  // once per process and group of ranks, so that communicators over the same ranks choose alike
+  // (and so give the same bits); it is reused only when every rank has it.
   void agreeAndCalibrate(const std::vector<int>& worldRanks) {
     std::vector<int> key = worldRanks;
     key.push_back(static_cast<int>(config_.chunkBytes));
@@ -291,32 +358,17 @@ class CommImpl {
       auto it = g_models.find(key);
       if (it != g_models.end()) known = &it->second;  // entries are never erased
     }
+    // chunkBytes and the algorithm were checked with the other shared settings (makeTransport):
+    // what is left is whether every rank already has this group's model.
     double have = known ? 1 : 0;
-    // The rule text as a 32-bit hash: exact in a double, so equal texts give equal maxima/minima.
-    uint32_t rules = 2166136261u;
-    for (unsigned char ch : config_.algorithmRules) rules = (rules ^ ch) * 16777619u;
-    double mine[8] = {static_cast<double>(config_.chunkBytes),
-                      -static_cast<double>(config_.chunkBytes),
-                      static_cast<double>(config_.algorithm),
-                      -static_cast<double>(config_.algorithm),
-                      static_cast<double>(rules),
-                      -static_cast<double>(rules),
-                      have,
-                      -have};
-    double all[8];  // maxima: all[2k + 1] is minus the minimum of all[2k]'s entry
-    runOwn(mine, all, 8, priocclFloat64, priocclMax, priocclAlgoRecursiveDoubling);
-    if (all[0] != -all[1] || all[2] != -all[3] || all[4] != -all[5])
-      fail(priocclInvalidUsage, "ranks disagree on ",
-           all[0] != -all[1] ? concat("chunkBytes (", -all[1], " to ", all[0], ")")
-                             : std::string("the algorithm (PRIOCCL_ALGO / config.algorithm / "
-                                           "config.algorithmRules)"),
-           ": every rank must use the same setting");
+    double mine[2] = {have, -have}, all[2];  // maxima: all[1] is minus the minimum
+    runOwn(mine, all, 2, priocclFloat64, priocclMax, priocclAlgoRecursiveDoubling);
     std::vector<AlgoRule> byRule =
         parseAlgorithmRules("config.algorithmRules", config_.algorithmRules);
     selector_ = AlgoSelector(config_.algorithm);
     selector_.setPolicy(config_.algorithm, byRule);
     if (selector_.usesModel() && config_.calibrate && size_ > 1) {
-      if (all[7] == -1) {    // every rank has measured this group already
+      if (all[1] == -1) {    // every rank has measured this group already
         selector_ = *known;  // measured under another communicator's policy: set ours
         selector_.setPolicy(config_.algorithm, byRule);
       } else {
@@ -336,29 +388,29 @@ class CommImpl {
     // doubling and halving-doubling within 10-20 % up to 64 KiB): more samples for them.
     auto repsFor = [](size_t bytes) { return bytes <= (64 << 10) ? 9 : 5; };
     std::vector<size_t> sizes = AlgoSelector::calibrationSizes(size_);
-    constexpr int kAlgos = AlgoSelector::kAlgos;
+    const std::vector<AlgoEntry>& algos = algoRegistry();
+    const size_t nAlgos = algos.size();
     std::vector<float> in(sizes.back() / sizeof(float), 1.0f), out(in.size());
     auto run = [&](size_t bytes, priocclAlgorithm_t a) {
       return runOwn(in.data(), out.data(), std::max<size_t>(1, bytes / sizeof(float)),
                     priocclFloat32, priocclSum, a);
     };
-    for (priocclAlgorithm_t a : AlgoSelector::algorithms()) run(sizes.back(), a);  // warm-up
-    std::vector<double> table(kAlgos * sizes.size()), worst(table.size());
+    for (const AlgoEntry& a : algos) run(sizes.back(), a.id);  // warm-up
+    std::vector<double> table(nAlgos * sizes.size()), worst(table.size());
     for (size_t i = 0; i < sizes.size(); ++i) {
-      std::array<std::vector<double>, kAlgos> samples;
+      std::vector<std::vector<double>> samples(nAlgos);
       const int reps = repsFor(sizes[i]);
       for (int rep = 0; rep < reps; ++rep)  // interleaved, so drifting noise hits all alike
-        for (int k = 0; k < kAlgos; ++k)
-          samples[k].push_back(run(sizes[i], AlgoSelector::algorithms()[k]));
-      for (int k = 0; k < kAlgos; ++k) {
+        for (size_t k = 0; k < nAlgos; ++k) samples[k].push_back(run(sizes[i], algos[k].id));
+      for (size_t k = 0; k < nAlgos; ++k) {
         std::nth_element(samples[k].begin(), samples[k].begin() + reps / 2, samples[k].end());
         table[k * sizes.size() + i] = samples[k][reps / 2];
       }
     }
     runOwn(table.data(), worst.data(), table.size(), priocclFloat64, priocclMax,
            priocclAlgoRecursiveDoubling);
-    std::array<std::vector<double>, kAlgos> times;
-    for (int k = 0; k < kAlgos; ++k)
+    std::vector<std::vector<double>> times(nAlgos);
+    for (size_t k = 0; k < nAlgos; ++k)
       times[k].assign(worst.begin() + k * sizes.size(), worst.begin() + (k + 1) * sizes.size());
     selector_.calibrate(sizes, times);
   }
@@ -366,7 +418,8 @@ class CommImpl {
   Config config_;
   AlgoSelector selector_;
   std::shared_ptr<ErrorLog> errors_;
-  bool heartbeats_ = true;  // every rank has MPI_THREAD_MULTIPLE (see makeTransport)
+  bool heartbeats_ = true;       // every rank has MPI_THREAD_MULTIPLE (see makeTransport)
+  TimelineClock timelineClock_;  // measured only when some rank has a timeline
   int rank_ = 0, size_ = 1;
   std::mutex mutex_;
   std::unique_ptr<Engine> engine_;

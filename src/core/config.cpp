@@ -7,8 +7,10 @@
 #include <string>
 #include <utility>
 
+#include "algo/registry.h"
 #include "algo/select.h"
 #include "core/error.h"
+#include "core/params.h"
 
 namespace prioccl {
 
@@ -16,96 +18,6 @@ using detail::concat;
 using detail::fail;
 
 namespace {
-
-// "4194304", "4M", "512k", "1G" (binary multiples). Anything else is an error, never a silent 0.
-unsigned long long parseSize(const char* name, const char* text, unsigned long long lo,
-                             unsigned long long hi) {
-  errno = 0;
-  char* end = nullptr;
-  unsigned long long v = std::strtoull(text, &end, 10);
-  bool ok = end != text && errno == 0 && text[0] != '-';
-  if (ok && *end) {
-    unsigned shift = 0;
-    switch (*end) {
-      case 'k':
-      case 'K':
-        shift = 10;
-        break;
-      case 'm':
-      case 'M':
-        shift = 20;
-        break;
-      case 'g':
-      case 'G':
-        shift = 30;
-        break;
-      default:
-        ok = false;
-    }
-    if (ok && (end[1] == 'i' || end[1] == 'I')) ++end;  // accept KiB-style "Ki"
-    if (ok && (end[1] == 'b' || end[1] == 'B')) ++end;
-    ok = ok && end[1] == '\0' && v <= (~0ULL >> shift);
-    v <<= shift;
-  }
-  if (!ok || v < lo || v > hi)
-    fail(priocclInvalidArgument, name, "='", text, "' is not a size between ", lo, " and ", hi,
-         " (a number with an optional K, M or G suffix)");
-  return v;
-}
-
-bool parseBool(const char* name, const char* text) {
-  if (!std::strcmp(text, "1") || !strcasecmp(text, "true") || !strcasecmp(text, "yes")) return true;
-  if (!std::strcmp(text, "0") || !strcasecmp(text, "false") || !strcasecmp(text, "no"))
-    return false;
-  fail(priocclInvalidArgument, name, "='", text, "' is not a boolean (1/0, true/false, yes/no)");
-}
-
-template <typename T>
-void readSize(const char* name, T& field, unsigned long long lo, unsigned long long hi) {
-  if (const char* v = std::getenv(name); v && *v)
-    field = static_cast<T>(parseSize(name, v, lo, hi));
-}
-
-// Non-negative seconds, decimals allowed ("300", "2.5"); 0 turns the feature off.
-void readSeconds(const char* name, double& field) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return;
-  errno = 0;
-  char* end = nullptr;
-  double s = std::strtod(v, &end);
-  if (end == v || *end || errno != 0 || !(s >= 0) || s > 1e9)
-    fail(priocclInvalidArgument, name, "='", v,
-         "' is not a number of seconds between 0 (off) and 1e9");
-  field = s;
-}
-
-// One of a few names (case-insensitive); anything else is an error listing them.
-template <typename T>
-void readChoice(const char* name, T& field,
-                std::initializer_list<std::pair<const char*, T>> choices) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return;
-  std::string names;
-  for (const auto& [text, value] : choices) {
-    if (!strcasecmp(v, text)) {
-      field = value;
-      return;
-    }
-    names += concat(names.empty() ? "" : " or ", "'", text, "'");
-  }
-  fail(priocclInvalidArgument, name, "='", v, "' is not ", names);
-}
-
-// As readSize, but "auto" (or "0") selects the measured default.
-template <typename T>
-void readSizeOrAuto(const char* name, T& field, unsigned long long lo, unsigned long long hi) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return;
-  if (!strcasecmp(v, "auto") || !std::strcmp(v, "0"))
-    field = 0;
-  else
-    field = static_cast<T>(parseSize(name, v, lo, hi));
-}
 
 size_t roundToPowerOfTwo(double bytes) {
   size_t p = 1;
@@ -133,7 +45,7 @@ std::vector<AlgoRule> parseAlgorithmRules(const char* name, const std::string& t
     bool last = comma == std::string::npos;
     size_t below = SIZE_MAX;
     if (lt != std::string::npos)
-      below = parseSize(name, term.substr(lt + 1).c_str(), 1, ~0ULL >> 1);
+      below = detail::parseSizeNamed(name, term.substr(lt + 1).c_str(), 1, ~0ULL >> 1);
     if (algo == priocclNumAlgos || last != (lt == std::string::npos) ||
         (!rules.empty() && below <= rules.back().below))
       fail(priocclInvalidArgument, name, "='", text,
@@ -146,57 +58,24 @@ std::vector<AlgoRule> parseAlgorithmRules(const char* name, const std::string& t
   return rules;
 }
 
+// Names from the algorithm registry (algo/registry.cpp), plus "auto".
 priocclAlgorithm_t parseAlgorithm(const std::string& name) {
-  for (int a = priocclAlgoAuto; a < priocclNumAlgos; ++a)
-    if (!strcasecmp(name.c_str(), algorithmName(static_cast<priocclAlgorithm_t>(a))))
-      return static_cast<priocclAlgorithm_t>(a);
-  if (!strcasecmp(name.c_str(), "recursive_doubling")) return priocclAlgoRecursiveDoubling;
-  if (!strcasecmp(name.c_str(), "halving_doubling")) return priocclAlgoHalvingDoubling;
-  return priocclNumAlgos;
+  if (!strcasecmp(name.c_str(), "auto")) return priocclAlgoAuto;
+  const AlgoEntry* e = findAlgo(name.c_str());
+  return e ? e->id : priocclNumAlgos;
 }
 
 const char* algorithmName(priocclAlgorithm_t a) {
-  switch (a) {
-    case priocclAlgoAuto:
-      return "auto";
-    case priocclAlgoRing:
-      return "ring";
-    case priocclAlgoTree:
-      return "tree";
-    case priocclAlgoRecursiveDoubling:
-      return "rd";
-    case priocclAlgoHalvingDoubling:
-      return "hd";
-    default:
-      return "invalid";
-  }
+  if (a == priocclAlgoAuto) return "auto";
+  for (const AlgoEntry& e : algoRegistry())
+    if (e.id == a) return e.name;
+  return "invalid";
 }
 
+// Every PRIOCCL_* variable of the parameter table (params.cpp) over the defaults.
 Config Config::fromEnv() {
   Config c;
-  readSizeOrAuto("PRIOCCL_CHUNK_BYTES", c.chunkBytes, 1, 1ULL << 30);
-  readSizeOrAuto("PRIOCCL_CREDIT_BYTES", c.creditBytes, 1, 1ULL << 40);
-  readSize("PRIOCCL_WINDOW_CHUNKS", c.windowChunks, 1, 1ULL << 20);
-  if (const char* v = std::getenv("PRIOCCL_MPI_THREAD_CHECK"); v && *v)
-    c.requireThreadMultiple = parseBool("PRIOCCL_MPI_THREAD_CHECK", v);
-  readChoice("PRIOCCL_SCHEDULE", c.schedule,
-             {{"priority", priocclSchedulePriority}, {"fifo", priocclScheduleFifo}});
-  if (const char* v = std::getenv("PRIOCCL_CALIBRATE"); v && *v)
-    c.calibrate = parseBool("PRIOCCL_CALIBRATE", v);
-  if (const char* v = std::getenv("PRIOCCL_ALGO"); v && std::strpbrk(v, "<,")) {
-    parseAlgorithmRules("PRIOCCL_ALGO", v);  // validates now: a bad value fails here, named
-    c.algorithmRules = v;
-  } else if (v && *v) {
-    c.algorithm = parseAlgorithm(v);
-    if (c.algorithm == priocclNumAlgos)
-      fail(priocclInvalidArgument, "PRIOCCL_ALGO='", v,
-           "' is not 'auto', 'ring', 'tree', 'rd' or 'hd'");
-  }
-  readChoice("PRIOCCL_TRANSPORT", c.transport,
-             {{"mpi", priocclTransportMpi}, {"ucx", priocclTransportUcx}});
-  if (const char* v = std::getenv("PRIOCCL_TIMELINE")) c.timelinePath = v;
-  readSeconds("PRIOCCL_TIMEOUT_S", c.timeoutSeconds);
-  readSeconds("PRIOCCL_STALL_WARN_S", c.stallWarnSeconds);
+  detail::readEnv(c);
   return c;
 }
 
@@ -229,15 +108,8 @@ void Config::resolveAuto(double bytesPerSecond, double latencySeconds, int nrank
 }
 
 std::string Config::describe() const {
-  return concat("chunkBytes=", chunkBytes, " creditBytes=", creditBytes,
-                " windowChunks=", windowChunks, " requireThreadMultiple=", requireThreadMultiple,
-                " schedule=", schedule == priocclScheduleFifo ? "fifo" : "priority", " algorithm=",
-                algorithmRules.empty() ? std::string(algorithmName(algorithm)) : algorithmRules,
-                " calibrate=", calibrate,
-                " transport=", transport == priocclTransportUcx ? "ucx" : "mpi",
-                " timeline=", timelinePath.empty() ? "off" : timelinePath,
-                " timeoutSeconds=", timeoutSeconds, " stallWarnSeconds=", stallWarnSeconds,
-                " link=", linkBytesPerSecond / 1e9, "GB/s,", linkLatencySeconds * 1e6, "us");
+  return concat(detail::describeParams(*this), " link=", linkBytesPerSecond / 1e9, "GB/s,",
+                linkLatencySeconds * 1e6, "us");
 }
 
 }  // namespace prioccl

@@ -21,11 +21,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include "algo/halving_doubling.h"
 #include "algo/point_to_point.h"
-#include "algo/recursive_doubling.h"
-#include "algo/ring.h"
-#include "algo/tree.h"
+#include "algo/registry.h"
 #include "core/agreement.h"
 #include "core/log.h"
 #include "reduce/reduce.h"
@@ -72,6 +69,30 @@ std::string describeArgs(const Announce& a) {
                 ", ", reduce::opName(static_cast<priocclRedOp_t>(a.op)));
 }
 
+// The op's track in the timeline, the same on every rank. Unnamed ops, named ops and point to
+// point ops number themselves separately (globalSeq), so each kind gets its own range of
+// track ids: small numbers, exact as JSON doubles, read as "op N" in the viewers.
+// The most step ids a chunk of any algorithm uses: the tag layout reserves bits for them.
+uint64_t maxSteps(int nranks) {
+  int most = 1;
+  for (const AlgoEntry& e : algoRegistry()) most = std::max(most, e.steps(nranks));
+  return static_cast<uint64_t>(most);
+}
+
+// The scratch of the largest chunk of any algorithm: one pool serves them all.
+size_t maxScratchBytes(size_t chunkBytes, int nranks) {
+  size_t most = 0;
+  for (const AlgoEntry& e : algoRegistry())
+    most = std::max(most, e.scratchBytes(chunkBytes, nranks));
+  return most;
+}
+
+uint64_t timelineTrack(const OpState& op) {
+  constexpr uint64_t kPointToPoint = uint64_t{1} << 62;  // pointToPointOps_'s base (submit)
+  if (op.globalSeq >= kPointToPoint) return 2'000'000'000 + (op.globalSeq - kPointToPoint);
+  return op.named ? 1'000'000'000 + op.globalSeq : op.globalSeq;
+}
+
 }  // namespace
 
 // Named ops hash their key; unnamed ops all share key 0 and match by submission order.
@@ -92,26 +113,22 @@ std::string describeOp(const OpState& op, uint64_t occurrence) {
 }
 
 Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
-               const AlgoSelector& selector, std::shared_ptr<ErrorLog> errorLog, bool heartbeats)
+               const AlgoSelector& selector, std::shared_ptr<ErrorLog> errorLog, bool heartbeats,
+               const TimelineClock& timelineClock)
     : transport_(std::move(transport)),
       config_(config),
       selector_(selector),
       errorLog_(std::move(errorLog)),
       rank_(transport_->rank()),
       nranks_(transport_->size()),
-      stepBits_(bitsFor(static_cast<uint64_t>(std::max(
-          {1, RingChunk::steps(nranks_), TreeChunk::steps(nranks_),
-           RecursiveDoublingChunk::steps(nranks_), HalvingDoublingChunk::steps(nranks_)})))),
+      stepBits_(bitsFor(maxSteps(nranks_))),
       events_(transport_->eventFd()),
       negotiator_(rank_, nranks_),
       liveness_(nranks_, negotiator_.controlPeers(), heartbeats ? config.timeoutSeconds : 0,
                 Clock::now()),
-      scratch_(std::max({RingChunk::scratchBytes(config.chunkBytes, nranks_),
-                         TreeChunk::scratchBytes(config.chunkBytes, nranks_),
-                         RecursiveDoublingChunk::scratchBytes(config.chunkBytes, nranks_),
-                         HalvingDoublingChunk::scratchBytes(config.chunkBytes, nranks_)})),
+      scratch_(maxScratchBytes(config.chunkBytes, nranks_)),
       agreeScratch_(AgreementChunk::scratchBytes(kCarryMaxBytes)),
-      timeline_(config.timelinePath, rank_, nranks_) {
+      timeline_(config.timelinePath, rank_, nranks_, timelineClock) {
   // The top tag is the control channel's; each lane's data tags get an equal share below it.
   controlTag_ = transport_->tagSpace() - 1;
   uint64_t window = std::max<uint64_t>(1, config_.windowChunks);
@@ -600,10 +617,17 @@ void Engine::noteMatched(const OpState& op) {
       static_cast<uint64_t>(
           std::chrono::duration_cast<std::chrono::nanoseconds>(now - op.submitted).count()),
       std::memory_order_relaxed);
-  if (timeline_.enabled())
-    timeline_.span("QUEUE", op.globalSeq, op.submitted, now,
-                   concat("\"priority\":", op.priority, ",\"count\":", op.count, ",\"key\":\"",
-                          op.named ? op.key : "", "\""));
+  if (timeline_.enabled()) {
+    static const std::string kUnnamed;
+    const std::string& key = op.named ? op.key : kUnnamed;
+    uint64_t track = timelineTrack(op);
+    timeline_.nameTrack(track, op.named
+                                   ? concat("op '", key, "' #", op.occurrence, " p", op.priority)
+                                   : concat("op ", track, " p", op.priority));
+    timeline_.span(
+        "QUEUE", track, op.submitted, now,
+        {{"priority", op.priority}, {"count", static_cast<int64_t>(op.count)}, {"key", 0, &key}});
+  }
 }
 
 uint32_t Engine::pointToPointLane(const OpState& op) {
@@ -648,7 +672,7 @@ size_t Engine::chunkElements(const OpState& op) const {
   size_t elem = reduce::dtypeSize(op.dtype);
   size_t bytes = op.count * elem;
   size_t chunk =
-      op.algorithm == priocclAlgoRecursiveDoubling || op.algorithm == priocclAlgoHalvingDoubling
+      algoEntry(op.algorithm).wholeChunks
           ? config_.chunkBytes
           : std::min(config_.chunkBytes, std::max(kMinChunkBytes, bytes / kMinChunksPerOp));
   return std::max<size_t>(1, chunk / elem);
@@ -750,8 +774,7 @@ void Engine::updateOldest(LaneState& lane) {
 
 bool Engine::carries(const OpState& op) {
   return op.count * reduce::dtypeSize(op.dtype) <= kCarryMaxBytes &&
-         (op.algorithm == priocclAlgoRecursiveDoubling ||
-          op.algorithm == priocclAlgoHalvingDoubling);
+         algoEntry(op.algorithm).agreementCarries;
 }
 
 std::unique_ptr<ChunkAlgo> Engine::makeChunk(LiveOp& live, const ChunkSpec& spec, uint32_t lane) {
@@ -766,16 +789,7 @@ std::unique_ptr<ChunkAlgo> Engine::makeChunk(LiveOp& live, const ChunkSpec& spec
                                             kCarryMaxBytes,
                                             op.algorithm == priocclAlgoHalvingDoubling);
   }
-  switch (live.op->algorithm) {
-    case priocclAlgoTree:
-      return std::make_unique<TreeChunk>(spec, scratch_);
-    case priocclAlgoRecursiveDoubling:
-      return std::make_unique<RecursiveDoublingChunk>(spec, scratch_);
-    case priocclAlgoHalvingDoubling:
-      return std::make_unique<HalvingDoublingChunk>(spec, scratch_);
-    default:
-      return std::make_unique<RingChunk>(spec, scratch_);
-  }
+  return algoEntry(live.op->algorithm).make(spec, scratch_);
 }
 
 // Posts what a chunk can post without the scheduler (receives), queues its ready send, and
@@ -920,11 +934,13 @@ void Engine::onCompletion(const Completion& c, Clock::time_point done) {
     algo.sendDone(p.step);
   }
   if (timeline_.enabled()) {
-    std::string args =
-        concat("\"priority\":", op.priority, ",\"chunk\":", slot ? slot->chunkIndex : 0,
-               ",\"step\":", p.step, ",\"bytes\":", p.bytes);
-    timeline_.span(isRecv ? "RECV" : "SEND", op.globalSeq, p.start, done, args);
-    if (isRecv) timeline_.span("REDUCE", op.globalSeq, done, Clock::now(), args);
+    std::initializer_list<TimelineArg> args = {
+        {"priority", op.priority},
+        {"chunk", static_cast<int64_t>(slot ? slot->chunkIndex : 0)},
+        {"step", static_cast<int64_t>(p.step)},
+        {"bytes", static_cast<int64_t>(p.bytes)}};
+    timeline_.span(isRecv ? "RECV" : "SEND", timelineTrack(op), p.start, done, args);
+    if (isRecv) timeline_.span("REDUCE", timelineTrack(op), done, Clock::now(), args);
   }
   if (inlineOp)
     pumpInline();

@@ -71,8 +71,10 @@ class Engine {
 
   // `heartbeats`: the engine may call the transport while no op is in flight (not with an
   // application that has MPI only at MPI_THREAD_SERIALIZED); without, no peer is declared lost.
+  // `timelineClock`: this rank's clock against rank 0's, for PRIOCCL_TIMELINE's timestamps.
   Engine(std::unique_ptr<Transport> transport, const Config& config, const AlgoSelector& selector,
-         std::shared_ptr<ErrorLog> errorLog, bool heartbeats = true);
+         std::shared_ptr<ErrorLog> errorLog, bool heartbeats = true,
+         const TimelineClock& timelineClock = {});
   ~Engine();  // drains, then stops the progress thread
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

@@ -1,5 +1,7 @@
 // Timeline writer: events batch in memory; each flush is one pwrite that replaces the closing
 // "\n]" with the new events and a fresh "\n]", so the file is valid JSON between flushes.
+// Events are serialised by nlohmann::json, so any op key (quotes, backslashes, control
+// characters) is escaped; bytes that are not UTF-8 become U+FFFD rather than failing the dump.
 #include "core/timeline.h"
 
 #include <fcntl.h>
@@ -7,18 +9,31 @@
 
 #include <atomic>
 #include <cstring>
+#include <nlohmann/json.hpp>
 
 #include "core/log.h"
 
 namespace prioccl::detail {
 
 namespace {
+using nlohmann::json;
+
 // "dir/trace.json" + ".rank1" -> "dir/trace.rank1.json"; appended when the name has no extension.
 std::string insertBeforeExtension(std::string path, const std::string& suffix) {
   size_t dot = path.rfind('.');
   size_t slash = path.rfind('/');
   if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return path + suffix;
   return path.insert(dot, suffix);
+}
+
+std::string dump(const json& j) {
+  // Compact, UTF-8 kept as is (not \u-escaped), invalid UTF-8 replaced instead of throwing.
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// Microseconds, as Chrome's "ts"/"dur" want them, from whole nanoseconds.
+double micros(int64_t ns) {
+  return static_cast<double>(ns) / 1000.0;
 }
 }  // namespace
 
@@ -30,9 +45,13 @@ std::string Timeline::pathFor(const std::string& path, int rank, int nranks) {
   return insertBeforeExtension(p, ".rank" + std::to_string(rank));
 }
 
-Timeline::Timeline(const std::string& path, int rank, int nranks)
-    : rank_(rank), origin_(Clock::now()) {
+Timeline::Timeline(const std::string& path, int rank, int nranks, const TimelineClock& clock)
+    : rank_(rank) {
   if (path.empty()) return;
+  int64_t now =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  // Without a measured offset, the rank's own creation time is its origin, as before.
+  shiftNs_ = clock.measured ? clock.skewNs + clock.offsetNs - clock.originNs : -now;
   path_ = pathFor(path, rank, nranks);
   // A second communicator in the same process must not truncate the first one's file.
   static std::atomic<int> communicators{0};
@@ -40,12 +59,31 @@ Timeline::Timeline(const std::string& path, int rank, int nranks)
     path_ = insertBeforeExtension(path_, ".comm" + std::to_string(n));
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) {
-    log(LogLevel::kWarn, "cannot write timeline ", path_, ": ", std::strerror(errno));
+    log(LogLevel::kWarn, "cannot write timeline PRIOCCL_TIMELINE=", path_, ": ",
+        std::strerror(errno));
     return;
   }
-  std::string head = concat("[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":", rank_,
-                            ",\"args\":{\"name\":\"rank ", rank_, "\"}}\n]");
+  json name = {{"name", "process_name"},
+               {"ph", "M"},
+               {"pid", rank_},
+               {"args", {{"name", concat("rank ", rank_)}}}};
+  // How this file's times relate to rank 0's: what scripts/prioccl-timeline merge reports.
+  json sync = {{"name", "clock_sync"},
+               {"ph", "M"},
+               {"pid", rank_},
+               {"args",
+                {{"rank", rank_},
+                 {"nranks", nranks},
+                 {"aligned_to_rank0", clock.measured},
+                 {"offset_us", micros(clock.offsetNs)},
+                 {"rtt_us", micros(clock.rttNs)},
+                 {"rounds", clock.rounds},
+                 {"injected_skew_us", micros(clock.skewNs)},
+                 {"clock", "steady_clock (CLOCK_MONOTONIC)"}}}};
+  std::string head = "[\n" + dump(name) + ",\n" + dump(sync) + "\n]";
   if (::pwrite(fd_, head.data(), head.size(), 0) != static_cast<ssize_t>(head.size())) {
+    log(LogLevel::kWarn, "cannot write timeline PRIOCCL_TIMELINE=", path_, ": ",
+        std::strerror(errno));
     ::close(fd_);
     fd_ = -1;
     return;
@@ -59,17 +97,41 @@ Timeline::~Timeline() {
   ::close(fd_);
 }
 
-void Timeline::span(const char* phase, uint64_t op, Clock::time_point start, Clock::time_point end,
-                    const std::string& args) {
-  if (fd_ < 0) return;
-  using std::chrono::duration;
-  double ts = duration<double, std::micro>(start - origin_).count();
-  double dur = duration<double, std::micro>(end - start).count();
-  pending_ +=
-      concat(",\n{\"name\":\"", phase, "\",\"ph\":\"X\",\"pid\":", rank_, ",\"tid\":", op,
-             ",\"ts\":", static_cast<long long>(ts * 1000) / 1000.0,
-             ",\"dur\":", static_cast<long long>(dur * 1000) / 1000.0, ",\"args\":{", args, "}}");
+void Timeline::append(const std::string& event) {
+  pending_ += ",\n";
+  pending_ += event;
   if (pending_.size() > 64 * 1024) flush();
+}
+
+void Timeline::span(const char* phase, uint64_t op, Clock::time_point start, Clock::time_point end,
+                    std::initializer_list<TimelineArg> args) {
+  if (fd_ < 0) return;
+  using std::chrono::nanoseconds;
+  int64_t startNs = std::chrono::duration_cast<nanoseconds>(start.time_since_epoch()).count();
+  int64_t durNs = std::chrono::duration_cast<nanoseconds>(end - start).count();
+  json a = json::object();
+  for (const TimelineArg& arg : args) {
+    if (arg.text)
+      a[arg.name] = *arg.text;
+    else
+      a[arg.name] = arg.number;
+  }
+  append(dump({{"name", phase},
+               {"ph", "X"},
+               {"pid", rank_},
+               {"tid", op},
+               {"ts", micros(startNs + shiftNs_)},
+               {"dur", micros(durNs)},
+               {"args", std::move(a)}}));
+}
+
+void Timeline::nameTrack(uint64_t op, const std::string& name) {
+  if (fd_ < 0) return;
+  append(dump({{"name", "thread_name"},
+               {"ph", "M"},
+               {"pid", rank_},
+               {"tid", op},
+               {"args", {{"name", name}}}}));
 }
 
 void Timeline::flush() {

@@ -106,6 +106,8 @@ void applyTyped(void* dst, const void* in, const void* local, size_t n, priocclR
     case priocclAvg:
       if (divisor > 1) return avgKernel(d, a, b, n, divisor);
       return kernel<priocclSum>(d, a, b, n);
+    case priocclNumOps:
+      break;
   }
 }
 
@@ -129,6 +131,8 @@ void apply16(void* dst, const void* in, const void* local, size_t n, priocclRedO
         return kernel16<Codec, priocclAvg>(d, a, b, n, static_cast<float>(divisor));
       }
       return kernel16<Codec, priocclSum>(d, a, b, n, 1.0f);
+    case priocclNumOps:
+      break;
   }
 }
 
@@ -143,21 +147,25 @@ size_t dtypeSize(priocclDataType_t dt) {
     case priocclBfloat16:
       return 2;
     case priocclInt32:
+    case priocclUint32:
     case priocclFloat32:
       return 4;
     case priocclInt64:
+    case priocclUint64:
     case priocclFloat64:
       return 8;
+    case priocclNumTypes:
+      break;
   }
   return 0;
 }
 
 bool isValidDtype(int dt) {
-  return dt >= priocclInt8 && dt <= priocclFloat64;
+  return dt >= 0 && dt < priocclNumTypes;
 }
 
 bool isValidOp(int op) {
-  return op >= priocclSum && op <= priocclAvg;
+  return op >= 0 && op < priocclNumOps;
 }
 
 const char* dtypeName(priocclDataType_t dt) {
@@ -168,8 +176,12 @@ const char* dtypeName(priocclDataType_t dt) {
       return "uint8";
     case priocclInt32:
       return "int32";
+    case priocclUint32:
+      return "uint32";
     case priocclInt64:
       return "int64";
+    case priocclUint64:
+      return "uint64";
     case priocclFloat16:
       return "float16";
     case priocclBfloat16:
@@ -178,6 +190,8 @@ const char* dtypeName(priocclDataType_t dt) {
       return "float32";
     case priocclFloat64:
       return "float64";
+    case priocclNumTypes:
+      break;
   }
   return "invalid";
 }
@@ -194,6 +208,8 @@ const char* opName(priocclRedOp_t op) {
       return "max";
     case priocclAvg:
       return "avg";
+    case priocclNumOps:
+      break;
   }
   return "invalid";
 }
@@ -207,8 +223,12 @@ void apply(void* dst, const void* in, const void* local, size_t n, priocclDataTy
       return applyTyped<uint8_t>(dst, in, local, n, op, divisor);
     case priocclInt32:
       return applyTyped<int32_t>(dst, in, local, n, op, divisor);
+    case priocclUint32:
+      return applyTyped<uint32_t>(dst, in, local, n, op, divisor);
     case priocclInt64:
       return applyTyped<int64_t>(dst, in, local, n, op, divisor);
+    case priocclUint64:
+      return applyTyped<uint64_t>(dst, in, local, n, op, divisor);
     case priocclFloat16:
       return apply16<HalfCodec>(dst, in, local, n, op, divisor);
     case priocclBfloat16:
@@ -217,6 +237,8 @@ void apply(void* dst, const void* in, const void* local, size_t n, priocclDataTy
       return applyTyped<float>(dst, in, local, n, op, divisor);
     case priocclFloat64:
       return applyTyped<double>(dst, in, local, n, op, divisor);
+    case priocclNumTypes:
+      break;
   }
 }
 

@@ -22,8 +22,8 @@ const char* opName(priocclRedOp_t op);        // "sum", ...; "invalid" otherwise
 // (the rank count). Values below 1 are treated as 1. With divisor 1, Avg is exactly Sum.
 //
 // Semantics, the library's definition:
-// - int8/uint8/int32/int64: Sum and Prod wrap modulo 2^bits; Min/Max exact; Avg divides the
-//   wrapped sum with C++ integer division (truncating toward zero).
+// - int8/uint8/int32/uint32/int64/uint64: Sum and Prod wrap modulo 2^bits; Min/Max exact; Avg
+//   divides the wrapped sum with C++ integer division (truncating toward zero).
 // - float32/float64: computed in the type. Min/Max return a NaN operand if there is one (in's
 //   first), else the smaller/larger, in's on ties (so min(+0, -0) is in's zero). Avg: sum, then
 //   divide by divisor in the type.

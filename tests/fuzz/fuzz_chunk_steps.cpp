@@ -35,9 +35,9 @@ using detail::AgreementChunk;
 using detail::AgreementHeader;
 using detail::Announce;
 
-constexpr priocclDataType_t kTypes[] = {priocclInt8,    priocclUint8,   priocclInt32,
-                                        priocclInt64,   priocclFloat16, priocclBfloat16,
-                                        priocclFloat32, priocclFloat64};
+constexpr priocclDataType_t kTypes[] = {
+    priocclInt8,   priocclUint8,   priocclInt32,    priocclUint32,  priocclInt64,
+    priocclUint64, priocclFloat16, priocclBfloat16, priocclFloat32, priocclFloat64};
 constexpr priocclRedOp_t kOps[] = {priocclSum, priocclProd, priocclMin, priocclMax, priocclAvg};
 constexpr size_t kHeader = sizeof(AgreementHeader);
 
@@ -134,7 +134,7 @@ class Run {
     kind_ = static_cast<Kind>(in_.byte() % kKinds);
     spec_.nranks = 1 + in_.byte() % 8;
     spec_.rank = in_.byte() % spec_.nranks;
-    spec_.dtype = kTypes[in_.byte() % 8];
+    spec_.dtype = kTypes[in_.byte() % std::size(kTypes)];
     spec_.op = kOps[in_.byte() % 5];
     const uint8_t flags = in_.byte();
     const bool inPlace = flags & 1, carry = flags & 2, stale = flags & 4;

@@ -18,9 +18,11 @@ typedef struct {
 } Type;
 
 static const Type kTypes[] = {
-    {priocclInt8, MPI_INT8_T, 1, 0},   {priocclUint8, MPI_UINT8_T, 1, 0},
-    {priocclInt32, MPI_INT32_T, 4, 0}, {priocclInt64, MPI_INT64_T, 8, 0},
-    {priocclFloat32, MPI_FLOAT, 4, 1}, {priocclFloat64, MPI_DOUBLE, 8, 1}};
+    {priocclInt8, MPI_INT8_T, 1, 0},     {priocclUint8, MPI_UINT8_T, 1, 0},
+    {priocclInt32, MPI_INT32_T, 4, 0},   {priocclInt64, MPI_INT64_T, 8, 0},
+    {priocclFloat32, MPI_FLOAT, 4, 1},   {priocclFloat64, MPI_DOUBLE, 8, 1},
+    {priocclUint32, MPI_UINT32_T, 4, 0}, {priocclUint64, MPI_UINT64_T, 8, 0}};
+#define NUM_TYPES ((int)(sizeof kTypes / sizeof kTypes[0]))
 static const priocclRedOp_t kOps[] = {priocclSum, priocclProd, priocclMin, priocclMax};
 
 static uint64_t rng_state;
@@ -51,7 +53,7 @@ int main(int argc, char** argv) {
   rng_state = 0x9E3779B97F4A7C15ULL;
   uint64_t local = 0x1234567ULL * (rank + 1);
   for (int k = 0; k < nops; ++k) {
-    int t = (int)(next() % 6), o = (int)(next() % 4);
+    int t = (int)(next() % NUM_TYPES), o = (int)(next() % 4);
     size_t n = next() % 8 == 0 ? next() % 300000 : next() % 3000;
     int prio = (int)(next() % 100) - 50;
     const Type* ty = &kTypes[t];

@@ -24,9 +24,12 @@ using prioccl::Communicator;
 using prioccl::Request;
 using prioccl::test::kSanitizerShrink;
 
-const priocclDataType_t kDtypes[] = {priocclInt8,    priocclUint8,   priocclInt32,
-                                     priocclInt64,   priocclFloat16, priocclBfloat16,
+// Integers first, then the four float types (kFirstFloat on).
+const priocclDataType_t kDtypes[] = {priocclInt8,    priocclUint8,  priocclInt32,   priocclUint32,
+                                     priocclInt64,   priocclUint64, priocclFloat16, priocclBfloat16,
                                      priocclFloat32, priocclFloat64};
+constexpr size_t kNumDtypes = sizeof(kDtypes) / sizeof(kDtypes[0]);
+constexpr size_t kFirstFloat = 6;
 const priocclRedOp_t kOps[] = {priocclSum, priocclProd, priocclMin, priocclMax, priocclAvg};
 
 size_t sizeOf(priocclDataType_t dt) {
@@ -38,6 +41,7 @@ size_t sizeOf(priocclDataType_t dt) {
     case priocclBfloat16:
       return 2;
     case priocclInt32:
+    case priocclUint32:
     case priocclFloat32:
       return 4;
     default:
@@ -45,7 +49,8 @@ size_t sizeOf(priocclDataType_t dt) {
   }
 }
 bool isFloat(priocclDataType_t dt) {
-  return dt >= priocclFloat16;
+  return dt == priocclFloat16 || dt == priocclBfloat16 || dt == priocclFloat32 ||
+         dt == priocclFloat64;
 }
 
 uint64_t mix(uint64_t x) {  // splitmix64 finaliser
@@ -86,12 +91,14 @@ void writeInput(const Case& c, int rank, size_t i, unsigned char* out) {
     case priocclUint8:
       out[0] = static_cast<unsigned char>(h);
       return;
-    case priocclInt32: {
+    case priocclInt32:
+    case priocclUint32: {
       uint32_t v = static_cast<uint32_t>(h);
       std::memcpy(out, &v, 4);
       return;
     }
     case priocclInt64:
+    case priocclUint64:
       std::memcpy(out, &h, 8);
       return;
     case priocclFloat16: {
@@ -112,6 +119,8 @@ void writeInput(const Case& c, int rank, size_t i, unsigned char* out) {
     case priocclFloat64:
       std::memcpy(out, &f, 8);
       return;
+    case priocclNumTypes:
+      break;
   }
 }
 
@@ -147,6 +156,11 @@ int64_t readInt(priocclDataType_t dt, const unsigned char* p) {
       std::memcpy(&v, p, 4);
       return v;
     }
+    case priocclUint32: {
+      uint32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
     default: {
       int64_t v;
       std::memcpy(&v, p, 8);
@@ -164,6 +178,8 @@ int64_t wrapTo(priocclDataType_t dt, uint64_t v) {
       return static_cast<uint8_t>(v);
     case priocclInt32:
       return static_cast<int32_t>(static_cast<uint32_t>(v));
+    case priocclUint32:
+      return static_cast<uint32_t>(v);
     default:
       return static_cast<int64_t>(v);
   }
@@ -198,10 +214,22 @@ size_t countWrong(const Case& c, const unsigned char* result, int p, std::string
         int64_t v = readInt(c.dt, in.data());
         if (c.op == priocclSum || c.op == priocclAvg) acc += static_cast<uint64_t>(v);
         if (c.op == priocclProd) acc *= static_cast<uint64_t>(v);
-        if (r == 0 || (c.op == priocclMin ? v < best : v > best)) best = v;
+        // uint64 compares as unsigned (the other types' values fit int64 exactly).
+        const bool less = c.dt == priocclUint64
+                              ? static_cast<uint64_t>(v) < static_cast<uint64_t>(best)
+                              : v < best;
+        const bool more = c.dt == priocclUint64
+                              ? static_cast<uint64_t>(v) > static_cast<uint64_t>(best)
+                              : v > best;
+        if (r == 0 || (c.op == priocclMin ? less : more)) best = v;
       }
       int64_t expect = (c.op == priocclMin || c.op == priocclMax) ? best : wrapTo(c.dt, acc);
-      if (c.op == priocclAvg) expect = expect / p;  // truncating division, as documented
+      if (c.op == priocclAvg) {  // truncating division, as documented; unsigned for uint64
+        expect =
+            c.dt == priocclUint64
+                ? static_cast<int64_t>(static_cast<uint64_t>(expect) / static_cast<uint64_t>(p))
+                : expect / p;
+      }
       ok = readInt(c.dt, got) == expect;
       expectShown = static_cast<double>(expect);
     } else {
@@ -460,7 +488,7 @@ TEST(AllReduce, ThousandsOfConcurrentRandomOps) {
   std::vector<std::unique_ptr<Running>> ops;
   for (size_t k = 0; k < 3000 / kSanitizerShrink; ++k) {
     size_t count = rng() % 4 == 0 ? rng() % (200000 / kSanitizerShrink) : rng() % 2000;
-    Case c{kDtypes[rng() % 8],
+    Case c{kDtypes[rng() % kNumDtypes],
            kOps[rng() % 5],
            count,
            rng() % 2 == 0,
@@ -549,7 +577,7 @@ TEST(AllReduce, NamedOpsMatchAcrossDifferentSubmissionOrders) {
   std::vector<Case> cases;
   std::mt19937_64 rng(4242);  // cases identical on every rank
   for (int k = 0; k < kCount; ++k)
-    cases.push_back(Case{kDtypes[rng() % 8], kOps[rng() % 5],
+    cases.push_back(Case{kDtypes[rng() % kNumDtypes], kOps[rng() % 5],
                          rng() % 3 == 0 ? rng() % 150000 : rng() % 3000, rng() % 2 == 0, 7000u + k,
                          static_cast<int>(rng() % 11)});
   // Ops sharing a key keep their relative order on every rank; distinct keys go in any order.
@@ -595,8 +623,8 @@ TEST(AllReduce, FifoAndPriorityGiveIdenticalBits) {
     Communicator comm = Communicator::world(cfg);
     std::vector<std::unique_ptr<Running>> ops;
     for (int k = 0; k < 24; ++k)
-      ops.push_back(start(comm, Case{kDtypes[4 + k % 4], priocclSum, 100000u + 977u * k, k % 2 == 0,
-                                     333u + k, (k * 7) % 5}));
+      ops.push_back(start(comm, Case{kDtypes[kFirstFloat + k % 4], priocclSum, 100000u + 977u * k,
+                                     k % 2 == 0, 333u + k, (k * 7) % 5}));
     finishAndCheck(comm, ops, &hashes[fifo]);
   }
   EXPECT_EQ(hashes[0], hashes[1]);
@@ -619,9 +647,13 @@ TEST(AllReduce, UrgentOpPreemptsARunningLowPriorityOp) {
     std::vector<std::unique_ptr<Running>> low, urgent;
     low.push_back(start(
         comm, Case{priocclFloat32, priocclSum, (16u << 20) / kSanitizerShrink, false, 11, 100}));
+    // The urgent op follows as soon as the low op is on this rank's wire. No barrier between:
+    // the low op cannot finish before every rank has joined it, and each rank submits the urgent
+    // op microseconds after joining, so the race is the whole low op (about 45 ms over shared
+    // memory here) against scheduling noise. A barrier there cost CI a false failure on a
+    // loaded machine (ucx_sm, tree): it let the low op run on while one rank was descheduled.
     while (comm.counters().sendsPosted == 0)
       std::this_thread::sleep_for(std::chrono::microseconds(50));
-    MPI_Barrier(MPI_COMM_WORLD);  // the low op is under way everywhere
     urgent.push_back(start(comm, Case{priocclFloat32, priocclSum, 64u << 10, false, 12, -1}));
     urgent[0]->req.wait();
     int lowStillRunning = !low[0]->req.test(), everywhere = 0;

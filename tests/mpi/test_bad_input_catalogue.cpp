@@ -218,7 +218,7 @@ class Catalogue : public testing::Test {
 // ---- Error strings and version ------------------------------------------------------------
 
 TEST_F(Catalogue, ErrorStringsAndVersion) {
-  STRING_CASE(priocclGetErrorString(rawEnum<priocclResult_t>(8)), "unknown");
+  STRING_CASE(priocclGetErrorString(rawEnum<priocclResult_t>(priocclNumResults)), "unknown");
   STRING_CASE(priocclGetErrorString(rawEnum<priocclResult_t>(-1)), "unknown");
   STRING_CASE(priocclGetErrorString(rawEnum<priocclResult_t>(INT_MAX)), "unknown");
   STRING_CASE(priocclGetErrorString(rawEnum<priocclResult_t>(INT_MIN)), "unknown");
@@ -358,13 +358,13 @@ TEST_F(Catalogue, AllReduceBlocking) {
   BAD_CASE(priocclAllReduce(nullptr, buf, 4, f32, sum, comm), priocclInvalidArgument, "sendbuf");
   BAD_CASE(priocclAllReduce(buf, nullptr, 4, f32, sum, comm), priocclInvalidArgument, "recvbuf");
   BAD_CASE(priocclAllReduce(nullptr, nullptr, 4, f32, sum, comm), priocclInvalidArgument, "buf");
-  BAD_CASE(priocclAllReduce(buf, buf, 4, rawEnum<priocclDataType_t>(8), sum, comm),
+  BAD_CASE(priocclAllReduce(buf, buf, 4, rawEnum<priocclDataType_t>(priocclNumTypes), sum, comm),
            priocclInvalidArgument, "datatype");
   BAD_CASE(priocclAllReduce(buf, buf, 4, rawEnum<priocclDataType_t>(-1), sum, comm),
            priocclInvalidArgument, "datatype");
   BAD_CASE(priocclAllReduce(buf, buf, 4, rawEnum<priocclDataType_t>(INT_MIN), sum, comm),
            priocclInvalidArgument, "datatype");
-  BAD_CASE(priocclAllReduce(buf, buf, 4, f32, rawEnum<priocclRedOp_t>(5), comm),
+  BAD_CASE(priocclAllReduce(buf, buf, 4, f32, rawEnum<priocclRedOp_t>(priocclNumOps), comm),
            priocclInvalidArgument, "op");
   BAD_CASE(priocclAllReduce(buf, buf, 4, f32, rawEnum<priocclRedOp_t>(-1), comm),
            priocclInvalidArgument, "op");
@@ -449,8 +449,8 @@ TEST_F(Catalogue, PointToPoint) {
            "request");
   BAD_CASE(priocclRecvAsync(buf, 4, f32, prev, 0, 0, comm, nullptr), priocclInvalidArgument,
            "request");
-  BAD_CASE(sendAsync(buf, 4, rawEnum<priocclDataType_t>(8), next, 0, comm), priocclInvalidArgument,
-           "datatype");
+  BAD_CASE(sendAsync(buf, 4, rawEnum<priocclDataType_t>(priocclNumTypes), next, 0, comm),
+           priocclInvalidArgument, "datatype");
   BAD_CASE(recvAsync(buf, 4, rawEnum<priocclDataType_t>(-3), prev, 0, comm), priocclInvalidArgument,
            "datatype");
   if (size_ < 2) return;  // the checks below need a valid peer to get past the peer check

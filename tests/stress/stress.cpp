@@ -12,6 +12,8 @@
 #include <mpi.h>
 #include <prioccl/prioccl.hpp>
 
+#include "common/parse_size.h"
+
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -422,12 +424,11 @@ void worker(Shared& s, int t, uint64_t opLimit) {
   --s.running;
 }
 
+// The byte-size syntax shared with PRIOCCL_* and the benchmarks (src/common/parse_size.h).
 size_t parseBytes(const char* v) {
-  char* end = nullptr;
-  double x = std::strtod(v, &end);
-  int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
-  if (end == v || (shift && end[1]) || (!shift && *end) || x < 0) throw std::invalid_argument(v);
-  return static_cast<size_t>(std::ldexp(x, shift));
+  unsigned long long b = 0;
+  if (!prioccl::common::parseSize(v, &b) || b > SIZE_MAX) throw std::invalid_argument(v);
+  return static_cast<size_t>(b);
 }
 
 // Throws std::invalid_argument (with the offending word) on a bad command line.

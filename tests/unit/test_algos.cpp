@@ -19,6 +19,7 @@
 
 #include "algo/halving_doubling.h"
 #include "algo/recursive_doubling.h"
+#include "algo/registry.h"
 #include "algo/ring.h"
 #include "algo/tree.h"
 #include "core/scratch_pool.h"
@@ -34,31 +35,16 @@ using prioccl::Transfer;
 using prioccl::TreeLinks;
 using prioccl::reduce::dtypeSize;
 
-// ---- The algorithms under test.
+// ---- The algorithms under test: every row of the registry (algo/registry.cpp), so that a new
+// algorithm is simulated as soon as it is registered.
 
-struct Algo {
-  const char* name;
-  std::unique_ptr<ChunkAlgo> (*make)(const ChunkSpec&, ScratchPool&);
-  int (*steps)(int nranks);
-  size_t (*scratchBytes)(size_t chunkBytes, int nranks);
-};
+using Algo = prioccl::AlgoEntry;
+const std::vector<Algo>& kAlgos = prioccl::algoRegistry();
 
-template <class A>
-Algo algo(const char* name) {
-  return {name,
-          [](const ChunkSpec& spec, ScratchPool& pool) -> std::unique_ptr<ChunkAlgo> {
-            return std::make_unique<A>(spec, pool);
-          },
-          &A::steps, &A::scratchBytes};
+// Test names as before the registry: the long names where an algorithm has one.
+std::string testName(const Algo& a) {
+  return *a.alias ? a.alias : a.name;
 }
-
-// One line per algorithm.
-const Algo kAlgos[] = {
-    algo<prioccl::RingChunk>("ring"),
-    algo<prioccl::TreeChunk>("tree"),
-    algo<prioccl::RecursiveDoublingChunk>("recursive_doubling"),
-    algo<prioccl::HalvingDoublingChunk>("halving_doubling"),
-};
 
 // ---- The simulator.
 
@@ -77,10 +63,9 @@ struct Case {
 };
 
 std::string describe(const Case& c) {
-  return std::string(c.algo->name) + " p=" + std::to_string(c.p) +
-         " count=" + std::to_string(c.count) + " chunks=" + std::to_string(c.chunks) + " " +
-         prioccl::reduce::dtypeName(c.dtype) + " " + prioccl::reduce::opName(c.op) +
-         (c.inPlace ? " in-place" : " out-of-place");
+  return testName(*c.algo) + " p=" + std::to_string(c.p) + " count=" + std::to_string(c.count) +
+         " chunks=" + std::to_string(c.chunks) + " " + prioccl::reduce::dtypeName(c.dtype) + " " +
+         prioccl::reduce::opName(c.op) + (c.inPlace ? " in-place" : " out-of-place");
 }
 
 class Simulator {
@@ -390,6 +375,8 @@ void checkInts(const std::vector<std::vector<unsigned char>>& in,
       case priocclAvg:
         want = static_cast<T>(static_cast<T>(sum) / p);
         break;
+      case priocclNumOps:
+        break;
     }
     ASSERT_EQ(int64_t(load<T>(out, i)), int64_t(want)) << "element " << i;
   }
@@ -441,6 +428,8 @@ void checkFloats(const std::vector<std::vector<unsigned char>>& in,
         break;
       case priocclMax:
         ASSERT_EQ(got, mx) << "element " << i;
+        break;
+      case priocclNumOps:
         break;
     }
   }
@@ -529,11 +518,10 @@ TEST_P(AlgoTest, AllReduce) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Algos, AlgoTest,
-                         ::testing::Combine(::testing::Range(0, int(sizeof(kAlgos) /
-                                                                    sizeof(kAlgos[0]))),
+                         ::testing::Combine(::testing::Range(0, int(kAlgos.size())),
                                             ::testing::Range(1, 10)),
                          [](const ::testing::TestParamInfo<AlgoTest::ParamType>& info) {
-                           return std::string(kAlgos[std::get<0>(info.param)].name) + "_p" +
+                           return testName(kAlgos[std::get<0>(info.param)]) + "_p" +
                                   std::to_string(std::get<1>(info.param));
                          });
 

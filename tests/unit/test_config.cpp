@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "algo/registry.h"
 #include "algo/select.h"
 #include "prioccl/prioccl.hpp"
 
@@ -137,18 +138,22 @@ TEST(Config, TransportFromEnvironment) {
 
 TEST(Config, CostModelNeverBeatsTheSustainedLink) {
   using prioccl::AlgoSelector;
-  EXPECT_EQ(AlgoSelector::sendFactor(priocclAlgoRecursiveDoubling, 1), 0);
-  EXPECT_EQ(AlgoSelector::sendFactor(priocclAlgoRecursiveDoubling, 4), 2);
-  EXPECT_EQ(AlgoSelector::sendFactor(priocclAlgoHalvingDoubling, 4), 1.5);
-  EXPECT_EQ(AlgoSelector::sendFactor(priocclAlgoRing, 4), 1.5);
-  EXPECT_EQ(AlgoSelector::sendFactor(priocclAlgoRecursiveDoubling, 5), 3);  // + the hand-back
-  EXPECT_EQ(AlgoSelector::sendFactor(priocclAlgoHalvingDoubling, 5), 2.5);
-  EXPECT_EQ(AlgoSelector::sendFactor(priocclAlgoRing, 5), 1.6);
-  EXPECT_EQ(AlgoSelector::sendFactor(priocclAlgoTree, 5), 2);
+  auto sendFactor = [](priocclAlgorithm_t a, int nranks) {
+    return prioccl::algoEntry(a).sendFactor(nranks);
+  };
+  EXPECT_EQ(sendFactor(priocclAlgoRecursiveDoubling, 1), 0);
+  EXPECT_EQ(sendFactor(priocclAlgoRecursiveDoubling, 4), 2);
+  EXPECT_EQ(sendFactor(priocclAlgoHalvingDoubling, 4), 1.5);
+  EXPECT_EQ(sendFactor(priocclAlgoRing, 4), 1.5);
+  EXPECT_EQ(sendFactor(priocclAlgoRecursiveDoubling, 5), 3);  // + the hand-back
+  EXPECT_EQ(sendFactor(priocclAlgoHalvingDoubling, 5), 2.5);
+  EXPECT_EQ(sendFactor(priocclAlgoRing, 5), 1.6);
+  EXPECT_EQ(sendFactor(priocclAlgoTree, 5), 2);
+  EXPECT_EQ(sendFactor(priocclAlgoTree, 3), 4.0 / 3);  // below 4 ranks the tree moves as a ring
   // Single ops timed through a burst allowance: recursive doubling looks fastest at 32 KiB.
   AlgoSelector s;
   std::vector<size_t> sizes = {8, 32 << 10, 512 << 10};
-  std::array<std::vector<double>, AlgoSelector::kAlgos> t;
+  std::vector<std::vector<double>> t(prioccl::algoRegistry().size());
   t[0] = {500e-6, 700e-6, 7e-3};   // ring
   t[1] = {300e-6, 600e-6, 10e-3};  // tree
   t[2] = {100e-6, 250e-6, 15e-3};  // rd
@@ -161,4 +166,12 @@ TEST(Config, CostModelNeverBeatsTheSustainedLink) {
   EXPECT_NEAR(s.modelSeconds(priocclAlgoRecursiveDoubling, 32 << 10), 2 * 32768 / 125e6, 1e-9);
   EXPECT_EQ(s.choose(8), priocclAlgoRecursiveDoubling);  // latency-bound: the floor is far below
   EXPECT_NE(s.describe().find("sustained link 125 MB/s"), std::string::npos) << s.describe();
+  // An algorithm without measurements (a registry row the calibration did not time) is never
+  // chosen.
+  t[2].clear();
+  AlgoSelector partial;
+  partial.calibrate(sizes, t);
+  EXPECT_LT(partial.modelSeconds(priocclAlgoRecursiveDoubling, 8), 0);
+  for (size_t bytes : {size_t{8}, size_t{32} << 10, size_t{1} << 20})
+    EXPECT_NE(partial.choose(bytes), priocclAlgoRecursiveDoubling) << bytes;
 }

@@ -53,8 +53,13 @@ struct IntModel {
     switch (op) {
       case priocclSum:
         return wrapTo<T>(__int128(a) + b);
-      case priocclProd:
-        return wrapTo<T>(__int128(a) * b);
+      case priocclProd: {
+        // Unsigned 128-bit: a uint64 product overflows the signed type. Negative operands
+        // sign-extend, which leaves the product's residue modulo 2^bits unchanged.
+        using U = unsigned __int128;
+        const U m = U(1) << (8 * sizeof(T));
+        return wrapTo<T>(__int128(U(__int128(a)) * U(__int128(b)) % m));
+      }
       case priocclMin:
         return a <= b ? a : b;
       case priocclMax:
@@ -63,6 +68,8 @@ struct IntModel {
         const T sum = wrapTo<T>(__int128(a) + b);
         return divisor > 1 ? T(__int128(sum) / divisor) : sum;
       }
+      case priocclNumOps:
+        break;
     }
     return 0;
   }
@@ -116,6 +123,8 @@ struct FloatModel {
         const F sum = F(W(a) + W(b));
         return divisor > 1 ? F(W(sum) / W(divisor)) : sum;
       }
+      case priocclNumOps:
+        break;
     }
     return 0;
   }
@@ -202,6 +211,8 @@ struct Float16Model {
         return refTakesSecond(op, x, y) ? b : a;  // the operand's own bits
       case priocclAvg:
         return Ref::encode(divisor > 1 ? (x + y) / float(divisor) : x + y);
+      case priocclNumOps:
+        break;
     }
     return 0;
   }
@@ -285,8 +296,12 @@ TEST_P(ApplyTest, MatchesReference) {
       return runAll<IntModel<uint8_t>>(dt, op);
     case priocclInt32:
       return runAll<IntModel<int32_t>>(dt, op);
+    case priocclUint32:
+      return runAll<IntModel<uint32_t>>(dt, op);
     case priocclInt64:
       return runAll<IntModel<int64_t>>(dt, op);
+    case priocclUint64:
+      return runAll<IntModel<uint64_t>>(dt, op);
     case priocclFloat16:
       return runAll<Float16Model<HalfRef>>(dt, op);
     case priocclBfloat16:
@@ -295,21 +310,23 @@ TEST_P(ApplyTest, MatchesReference) {
       return runAll<FloatModel<float>>(dt, op);
     case priocclFloat64:
       return runAll<FloatModel<double>>(dt, op);
+    case priocclNumTypes:
+      break;
   }
   FAIL() << "unhandled dtype";
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypesAndOps, ApplyTest,
-                         ::testing::Combine(::testing::Values(priocclInt8, priocclUint8,
-                                                              priocclInt32, priocclInt64,
-                                                              priocclFloat16, priocclBfloat16,
-                                                              priocclFloat32, priocclFloat64),
-                                            ::testing::Values(priocclSum, priocclProd, priocclMin,
-                                                              priocclMax, priocclAvg)),
-                         [](const ::testing::TestParamInfo<ApplyTest::ParamType>& p) {
-                           return std::string(prioccl::reduce::dtypeName(std::get<0>(p.param))) +
-                                  "_" + prioccl::reduce::opName(std::get<1>(p.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    AllTypesAndOps, ApplyTest,
+    ::testing::Combine(::testing::Values(priocclInt8, priocclUint8, priocclInt32, priocclUint32,
+                                         priocclInt64, priocclUint64, priocclFloat16,
+                                         priocclBfloat16, priocclFloat32, priocclFloat64),
+                       ::testing::Values(priocclSum, priocclProd, priocclMin, priocclMax,
+                                         priocclAvg)),
+    [](const ::testing::TestParamInfo<ApplyTest::ParamType>& p) {
+      return std::string(prioccl::reduce::dtypeName(std::get<0>(p.param))) + "_" +
+             prioccl::reduce::opName(std::get<1>(p.param));
+    });
 
 // ---- Explicit cases.
 
@@ -342,6 +359,18 @@ TEST(Apply, IntegerWrapAround) {
   EXPECT_EQ(
       run<int64_t>({int64_t(1) << 62, 3037000500}, {4, 3037000500}, priocclInt64, priocclProd),
       (std::vector<int64_t>{0, -9223372036709301616}));
+  const uint32_t u32max = std::numeric_limits<uint32_t>::max();
+  EXPECT_EQ(run<uint32_t>({u32max, 65536}, {2, 65537}, priocclUint32, priocclSum),
+            (std::vector<uint32_t>{1, 131073}));
+  EXPECT_EQ(run<uint32_t>({65536, u32max}, {65536, u32max}, priocclUint32, priocclProd),
+            (std::vector<uint32_t>{0, 1}));
+  const uint64_t u64max = std::numeric_limits<uint64_t>::max();
+  EXPECT_EQ(
+      run<uint64_t>({u64max, uint64_t(1) << 63}, {1, uint64_t(1) << 63}, priocclUint64, priocclSum),
+      (std::vector<uint64_t>{0, 0}));
+  EXPECT_EQ(run<uint64_t>({u64max, uint64_t(1) << 32}, {u64max, uint64_t(1) << 32}, priocclUint64,
+                          priocclProd),
+            (std::vector<uint64_t>{1, 0}));
 }
 
 TEST(Apply, IntegerMinMax) {
@@ -352,6 +381,11 @@ TEST(Apply, IntegerMinMax) {
   EXPECT_EQ(
       run<int64_t>({std::numeric_limits<int64_t>::min(), 1}, {0, 2}, priocclInt64, priocclMax),
       (std::vector<int64_t>{0, 2}));
+  // Unsigned compare: 2^31 and 2^63 are large, not negative.
+  EXPECT_EQ(run<uint32_t>({uint32_t(1) << 31, 1}, {1, 2}, priocclUint32, priocclMax),
+            (std::vector<uint32_t>{uint32_t(1) << 31, 2}));
+  EXPECT_EQ(run<uint64_t>({uint64_t(1) << 63, 5}, {1, 3}, priocclUint64, priocclMin),
+            (std::vector<uint64_t>{1, 3}));
 }
 
 TEST(Apply, IntegerAverageTruncatesTowardZero) {
@@ -365,6 +399,10 @@ TEST(Apply, IntegerAverageTruncatesTowardZero) {
             (std::vector<uint8_t>{0}));  // divisor beyond the type's range
   EXPECT_EQ(run<int64_t>({-7000000000000LL}, {0}, priocclInt64, priocclAvg, 4),
             (std::vector<int64_t>{-1750000000000LL}));
+  EXPECT_EQ(run<uint32_t>({4000000000u}, {3}, priocclUint32, priocclAvg, 4),
+            (std::vector<uint32_t>{1000000000u}));  // unsigned: no sign to truncate
+  EXPECT_EQ(run<uint64_t>({uint64_t(1) << 63}, {uint64_t(1) << 63}, priocclUint64, priocclAvg, 4),
+            (std::vector<uint64_t>{0}));  // the sum wraps to 0 first
   // divisor 1: Avg is Sum, wrap included.
   EXPECT_EQ(run<int8_t>({127}, {1}, priocclInt8, priocclAvg, 1), (std::vector<int8_t>{-128}));
 }
@@ -472,6 +510,10 @@ TEST(Metadata, SizesNamesValidity) {
   EXPECT_STREQ(prioccl::reduce::dtypeName(priocclUint8), "uint8");
   EXPECT_STREQ(prioccl::reduce::dtypeName(priocclInt32), "int32");
   EXPECT_STREQ(prioccl::reduce::dtypeName(priocclInt64), "int64");
+  EXPECT_STREQ(prioccl::reduce::dtypeName(priocclUint32), "uint32");
+  EXPECT_STREQ(prioccl::reduce::dtypeName(priocclUint64), "uint64");
+  EXPECT_EQ(prioccl::reduce::dtypeSize(priocclUint32), 4u);
+  EXPECT_EQ(prioccl::reduce::dtypeSize(priocclUint64), 8u);
   EXPECT_STREQ(prioccl::reduce::dtypeName(priocclFloat16), "float16");
   EXPECT_STREQ(prioccl::reduce::dtypeName(priocclBfloat16), "bfloat16");
   EXPECT_STREQ(prioccl::reduce::dtypeName(priocclFloat32), "float32");
@@ -481,11 +523,10 @@ TEST(Metadata, SizesNamesValidity) {
   EXPECT_STREQ(prioccl::reduce::opName(priocclMin), "min");
   EXPECT_STREQ(prioccl::reduce::opName(priocclMax), "max");
   EXPECT_STREQ(prioccl::reduce::opName(priocclAvg), "avg");
-  for (int dt = priocclInt8; dt <= priocclFloat64; ++dt)
-    EXPECT_TRUE(prioccl::reduce::isValidDtype(dt));
+  for (int dt = 0; dt < priocclNumTypes; ++dt) EXPECT_TRUE(prioccl::reduce::isValidDtype(dt));
   EXPECT_FALSE(prioccl::reduce::isValidDtype(-1));
-  EXPECT_FALSE(prioccl::reduce::isValidDtype(8));
-  for (int op = priocclSum; op <= priocclAvg; ++op) EXPECT_TRUE(prioccl::reduce::isValidOp(op));
+  EXPECT_FALSE(prioccl::reduce::isValidDtype(10));
+  for (int op = 0; op < priocclNumOps; ++op) EXPECT_TRUE(prioccl::reduce::isValidOp(op));
   EXPECT_FALSE(prioccl::reduce::isValidOp(-1));
   EXPECT_FALSE(prioccl::reduce::isValidOp(5));
 }

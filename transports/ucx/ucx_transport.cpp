@@ -49,7 +49,7 @@ bool progressUntil(ucp_worker_h worker, Done done, std::chrono::steady_clock::du
 
 }  // namespace
 
-UcxTransport::UcxTransport(MPI_Comm comm) : comm_(comm) {
+UcxTransport::UcxTransport(MPI_Comm comm, bool wakeup) : comm_(comm), wakeup_(wakeup) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   srcBits_ = bitsFor(size_);
@@ -157,8 +157,7 @@ std::string UcxTransport::startWorker(ucp_address_t** address, size_t* length) {
   // Opt-in (PRIOCCL_UCX_WAKEUP=1) until an intermittent failure is understood: with it, the
   // preemption test over UCX_TLS=sm on 2 ranks failed in 1 of ~4 full runs (the urgent op
   // finished after the low one), and one overloaded np5 run over tcp stalled.
-  const char* wakeup = std::getenv("PRIOCCL_UCX_WAKEUP");
-  if (!wakeup || std::string(wakeup) != "1") {
+  if (!wakeup_) {
     eventFd_ = -1;
   } else if (ucp_worker_get_efd(worker_, &eventFd_) != UCS_OK) {
     eventFd_ = -1;  // not fatal: the engine naps between polls instead

@@ -21,8 +21,9 @@ namespace prioccl {
 
 class UcxTransport final : public Transport {
  public:
-  // Collective over `comm` (exchanges worker addresses); this object frees `comm`.
-  explicit UcxTransport(MPI_Comm comm);
+  // Collective over `comm` (exchanges worker addresses); this object frees `comm`. `wakeup`
+  // (Config::ucxWakeup): waiters may sleep on the worker's event descriptor.
+  UcxTransport(MPI_Comm comm, bool wakeup);
   ~UcxTransport() override;
   UcxTransport(const UcxTransport&) = delete;
   UcxTransport& operator=(const UcxTransport&) = delete;
@@ -75,6 +76,7 @@ class UcxTransport final : public Transport {
   void agree(const std::string& failure, const char* stage);
 
   MPI_Comm comm_;
+  bool wakeup_ = false;  // PRIOCCL_UCX_WAKEUP (Config::ucxWakeup)
   int rank_ = 0, size_ = 1;
   int srcBits_ = 1;
   uint64_t tagSpace_ = 0;
