@@ -1,6 +1,4 @@
 // The C++ API: Communicator, Request and the op's completion state.
-#include <mpi.h>
-
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -17,10 +15,7 @@
 #include "core/engine.h"
 #include "core/log.h"
 #include "core/params.h"
-#include "mpi/mpi_transport.h"
-#ifdef PRIOCCL_HAVE_UCX
-#include "ucx/ucx_transport.h"
-#endif
+#include "factory.h"
 #include "reduce/reduce.h"
 
 namespace prioccl {
@@ -47,12 +42,8 @@ void OpState::finish(priocclResult_t code, const std::string& message) {
 
 namespace {
 
-// MPI is initialised at most once per process; if prioccl did it, the last communicator
-// destroyed finalises it.
-std::mutex g_mpiMutex;
-int g_liveComms = 0;
-bool g_mpiInitialisedByUs = false;
-// Cost models measured so far, by (MPI_COMM_WORLD ranks of the group, chunkBytes, transport).
+// Cost models measured so far, by (the group's process ids, chunkBytes, transport).
+std::mutex g_modelsMutex;
 std::map<std::vector<int>, AlgoSelector> g_models;
 
 // PRIOCCL_TIMELINE_CLOCK_SKEW_US (a testing aid): this rank's timeline clock runs rank x N us
@@ -77,13 +68,11 @@ int64_t timelineSkewNs(int rank) {
 // The round with the smallest round trip gives offset = t_rank0 - (t_send + rtt / 2), off by at
 // most rtt / 2. steady_clock is CLOCK_MONOTONIC, one clock for all processes on a host, so there
 // the offset comes out near zero; across hosts it corrects the hosts' different boot times.
-// Collective over `comm`, blocking, before the transport exists (so nothing else uses the tag).
-TimelineClock measureClock(MPI_Comm comm) {
-  constexpr int kTag = 1, kRounds = 10;
+// Collective over the bootstrap, blocking, before the transport exists.
+TimelineClock measureClock(Bootstrap& bootstrap) {
+  constexpr int kRounds = 10;
   TimelineClock c;
-  int rank = 0, n = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &n);
+  const int rank = bootstrap.rank(), n = bootstrap.size();
   c.skewNs = timelineSkewNs(rank);
   auto local = [&c] {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -91,39 +80,38 @@ TimelineClock measureClock(MPI_Comm comm) {
                .count() +
            c.skewNs;
   };
-  // The timeline then falls back to this rank's own origin; the communicator itself goes on.
-  auto unmeasured = [](int rc) {
-    log(LogLevel::kWarn, "PRIOCCL_TIMELINE: clock exchange with rank 0 failed (",
-        mpiErrorString(rc), "); this rank's timeline keeps its own time origin");
-    return TimelineClock{};
-  };
   c.measured = true;
   c.rounds = kRounds;
-  if (rank == 0) {
-    int64_t reply[2] = {0, local()};
-    c.originNs = reply[1];
-    for (int peer = 1; peer < n; ++peer)
-      for (int i = 0; i < kRounds; ++i) {
-        int64_t ping = 0;
-        int rc = MPI_Recv(&ping, 1, MPI_INT64_T, peer, kTag, comm, MPI_STATUS_IGNORE);
-        reply[0] = local();
-        if (rc == MPI_SUCCESS) rc = MPI_Send(reply, 2, MPI_INT64_T, peer, kTag, comm);
-        if (rc != MPI_SUCCESS) return unmeasured(rc);
-      }
-    return c;
-  }
-  c.rttNs = INT64_MAX;
-  for (int i = 0; i < kRounds; ++i) {
-    int64_t sent = local(), reply[2] = {0, 0};
-    int rc = MPI_Send(&sent, 1, MPI_INT64_T, 0, kTag, comm);
-    if (rc == MPI_SUCCESS) rc = MPI_Recv(reply, 2, MPI_INT64_T, 0, kTag, comm, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) return unmeasured(rc);
-    int64_t rtt = local() - sent;
-    if (rtt < c.rttNs) {
-      c.rttNs = rtt;
-      c.offsetNs = reply[0] - (sent + rtt / 2);
+  try {
+    if (rank == 0) {
+      int64_t reply[2] = {0, local()};
       c.originNs = reply[1];
+      for (int peer = 1; peer < n; ++peer)
+        for (int i = 0; i < kRounds; ++i) {
+          int64_t ping = 0;
+          bootstrap.recv(peer, &ping, sizeof ping);
+          reply[0] = local();
+          bootstrap.send(peer, reply, sizeof reply);
+        }
+      return c;
     }
+    c.rttNs = INT64_MAX;
+    for (int i = 0; i < kRounds; ++i) {
+      int64_t sent = local(), reply[2] = {0, 0};
+      bootstrap.send(0, &sent, sizeof sent);
+      bootstrap.recv(0, reply, sizeof reply);
+      int64_t rtt = local() - sent;
+      if (rtt < c.rttNs) {
+        c.rttNs = rtt;
+        c.offsetNs = reply[0] - (sent + rtt / 2);
+        c.originNs = reply[1];
+      }
+    }
+  } catch (const Error& e) {
+    // The timeline then falls back to this rank's own origin; the communicator itself goes on.
+    log(LogLevel::kWarn, "PRIOCCL_TIMELINE: clock exchange with rank 0 failed (", e.what(),
+        "); this rank's timeline keeps its own time origin");
+    return TimelineClock{};
   }
   return c;
 }
@@ -142,27 +130,13 @@ class CommImpl {
   CommImpl(const void* mpiComm, const Config& config)
       : config_(config), errors_(std::make_shared<ErrorLog>()) {
     validateConfig(config_);  // the parameter table's ranges
-    MpiSession session;
-    {
-      std::lock_guard<std::mutex> lock(g_mpiMutex);
-      session =
-          openMpiSession(static_cast<const MPI_Comm*>(mpiComm), config_.requireThreadMultiple);
-      g_mpiInitialisedByUs = g_mpiInitialisedByUs || session.initialisedByUs;
-      ++g_liveComms;
-    }
-    int worldRank = -1;  // PRIOCCL_DEBUG_FILE's %r: lines logged from here on know their rank
-    if (MPI_Comm_rank(MPI_COMM_WORLD, &worldRank) == MPI_SUCCESS) setLogRank(worldRank);
-    // Outside the lock: a collective that takes milliseconds on a slow link.
-    LinkEstimate link = measureRingLink(session.dup);
-    std::vector<int> worldRanks = worldRanksOf(session.dup);
+    // Members are destroyed in reverse: on a throw below, the engine goes before the bootstrap.
+    bootstrap_ = makeMpiBootstrap(mpiComm, config_.requireThreadMultiple);
+    // PRIOCCL_DEBUG_FILE's %r: lines logged from here on know their rank.
+    setLogRank(bootstrap_->processIds()[static_cast<size_t>(bootstrap_->rank())]);
+    LinkEstimate link = measureRingLink(*bootstrap_);
     config_.resolveAuto(link.bytesPerSecond, link.latencySeconds, link.nranks);
-    std::unique_ptr<Transport> transport;
-    try {
-      transport = makeTransport(session.dup);
-    } catch (...) {
-      closeMpi();
-      throw;
-    }
+    std::unique_ptr<Transport> transport = agreeAndConnect();
     rank_ = transport->rank();
     size_ = transport->size();
     if (rank_ == 0)
@@ -170,13 +144,7 @@ class CommImpl {
           " nranks=", size_, " ", config_.describe());
     engine_ = std::make_unique<Engine>(std::move(transport), config_, selector_, errors_,
                                        heartbeats_, timelineClock_);
-    try {
-      agreeAndCalibrate(worldRanks);
-    } catch (...) {
-      engine_.reset();
-      closeMpi();
-      throw;
-    }
+    agreeAndCalibrate(bootstrap_->processIds());
     engine_->startApplication();  // counters and op numbers are the application's
     if (rank_ == 0) log(LogLevel::kInfo, "algorithm model: ", selector_.describe());
   }
@@ -261,65 +229,43 @@ class CommImpl {
       destroyed_.store(true, std::memory_order_release);
     }
     if (!engine) return;
-    int finalised = 0;
-    MPI_Finalized(&finalised);
-    if (finalised) {
+    if (!bootstrap_->usable()) {
       // Too late to talk to MPI: leak the engine rather than call MPI after MPI_Finalize.
       (void)engine.release();
       log(LogLevel::kWarn, "communicator destroyed after MPI_Finalize; its resources leak");
+      bootstrap_.reset();
       return;
     }
-    engine.reset();  // drains pending ops, joins the progress thread, frees the MPI communicator
-    closeMpi();
+    engine.reset();  // drains pending ops, joins the progress thread, frees the transport
+    // Frees the bootstrap's communicator; finalises MPI if prioccl initialised it and this was
+    // the last communicator. Only the thread that took the engine gets here.
+    bootstrap_.reset();
   }
   // Read on every call of the API: no lock (the calls that use the engine check again under it).
   bool destroyed() const { return destroyed_.load(std::memory_order_acquire); }
 
  private:
-  // Takes ownership of `dup`, also when it throws.
-  std::unique_ptr<Transport> makeTransport(MPI_Comm dup) {
+  std::unique_ptr<Transport> agreeAndConnect() {
     // Settings every rank must share (the parameter table's mustAgree rows), checked before the
     // transport bootstraps: ranks that chose different transports would wait on each other. One
     // all-reduce (max) of +/- each value: equal maxima and minima mean every rank agrees.
     std::vector<double> agree = agreementValues(config_);
     const size_t shared = agree.size();
-    // Two entries ride along. Below MPI_THREAD_MULTIPLE the idle engine must not call MPI, so no
-    // rank sends heartbeats (a rank with a shorter timeout than a peer's heartbeat period would
-    // declare it lost). And the timeline's clock exchange then costs nothing without a timeline,
-    // while ranks disagreeing on PRIOCCL_TIMELINE all take part in it (no hang).
-    int level = MPI_THREAD_SINGLE;
-    MPI_Query_thread(&level);
-    agree.push_back(level < MPI_THREAD_MULTIPLE ? 1.0 : 0.0);
+    // Two entries ride along. Where the launcher's library must not be called concurrently
+    // (MPI below MPI_THREAD_MULTIPLE) the idle engine must not call it, so no rank sends
+    // heartbeats (a rank with a shorter timeout than a peer's heartbeat period would declare it
+    // lost). And the timeline's clock exchange then costs nothing without a timeline, while
+    // ranks disagreeing on PRIOCCL_TIMELINE all take part in it (no hang).
+    agree.push_back(bootstrap_->concurrentCallsAllowed() ? 0.0 : 1.0);
     agree.push_back(config_.timelinePath.empty() ? 0.0 : 1.0);
-    std::vector<double> all(agree.size(), 0.0);
-    MPI_Allreduce(agree.data(), all.data(), static_cast<int>(agree.size()), MPI_DOUBLE, MPI_MAX,
-                  dup);
+    std::vector<double> all = agree;
+    bootstrap_->allReduceMax(all);
     heartbeats_ = all[shared] == 0;
-    if (std::string why = disagreement(all); !why.empty()) {
-      MPI_Comm_free(&dup);
-      fail(priocclInvalidUsage, why);
-    }
-    if (all[shared + 1] != 0) timelineClock_ = measureClock(dup);
-    if (config_.transport == priocclTransportMpi) return std::make_unique<MpiTransport>(dup);
-#ifdef PRIOCCL_HAVE_UCX
-    auto ucx = std::make_unique<UcxTransport>(dup, config_.ucxWakeup);
-    if (ucx->rank() == 0 && logLevel() >= LogLevel::kInfo)
-      log(LogLevel::kInfo, "UCX ", ucx->describeLanes());
-    return ucx;
-#else
-    MPI_Comm_free(&dup);
-    fail(priocclInvalidUsage,
-         "PRIOCCL_TRANSPORT=ucx, but this prioccl was built without UCX (install UCX's "
-         "development files, e.g. Debian's libucx-dev, and rebuild)");
-#endif
-  }
-
-  static void closeMpi() {
-    std::lock_guard<std::mutex> lock(g_mpiMutex);
-    if (--g_liveComms == 0 && g_mpiInitialisedByUs) {
-      MPI_Finalize();
-      g_mpiInitialisedByUs = false;
-    }
+    if (std::string why = disagreement(all); !why.empty()) fail(priocclInvalidUsage, why);
+    if (all[shared + 1] != 0) timelineClock_ = measureClock(*bootstrap_);
+    TransportOptions options;
+    options.ucxWakeup = config_.ucxWakeup;
+    return makeTransport(config_.transport, *bootstrap_, options);
   }
 
   static std::shared_ptr<OpState> makeOp(const void* send, void* recv, size_t count,
@@ -345,20 +291,20 @@ class CommImpl {
   }
 
   // Every rank must cut ops alike and choose algorithms alike (the settings that decide it were
-  // compared in makeTransport); then (auto algorithm) fit the cost model. The model is measured
+  // compared in agreeAndConnect); then (auto algorithm) fit the cost model. The model is measured
   // once per process and group of ranks, so that communicators over the same ranks choose alike
   // (and so give the same bits); it is reused only when every rank has it.
-  void agreeAndCalibrate(const std::vector<int>& worldRanks) {
-    std::vector<int> key = worldRanks;
+  void agreeAndCalibrate(const std::vector<int>& processIds) {
+    std::vector<int> key = processIds;
     key.push_back(static_cast<int>(config_.chunkBytes));
     key.push_back(static_cast<int>(config_.transport));  // each transport has its own costs
     const AlgoSelector* known = nullptr;
     {
-      std::lock_guard<std::mutex> lock(g_mpiMutex);
+      std::lock_guard<std::mutex> lock(g_modelsMutex);
       auto it = g_models.find(key);
       if (it != g_models.end()) known = &it->second;  // entries are never erased
     }
-    // chunkBytes and the algorithm were checked with the other shared settings (makeTransport):
+    // chunkBytes and the algorithm were checked with the other shared settings (agreeAndConnect):
     // what is left is whether every rank already has this group's model.
     double have = known ? 1 : 0;
     double mine[2] = {have, -have}, all[2];  // maxima: all[1] is minus the minimum
@@ -367,17 +313,20 @@ class CommImpl {
         parseAlgorithmRules("config.algorithmRules", config_.algorithmRules);
     selector_ = AlgoSelector(config_.algorithm);
     selector_.setPolicy(config_.algorithm, byRule);
+    selector_.setLink(config_.linkBytesPerSecond, size_);  // the same on every rank
     if (selector_.usesModel() && config_.calibrate && size_ > 1) {
-      if (all[1] == -1) {    // every rank has measured this group already
+      if (all[1] == -1) {  // every rank has measured this group already
+        // The model comes with the link figure it was stored with (the cost model's floor):
+        // this communicator's own link measurement differs on a busy machine, and a different
+        // floor would choose another algorithm near a crossover, and so other bits.
         selector_ = *known;  // measured under another communicator's policy: set ours
         selector_.setPolicy(config_.algorithm, byRule);
       } else {
         measureModel();
-        std::lock_guard<std::mutex> lock(g_mpiMutex);
+        std::lock_guard<std::mutex> lock(g_modelsMutex);
         g_models[key] = selector_;
       }
     }
-    selector_.setLink(config_.linkBytesPerSecond, size_);  // the same on every rank
     engine_->setSelector(selector_);
   }
 
@@ -418,10 +367,11 @@ class CommImpl {
   Config config_;
   AlgoSelector selector_;
   std::shared_ptr<ErrorLog> errors_;
-  bool heartbeats_ = true;       // every rank has MPI_THREAD_MULTIPLE (see makeTransport)
+  bool heartbeats_ = true;       // every rank may call MPI concurrently (agreeAndConnect)
   TimelineClock timelineClock_;  // measured only when some rank has a timeline
   int rank_ = 0, size_ = 1;
   std::mutex mutex_;
+  std::unique_ptr<Bootstrap> bootstrap_;  // outlives the engine (MPI stays initialised)
   std::unique_ptr<Engine> engine_;
   std::atomic<bool> destroyed_{false};  // engine_ is gone
 };

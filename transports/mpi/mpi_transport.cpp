@@ -6,125 +6,12 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "mpi/mpi_bootstrap.h"  // mpiErrorString
 
 namespace prioccl {
 
 using detail::concat;
 using detail::fail;
-
-std::string mpiErrorString(int code) {
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return concat("MPI error ", code);
-  return std::string(text, static_cast<size_t>(len));
-}
-
-namespace {
-const char* threadLevelName(int level) {
-  switch (level) {
-    case MPI_THREAD_SINGLE:
-      return "MPI_THREAD_SINGLE";
-    case MPI_THREAD_FUNNELED:
-      return "MPI_THREAD_FUNNELED";
-    case MPI_THREAD_SERIALIZED:
-      return "MPI_THREAD_SERIALIZED";
-    default:
-      return "MPI_THREAD_MULTIPLE";
-  }
-}
-}  // namespace
-
-MpiSession openMpiSession(const MPI_Comm* userComm, bool requireThreadMultiple) {
-  MpiSession session;
-  int initialised = 0, finalised = 0;
-  MPI_Initialized(&initialised);
-  MPI_Finalized(&finalised);
-  if (finalised) fail(priocclInvalidUsage, "MPI has already been finalised");
-  int provided = MPI_THREAD_SINGLE;
-  if (!initialised) {
-    int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-    if (rc != MPI_SUCCESS) fail(priocclSystemError, "MPI_Init_thread failed: ", mpiErrorString(rc));
-    session.initialisedByUs = true;
-  } else {
-    MPI_Query_thread(&provided);
-  }
-  // Our progress thread calls MPI while the application's threads may call it too.
-  if (provided < MPI_THREAD_SERIALIZED ||
-      (provided < MPI_THREAD_MULTIPLE && (requireThreadMultiple || session.initialisedByUs))) {
-    std::string msg = concat(
-        "MPI provides ", threadLevelName(provided),
-        ", but prioccl's progress thread calls MPI concurrently with the application and needs "
-        "MPI_THREAD_MULTIPLE: initialise MPI with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...)");
-    if (provided == MPI_THREAD_SERIALIZED)
-      msg +=
-          ", or set PRIOCCL_MPI_THREAD_CHECK=0 if the application makes no MPI call while "
-          "prioccl ops are in flight";
-    if (session.initialisedByUs) MPI_Finalize();
-    fail(priocclInvalidUsage, msg);
-  }
-  MPI_Comm base = userComm ? *userComm : MPI_COMM_WORLD;
-  // MPI_Comm_dup(MPI_COMM_NULL) goes to MPI's default handler, which aborts the job.
-  if (base == MPI_COMM_NULL) {
-    if (session.initialisedByUs) MPI_Finalize();
-    fail(priocclInvalidArgument, "mpiComm points to MPI_COMM_NULL, not a communicator");
-  }
-  int rc = MPI_Comm_dup(base, &session.dup);
-  if (rc != MPI_SUCCESS) {
-    if (session.initialisedByUs) MPI_Finalize();
-    fail(priocclInvalidArgument,
-         "MPI_Comm_dup of the given communicator failed: ", mpiErrorString(rc));
-  }
-  MPI_Comm_set_errhandler(session.dup, MPI_ERRORS_RETURN);
-  return session;
-}
-
-LinkEstimate measureRingLink(MPI_Comm comm) {
-  LinkEstimate e;
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &e.nranks);
-  if (e.nranks == 1) return e;
-  int next = (rank + 1) % e.nranks, prev = (rank + e.nranks - 1) % e.nranks;
-  constexpr int kTag = 0, kSmallRounds = 16, kBigRounds = 3;
-  constexpr int kBig = 1 << 20;  // long enough to see bandwidth, short enough for slow links
-  std::vector<char> out(kBig, 1), in(kBig);
-  auto exchange = [&](int bytes, int rounds) {
-    MPI_Barrier(comm);
-    double t0 = MPI_Wtime();
-    for (int i = 0; i < rounds; ++i)
-      MPI_Sendrecv(out.data(), bytes, MPI_BYTE, next, kTag, in.data(), bytes, MPI_BYTE, prev, kTag,
-                   comm, MPI_STATUS_IGNORE);
-    return (MPI_Wtime() - t0) / rounds;
-  };
-  exchange(kBig, 1);  // warm-up: connections, registration
-  double latency = exchange(8, kSmallRounds);
-  double big = exchange(kBig, kBigRounds);
-  double mine[2] = {latency, -kBig / std::max(big, 1e-9)}, worst[2];
-  MPI_Allreduce(mine, worst, 2, MPI_DOUBLE, MPI_MAX, comm);
-  e.latencySeconds = worst[0];
-  e.bytesPerSecond = -worst[1];
-  return e;
-}
-
-std::vector<int> ranksIn(MPI_Comm comm, MPI_Comm other) {
-  MPI_Group group, otherGroup;
-  MPI_Comm_group(comm, &group);
-  MPI_Comm_group(other, &otherGroup);
-  int n = 0;
-  MPI_Group_size(group, &n);
-  std::vector<int> mine(static_cast<size_t>(n)), theirs(mine.size());
-  for (int i = 0; i < n; ++i) mine[i] = i;
-  MPI_Group_translate_ranks(group, n, mine.data(), otherGroup, theirs.data());
-  for (int& r : theirs)
-    if (r == MPI_UNDEFINED) r = -1;
-  MPI_Group_free(&group);
-  MPI_Group_free(&otherGroup);
-  return theirs;
-}
-
-std::vector<int> worldRanksOf(MPI_Comm comm) {
-  return ranksIn(comm, MPI_COMM_WORLD);
-}
 
 MpiTransport::MpiTransport(MPI_Comm comm) : comm_(comm) {
   MPI_Comm_rank(comm_, &rank_);

@@ -50,27 +50,4 @@ class MpiTransport final : public Transport {
   bool abandoned_ = false;  // cancelAll() ran: never free comm_ (see the destructor)
 };
 
-// Reads and validates MPI state for a communicator built on `userComm` (MPI_COMM_WORLD when null):
-// initialises MPI when nobody has, checks the thread level, and duplicates the communicator.
-struct MpiSession {
-  MPI_Comm dup = MPI_COMM_NULL;
-  bool initialisedByUs = false;
-};
-MpiSession openMpiSession(const MPI_Comm* userComm, bool requireThreadMultiple);
-std::string mpiErrorString(int code);
-
-// What the links between ring neighbours can do, measured with a few blocking exchanges.
-// Collective; every rank gets the slowest rank's figures, so tuning derived from them agrees.
-struct LinkEstimate {
-  double bytesPerSecond = 0;  // 0 with one rank
-  double latencySeconds = 0;
-  int nranks = 1;
-};
-LinkEstimate measureRingLink(MPI_Comm comm);
-
-// For each rank of `comm`, its rank in `other` (-1 where it is not in `other`).
-std::vector<int> ranksIn(MPI_Comm comm, MPI_Comm other);
-// The MPI_COMM_WORLD rank of each rank of `comm` (-1 where none): names the group of processes.
-std::vector<int> worldRanksOf(MPI_Comm comm);
-
 }  // namespace prioccl

@@ -10,7 +10,6 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "mpi/mpi_transport.h"
 
 namespace prioccl {
 
@@ -49,9 +48,8 @@ bool progressUntil(ucp_worker_h worker, Done done, std::chrono::steady_clock::du
 
 }  // namespace
 
-UcxTransport::UcxTransport(MPI_Comm comm, bool wakeup) : comm_(comm), wakeup_(wakeup) {
-  MPI_Comm_rank(comm_, &rank_);
-  MPI_Comm_size(comm_, &size_);
+UcxTransport::UcxTransport(Bootstrap& bootstrap, bool wakeup)
+    : wakeup_(wakeup), rank_(bootstrap.rank()), size_(bootstrap.size()) {
   srcBits_ = bitsFor(size_);
   tagSpace_ = uint64_t{1} << (64 - srcBits_);
 
@@ -60,30 +58,33 @@ UcxTransport::UcxTransport(MPI_Comm comm, bool wakeup) : comm_(comm), wakeup_(wa
   ucp_address_t* address = nullptr;
   size_t length = 0;
   std::string failure = startWorker(&address, &length);
-  agree(failure, "UCX set-up");
+  agree(bootstrap, failure, "UCX set-up");
 
-  // Bootstrap: every rank's worker address, gathered over MPI.
-  int myLength = static_cast<int>(length);
-  std::vector<int> lengths(static_cast<size_t>(size_)), offsets(lengths.size());
-  MPI_Allgather(&myLength, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm_);
-  int total = 0;
-  for (size_t i = 0; i < lengths.size(); ++i) {
-    offsets[i] = total;
-    total += lengths[i];
+  // Every rank's worker address, gathered over the bootstrap.
+  std::vector<std::vector<char>> addresses;
+  try {
+    addresses = bootstrap.allGather(address, length);
+  } catch (...) {
+    if (address) ucp_worker_release_address(worker_, address);
+    close();
+    throw;
   }
-  std::vector<char> all(static_cast<size_t>(total));
-  MPI_Allgatherv(address, myLength, MPI_BYTE, all.data(), lengths.data(), offsets.data(), MPI_BYTE,
-                 comm_);
-  ucp_worker_release_address(worker_, address);
+  if (address) ucp_worker_release_address(worker_, address);
 
   eps_.assign(static_cast<size_t>(size_), nullptr);
   peerErrors_.assign(static_cast<size_t>(size_), std::string());
-  std::vector<char> local = sameHost();
+  std::vector<char> local;
+  try {
+    local = bootstrap.sameHost();
+  } catch (...) {
+    close();
+    throw;
+  }
   for (int peer = 0; peer < size_ && failure.empty(); ++peer) {
     if (peer == rank_) continue;
     ucp_ep_params_t ep{};
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-    ep.address = reinterpret_cast<const ucp_address_t*>(all.data() + offsets[peer]);
+    ep.address = reinterpret_cast<const ucp_address_t*>(addresses[peer].data());
     ucs_status_t status = UCS_ERR_UNREACHABLE;
     // Towards another host, a peer that goes away fails the transfers to it instead of leaving
     // them pending. Not within a host: UCX 1.13's shared-memory transports cannot report a lost
@@ -115,17 +116,7 @@ UcxTransport::UcxTransport(MPI_Comm comm, bool wakeup) : comm_(comm), wakeup_(wa
       failure = concat("ucp_ep_create to rank ", peer, ": ", ucs_status_string(status));
     }
   }
-  agree(failure, "UCX endpoint creation");
-}
-
-std::vector<char> UcxTransport::sameHost() {
-  std::vector<char> local(static_cast<size_t>(size_), 0);
-  MPI_Comm host;
-  MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &host);
-  for (int r : ranksIn(host, comm_))
-    if (r >= 0) local[r] = 1;
-  MPI_Comm_free(&host);
-  return local;
+  agree(bootstrap, failure, "UCX endpoint creation");
 }
 
 std::string UcxTransport::startWorker(ucp_address_t** address, size_t* length) {
@@ -172,10 +163,15 @@ std::string UcxTransport::startWorker(ucp_address_t** address, size_t* length) {
   return "";
 }
 
-void UcxTransport::agree(const std::string& failure, const char* stage) {
-  int mine = failure.empty() ? 1 : 0, all = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm_);
-  if (all) return;
+void UcxTransport::agree(Bootstrap& bootstrap, const std::string& failure, const char* stage) {
+  std::vector<double> failed = {failure.empty() ? 0.0 : 1.0};
+  try {
+    bootstrap.allReduceMax(failed);
+  } catch (...) {
+    close();
+    throw;
+  }
+  if (failed[0] == 0) return;
   int myRank = rank_;
   close();
   if (!failure.empty()) fail(priocclSystemError, stage, " failed on rank ", myRank, ": ", failure);
@@ -187,11 +183,11 @@ UcxTransport::~UcxTransport() {
 }
 
 void UcxTransport::close() {
-  if (comm_ == MPI_COMM_NULL) return;  // closed already
+  if (closed_) return;
+  closed_ = true;
   if (worker_) closeWorker();
   if (context_) ucp_cleanup(context_);
   context_ = nullptr;
-  MPI_Comm_free(&comm_);
 }
 
 void UcxTransport::closeWorker() {

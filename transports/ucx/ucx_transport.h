@@ -8,22 +8,22 @@
 // so the sender's rank travels in the tag's low bits.
 #pragma once
 
-#include <mpi.h>
 #include <ucp/api/ucp.h>
 
 #include <deque>
 #include <string>
 #include <vector>
 
+#include "bootstrap.h"
 #include "transport.h"
 
 namespace prioccl {
 
 class UcxTransport final : public Transport {
  public:
-  // Collective over `comm` (exchanges worker addresses); this object frees `comm`. `wakeup`
+  // Collective over `bootstrap` (exchanges worker addresses), which is used only here. `wakeup`
   // (Config::ucxWakeup): waiters may sleep on the worker's event descriptor.
-  UcxTransport(MPI_Comm comm, bool wakeup);
+  UcxTransport(Bootstrap& bootstrap, bool wakeup);
   ~UcxTransport() override;
   UcxTransport(const UcxTransport&) = delete;
   UcxTransport& operator=(const UcxTransport&) = delete;
@@ -67,15 +67,14 @@ class UcxTransport final : public Transport {
   void finish(Slot& slot, ucs_status_t status, size_t received);
   void release(Slot& slot);
   size_t orphans() const;
-  void close();  // everything UCX, then the communicator; safe on a partly built object
+  void close();  // everything UCX; safe on a partly built object and when closed already
   void closeWorker();
-  std::vector<char> sameHost();  // collective: by rank of comm_, whether it shares our host
   // Creates context and worker; returns what failed ("" when all went well).
   std::string startWorker(ucp_address_t** address, size_t* length);
   // Collective: throws on every rank (after close()) when `failure` is set on any.
-  void agree(const std::string& failure, const char* stage);
+  void agree(Bootstrap& bootstrap, const std::string& failure, const char* stage);
 
-  MPI_Comm comm_;
+  bool closed_ = false;
   bool wakeup_ = false;  // PRIOCCL_UCX_WAKEUP (Config::ucxWakeup)
   int rank_ = 0, size_ = 1;
   int srcBits_ = 1;

@@ -1,0 +1,63 @@
+#include "factory.h"
+
+#include "core/error.h"
+#include "core/log.h"
+#include "mpi/mpi_bootstrap.h"
+#include "mpi/mpi_transport.h"
+#ifdef PRIOCCL_HAVE_UCX
+#include "ucx/ucx_transport.h"
+#endif
+
+namespace prioccl {
+
+using detail::fail;
+
+std::unique_ptr<Bootstrap> makeMpiBootstrap(const void* mpiComm, bool requireThreadMultiple) {
+  return std::make_unique<MpiBootstrap>(static_cast<const MPI_Comm*>(mpiComm),
+                                        requireThreadMultiple);
+}
+
+namespace {
+
+std::unique_ptr<Transport> makeMpi(Bootstrap& bootstrap) {
+  auto* mpi = dynamic_cast<MpiBootstrap*>(&bootstrap);
+  if (!mpi)
+    fail(priocclInvalidUsage,
+         "PRIOCCL_TRANSPORT=mpi needs a communicator created from MPI (priocclCommInitWorld/MPI or "
+         "Communicator::fromMpi); use PRIOCCL_TRANSPORT=ucx");
+  return std::make_unique<MpiTransport>(mpi->duplicate());
+}
+
+std::unique_ptr<Transport> makeUcx(Bootstrap& bootstrap, const TransportOptions& options) {
+#ifdef PRIOCCL_HAVE_UCX
+  auto ucx = std::make_unique<UcxTransport>(bootstrap, options.ucxWakeup);
+  if (ucx->rank() == 0 && detail::logLevel() >= detail::LogLevel::kInfo)
+    detail::log(detail::LogLevel::kInfo, "UCX ", ucx->describeLanes());
+  return ucx;
+#else
+  (void)bootstrap;
+  (void)options;
+  fail(priocclInvalidUsage,
+       "PRIOCCL_TRANSPORT=ucx, but this prioccl was built without UCX (install UCX's "
+       "development files, e.g. Debian's libucx-dev, and rebuild)");
+#endif
+}
+
+}  // namespace
+
+std::unique_ptr<Transport> makeTransport(priocclTransport_t kind, Bootstrap& bootstrap,
+                                         const TransportOptions& options) {
+  switch (kind) {
+    case priocclTransportMpi:
+      return makeMpi(bootstrap);
+    case priocclTransportUcx:
+      return makeUcx(bootstrap, options);
+    case priocclNumTransports:
+      break;
+  }
+  fail(priocclInvalidArgument, "transport value ", static_cast<int>(kind), " is not one of ",
+       static_cast<int>(priocclTransportMpi), " (mpi) or ", static_cast<int>(priocclTransportUcx),
+       " (ucx)");
+}
+
+}  // namespace prioccl

@@ -1,0 +1,27 @@
+// Where bootstraps and transports are built: the one place that knows which exist in this build,
+// so that the layers above name them by value (priocclTransport_t) and include no transport
+// header.
+#pragma once
+
+#include <memory>
+
+#include "bootstrap.h"
+#include "prioccl/prioccl.h"
+#include "transport.h"
+
+namespace prioccl {
+
+// The bootstrap of a communicator created from an MPI communicator (`mpiComm` points to an
+// MPI_Comm; null: MPI_COMM_WORLD). Initialises MPI when nobody has.
+std::unique_ptr<Bootstrap> makeMpiBootstrap(const void* mpiComm, bool requireThreadMultiple);
+
+struct TransportOptions {
+  bool ucxWakeup = false;  // Config::ucxWakeup
+};
+
+// Collective over `bootstrap`: every rank must ask for the same kind. Throws
+// priocclInvalidUsage for a kind this build or this bootstrap cannot provide.
+std::unique_ptr<Transport> makeTransport(priocclTransport_t kind, Bootstrap& bootstrap,
+                                         const TransportOptions& options);
+
+}  // namespace prioccl
