@@ -1,7 +1,7 @@
 #include "factory.h"
 
-#include "core/error.h"
-#include "core/log.h"
+#include "common/error.h"
+#include "common/log.h"
 #include "mpi/mpi_bootstrap.h"
 #include "mpi/mpi_transport.h"
 #ifdef PRIOCCL_HAVE_UCX

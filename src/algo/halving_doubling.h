@@ -21,7 +21,7 @@
 
 #include "algo/chunk_algo.h"
 #include "algo/recursive_doubling.h"
-#include "core/scratch_pool.h"
+#include "common/scratch_pool.h"
 
 namespace prioccl {
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "algo/chunk_algo.h"
-#include "core/scratch_pool.h"
+#include "common/scratch_pool.h"
 
 namespace prioccl {
 

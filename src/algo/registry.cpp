@@ -6,7 +6,7 @@
 #include "algo/recursive_doubling.h"
 #include "algo/ring.h"
 #include "algo/tree.h"
-#include "core/error.h"
+#include "common/error.h"
 
 namespace prioccl {
 namespace {

@@ -29,7 +29,7 @@ struct AlgoRule {
   priocclAlgorithm_t algo;  // auto: the cost model (or the fixed rule) decides
 };
 // Parses "ALGO<SIZE,...,ALGO" (sizes increasing, the last term without one); "" gives no rules.
-// Throws InvalidArgument naming `name`. Defined in core/config.cpp with the other parsers.
+// Throws InvalidArgument naming `name`. Defined in api/config.cpp with the other parsers.
 std::vector<AlgoRule> parseAlgorithmRules(const char* name, const std::string& text);
 
 class AlgoSelector {

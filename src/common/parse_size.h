@@ -1,4 +1,4 @@
-// The one byte-size syntax of prioccl: the PRIOCCL_* variables (src/core/config.cpp), the
+// The one byte-size syntax of prioccl: the PRIOCCL_* variables (src/api/config.cpp), the
 // benchmarks (perf/) and the stress test all read sizes with this parser, so "64M" means the same
 // everywhere. Header-only: the benchmarks and tests include it without linking the library's
 // hidden internals.

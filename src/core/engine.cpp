@@ -21,10 +21,10 @@
 #include <algorithm>
 #include <chrono>
 
+#include "algo/agreement.h"
 #include "algo/point_to_point.h"
 #include "algo/registry.h"
-#include "core/agreement.h"
-#include "core/log.h"
+#include "common/log.h"
 #include "reduce/reduce.h"
 
 namespace prioccl::detail {

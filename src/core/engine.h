@@ -30,16 +30,16 @@
 #include <tuple>
 #include <vector>
 
+#include "algo/agreement.h"
 #include "algo/chunk_algo.h"
 #include "algo/select.h"
-#include "core/agreement.h"
-#include "core/event_sleep.h"
+#include "common/event_sleep.h"
+#include "common/scratch_pool.h"
+#include "common/timeline.h"
 #include "core/liveness.h"
 #include "core/negotiator.h"
 #include "core/op.h"
 #include "core/priority_counts.h"
-#include "core/scratch_pool.h"
-#include "core/timeline.h"
 #include "transport.h"
 
 namespace prioccl::detail {

@@ -13,8 +13,8 @@
 // in sequence once the inline op has concluded (orderUnnamed).
 #include <chrono>
 
+#include "common/log.h"
 #include "core/engine.h"
-#include "core/log.h"
 #include "reduce/reduce.h"
 
 namespace prioccl::detail {

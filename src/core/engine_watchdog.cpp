@@ -4,8 +4,8 @@
 #include <chrono>
 #include <map>
 
+#include "common/log.h"
 #include "core/engine.h"
-#include "core/log.h"
 
 namespace prioccl::detail {
 namespace {

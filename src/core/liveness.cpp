@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/error.h"
+#include "common/error.h"
 
 namespace prioccl::detail {
 

@@ -1,7 +1,7 @@
 // The coordinator protocol; see negotiator.h.
 #include "core/negotiator.h"
 
-#include "core/error.h"
+#include "common/error.h"
 
 namespace prioccl::detail {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/error.h"
+#include "common/error.h"
 
 namespace prioccl::detail {
 

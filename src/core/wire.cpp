@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/error.h"
+#include "common/error.h"
 
 namespace prioccl::detail {
 namespace {

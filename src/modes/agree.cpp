@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "core/error.h"
+#include "common/error.h"
 
 namespace prioccl::detail {
 namespace {

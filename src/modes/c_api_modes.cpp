@@ -2,8 +2,8 @@
 // dereferenced), every failure a result code plus priocclGetLastError's message.
 #include <memory>
 
-#include "core/c_api_support.h"
-#include "core/error.h"
+#include "api/c_api_support.h"
+#include "common/error.h"
 #include "prioccl/modes.hpp"
 #include "reduce/reduce.h"
 

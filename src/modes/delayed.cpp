@@ -19,7 +19,7 @@
 #include <cstring>
 #include <utility>
 
-#include "core/error.h"
+#include "common/error.h"
 #include "modes/agree.h"
 #include "prioccl/modes.hpp"
 

@@ -3,7 +3,7 @@
 // in a loop the compiler vectorises.
 #include <cmath>
 
-#include "core/error.h"
+#include "common/error.h"
 #include "prioccl/modes.hpp"
 #include "reduce/half.h"
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/error.h"
+#include "common/error.h"
 #include "modes/agree.h"
 #include "prioccl/modes.hpp"
 #include "reduce/reduce.h"

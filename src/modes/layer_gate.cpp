@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include "common/error.h"
 #include "modes/agree.h"
 #include "prioccl/modes.hpp"
 

@@ -20,12 +20,9 @@
 #include <tuple>
 #include <vector>
 
-#include "algo/halving_doubling.h"
-#include "algo/recursive_doubling.h"
-#include "algo/ring.h"
-#include "algo/tree.h"
-#include "core/agreement.h"
-#include "core/scratch_pool.h"
+#include "algo/agreement.h"
+#include "algo/registry.h"
+#include "common/scratch_pool.h"
 #include "reduce/reduce.h"
 
 namespace {
@@ -77,9 +74,14 @@ class Script {
   size_t size_, pos_ = 0;
 };
 
-enum Kind { kRing, kTree, kRd, kAgreement, kHd, kKinds };
-const char* const kindNames[] = {"ring", "tree", "recursive-doubling", "agreement",
-                                 "halving-doubling"};
+// What a run exercises: a row of the algorithm registry (every all-reduce algorithm the engine
+// can choose), or, past the last row, the agreement chunk.
+size_t kinds() {
+  return prioccl::algoRegistry().size() + 1;
+}
+const char* kindName(size_t kind) {
+  return kind < prioccl::algoRegistry().size() ? prioccl::algoRegistry()[kind].name : "agreement";
+}
 
 struct Posted {
   bool send;
@@ -126,23 +128,23 @@ class Run {
     }
     if (!posted_.empty()) finding("finished with transfers outstanding");
     if (algo_->recvReady() || algo_->sendReady()) finding("finished with a transfer ready");
-    if (kind_ == kAgreement) checkVerdict();
+    if (isAgreement()) checkVerdict();
   }
 
  private:
   void setUp() {
-    kind_ = static_cast<Kind>(in_.byte() % kKinds);
+    kind_ = in_.byte() % kinds();
     spec_.nranks = 1 + in_.byte() % 8;
     spec_.rank = in_.byte() % spec_.nranks;
     spec_.dtype = kTypes[in_.byte() % std::size(kTypes)];
     spec_.op = kOps[in_.byte() % 5];
     const uint8_t flags = in_.byte();
     const bool inPlace = flags & 1, carry = flags & 2, stale = flags & 4;
-    halving_ = kind_ == kAgreement && carry && (flags & 8);  // on halving-doubling's rounds
+    halving_ = isAgreement() && carry && (flags & 8);  // on halving-doubling's rounds
     const size_t elem = reduce::dtypeSize(spec_.dtype);
     // Data chunks have count > 0; an agreement may announce count 0 (it then carries nothing).
-    spec_.count = in_.u16() % 1024 + (kind_ == kAgreement ? 0 : 1);
-    trace("%s nranks %d rank %d dtype %d op %d count %zu%s%s%s%s\n", kindNames[kind_], spec_.nranks,
+    spec_.count = in_.u16() % 1024 + (isAgreement() ? 0 : 1);
+    trace("%s nranks %d rank %d dtype %d op %d count %zu%s%s%s%s\n", kindName(kind_), spec_.nranks,
           spec_.rank, static_cast<int>(spec_.dtype), static_cast<int>(spec_.op), spec_.count,
           inPlace ? " in-place" : "", carry ? " carry" : "", halving_ ? " halving" : "",
           stale ? " stale-pool" : "");
@@ -155,60 +157,38 @@ class Run {
     spec_.recv = inPlace ? send_.data() : recv_.data();
 
     size_t blockBytes = 0;
-    switch (kind_) {
-      case kRing:
-        blockBytes = RingChunk::scratchBytes(chunkBytes, spec_.nranks);
-        break;
-      case kTree:
-        blockBytes = TreeChunk::scratchBytes(chunkBytes, spec_.nranks);
-        break;
-      case kRd:
-        blockBytes = RecursiveDoublingChunk::scratchBytes(chunkBytes, spec_.nranks);
-        break;
-      case kHd:
-        blockBytes = HalvingDoublingChunk::scratchBytes(chunkBytes, spec_.nranks);
-        break;
-      default:
-        // As the engine: a payload only when carried, and maxPayload (the same on all ranks)
-        // at least that; peers may send anything up to it.
-        payload_ = carry ? chunkBytes : 0;
-        maxPayload_ = payload_ + in_.byte();
-        blockBytes = AgreementChunk::scratchBytes(maxPayload_);
+    if (!isAgreement()) {
+      blockBytes = prioccl::algoRegistry()[kind_].scratchBytes(chunkBytes, spec_.nranks);
+    } else {
+      // As the engine: a payload only when carried, and maxPayload (the same on all ranks)
+      // at least that; peers may send anything up to it.
+      payload_ = carry ? chunkBytes : 0;
+      maxPayload_ = payload_ + in_.byte();
+      blockBytes = AgreementChunk::scratchBytes(maxPayload_);
     }
     pool_ = std::make_unique<ScratchPool>(blockBytes);
-    switch (kind_) {
-      case kRing:
-        algo_ = std::make_unique<RingChunk>(spec_, *pool_);
-        break;
-      case kTree:
-        algo_ = std::make_unique<TreeChunk>(spec_, *pool_);
-        break;
-      case kRd:
-        algo_ = std::make_unique<RecursiveDoublingChunk>(spec_, *pool_);
-        break;
-      case kHd:
-        algo_ = std::make_unique<HalvingDoublingChunk>(spec_, *pool_);
-        break;
-      default:
-        own_.key = in_.byte();
-        own_.occurrence = in_.byte();
-        own_.count = spec_.count;
-        own_.dtype = spec_.dtype;
-        own_.op = spec_.op;
-        valid_ = ownHeader();
-        // The engine's pool is shared by all agreement chunks: blocks come back holding an
-        // earlier chunk's "all agree" header. Receives that leave bytes unwritten see it.
-        std::vector<ScratchPool::Block> blocks(stale ? 3 : 0);
-        for (ScratchPool::Block& b : blocks) {
-          b = pool_->take();
-          std::memset(b.get(), 0, blockBytes);
-          std::memcpy(b.get(), &valid_, kHeader);
-        }
-        for (ScratchPool::Block& b : blocks) pool_->give(std::move(b));
-        auto chunk =
-            std::make_unique<AgreementChunk>(spec_, *pool_, own_, carry, maxPayload_, halving_);
-        agreement_ = chunk.get();
-        algo_ = std::move(chunk);
+    if (!isAgreement()) {
+      algo_ = prioccl::algoRegistry()[kind_].make(spec_, *pool_);
+    } else {
+      own_.key = in_.byte();
+      own_.occurrence = in_.byte();
+      own_.count = spec_.count;
+      own_.dtype = spec_.dtype;
+      own_.op = spec_.op;
+      valid_ = ownHeader();
+      // The engine's pool is shared by all agreement chunks: blocks come back holding an
+      // earlier chunk's "all agree" header. Receives that leave bytes unwritten see it.
+      std::vector<ScratchPool::Block> blocks(stale ? 3 : 0);
+      for (ScratchPool::Block& b : blocks) {
+        b = pool_->take();
+        std::memset(b.get(), 0, blockBytes);
+        std::memcpy(b.get(), &valid_, kHeader);
+      }
+      for (ScratchPool::Block& b : blocks) pool_->give(std::move(b));
+      auto chunk =
+          std::make_unique<AgreementChunk>(spec_, *pool_, own_, carry, maxPayload_, halving_);
+      agreement_ = chunk.get();
+      algo_ = std::move(chunk);
     }
   }
 
@@ -256,7 +236,7 @@ class Run {
     }
     auto buf = static_cast<unsigned char*>(p.t.buf);
     size_t bytes = p.t.bytes;
-    if (kind_ == kAgreement && !p.t.exact) {  // (halving-doubling's gathering rounds: data)
+    if (isAgreement() && !p.t.exact) {  // (halving-doubling's gathering rounds: data)
       bytes = deliverAgreement(p.t);
     } else {
       in_.fill(buf, bytes);
@@ -347,7 +327,9 @@ class Run {
   }
 
   Script& in_;
-  Kind kind_ = kRing;
+  bool isAgreement() const { return kind_ == kinds() - 1; }
+
+  size_t kind_ = 0;
   ChunkSpec spec_;
   std::vector<unsigned char> send_, recv_;
   std::unique_ptr<ScratchPool> pool_;  // declared before algo_: the chunk returns its blocks
@@ -366,7 +348,7 @@ class Run {
 // plain path (first ready transfer first, well-formed agreeing messages).
 void writeSeeds(const char* dir) {
   int n = 0;
-  for (int kind = 0; kind < kKinds; ++kind)
+  for (size_t kind = 0; kind < kinds(); ++kind)
     for (int p : {2, 3, 5, 8})
       for (int flags : {0, 1, 2, 10}) {  // 10: carried on halving-doubling
         std::vector<uint8_t> seed(512, 0);

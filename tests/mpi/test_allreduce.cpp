@@ -378,8 +378,8 @@ TEST(AllReduce, MatrixDefaultConfig) {
 }
 
 TEST(AllReduce, MatrixEachAlgorithm) {
-  for (priocclAlgorithm_t algo : {priocclAlgoRing, priocclAlgoTree, priocclAlgoRecursiveDoubling,
-                                  priocclAlgoHalvingDoubling}) {
+  for (int a = priocclAlgoAuto + 1; a < priocclNumAlgos; ++a) {  // every algorithm there is
+    const auto algo = static_cast<priocclAlgorithm_t>(a);
     SCOPED_TRACE(prioccl::algorithmName(algo));
     prioccl::Config cfg = prioccl::Config::fromEnv();
     cfg.algorithm = algo;

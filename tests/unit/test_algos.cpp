@@ -22,7 +22,7 @@
 #include "algo/registry.h"
 #include "algo/ring.h"
 #include "algo/tree.h"
-#include "core/scratch_pool.h"
+#include "common/scratch_pool.h"
 #include "reduce/half.h"
 #include "reduce/reduce.h"
 

@@ -1,4 +1,4 @@
-// The parameter table (src/core/params.cpp): every row is read from the environment, merged from
+// The parameter table (src/common/params.cpp): every row is read from the environment, merged from
 // priocclConfig_t, validated, described and compared across ranks by the table's loops; and the
 // docs list exactly its knobs (ParamsDocs: CTest's unit.params_docs).
 #include <gtest/gtest.h>
@@ -16,7 +16,7 @@
 #include <utility>
 #include <variant>
 
-#include "core/params.h"
+#include "common/params.h"
 #include "prioccl/prioccl.hpp"
 
 namespace {

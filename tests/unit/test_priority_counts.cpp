@@ -1,7 +1,7 @@
 // PriorityCounts: the scheduler's amounts by priority (core/priority_counts.h).
 #include <gtest/gtest.h>
 
-#include "core/error.h"
+#include "common/error.h"
 #include "core/priority_counts.h"
 
 using prioccl::detail::PriorityCounts;

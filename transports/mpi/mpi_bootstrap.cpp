@@ -3,7 +3,7 @@
 #include <climits>
 #include <mutex>
 
-#include "core/error.h"
+#include "common/error.h"
 
 namespace prioccl {
 

@@ -4,8 +4,8 @@
 
 #include <climits>
 
-#include "core/error.h"
-#include "core/log.h"
+#include "common/error.h"
+#include "common/log.h"
 #include "mpi/mpi_bootstrap.h"  // mpiErrorString
 
 namespace prioccl {

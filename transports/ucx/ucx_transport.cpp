@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "core/error.h"
-#include "core/log.h"
+#include "common/error.h"
+#include "common/log.h"
 
 namespace prioccl {
 

@@ -1,4 +1,4 @@
-#include "core/event_sleep.h"
+#include "common/event_sleep.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstdint>
 
-#include "core/log.h"
+#include "common/log.h"
 
 namespace prioccl::detail {
 

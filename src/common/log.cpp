@@ -1,5 +1,5 @@
 // Logging and the error helpers shared by the whole library.
-#include "core/log.h"
+#include "common/log.h"
 
 #include <sys/syscall.h>
 #include <unistd.h>

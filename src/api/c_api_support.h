@@ -8,7 +8,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "core/error.h"
+#include "common/error.h"
 #include "prioccl/prioccl.hpp"
 
 namespace prioccl::capi {

@@ -2,7 +2,7 @@
 // "\n]" with the new events and a fresh "\n]", so the file is valid JSON between flushes.
 // Events are serialised by nlohmann::json, so any op key (quotes, backslashes, control
 // characters) is escaped; bytes that are not UTF-8 become U+FFFD rather than failing the dump.
-#include "core/timeline.h"
+#include "common/timeline.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "core/log.h"
+#include "common/log.h"
 
 namespace prioccl::detail {
 

@@ -2,7 +2,7 @@
 // or to PRIOCCL_DEBUG_FILE (%h host, %p pid, %r rank in MPI_COMM_WORLD, %% a literal %).
 #pragma once
 
-#include "core/error.h"
+#include "common/error.h"
 
 namespace prioccl::detail {
 

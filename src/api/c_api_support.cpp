@@ -1,6 +1,6 @@
-#include "core/c_api_support.h"
+#include "api/c_api_support.h"
 
-#include "core/error.h"
+#include "common/error.h"
 #include "core/op.h"
 
 namespace prioccl::capi {

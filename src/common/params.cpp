@@ -1,5 +1,5 @@
 // The parameter table (params.h) and the loops over it.
-#include "core/params.h"
+#include "common/params.h"
 
 #include <strings.h>
 
@@ -12,8 +12,8 @@
 
 #include "algo/registry.h"
 #include "algo/select.h"
+#include "common/error.h"
 #include "common/parse_size.h"
-#include "core/error.h"
 
 namespace prioccl::detail {
 namespace {

@@ -9,8 +9,8 @@
 
 #include "algo/registry.h"
 #include "algo/select.h"
-#include "core/error.h"
-#include "core/params.h"
+#include "common/error.h"
+#include "common/params.h"
 
 namespace prioccl {
 

@@ -5,10 +5,10 @@
 #include <cstdint>
 #include <string>
 
-#include "core/c_api_support.h"
-#include "core/error.h"
+#include "api/c_api_support.h"
+#include "common/error.h"
+#include "common/params.h"
 #include "core/op.h"
-#include "core/params.h"
 
 namespace prioccl {
 namespace {

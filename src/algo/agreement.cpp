@@ -1,5 +1,5 @@
 // The agreement header and its merge; see agreement.h.
-#include "core/agreement.h"
+#include "algo/agreement.h"
 
 #include <cstring>
 

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "algo/registry.h"
+#include "common/log.h"
+#include "common/params.h"
 #include "core/engine.h"
-#include "core/log.h"
-#include "core/params.h"
 #include "factory.h"
 #include "reduce/reduce.h"
 
