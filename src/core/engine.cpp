@@ -4,18 +4,19 @@
 // every rank (the coordinator's decisions; unnamed ops' submission order): an op's chunks take
 // the next gids when it joins the lane. In each lane a rank keeps receives posted for every chunk
 // in [oldest unfinished, oldest + window) (activateInOrder), and once the wire has stalled (sends
-// in flight, none completing for kStallMs) each lane's oldest unfinished chunk may post its sends,
-// credit or not. Chunks beyond the window may be live too, in priority order (activateByPriority),
-// which differs between ranks; their sends may wait for a receiver that has not activated them,
-// but the transport keeps such a message aside as unexpected (MPI and UCX tag matching), so it
-// never holds back a later message on the same link (transport.h). Sends in flight can only stay
-// so if their receivers have not reached those chunks yet; the globally oldest unfinished chunk is
-// live with receives posted on every rank that still needs it, so within a stall period it can
-// always move, and by induction every chunk completes. Collective chunks need every rank, so a
-// chunk finishes only once every rank activated it; with activation bounded to half the tag space
-// past the rank's oldest chunk, every live gid lies within one tag space of the global oldest,
-// which is why collective tags only need to be unique modulo tagChunks_. Point-to-point lanes
-// activate in lane order only, so their live gids stay within [global oldest, + 2 * window).
+// in flight, none completing for kStall, scheduler.h) each lane's oldest unfinished chunk may post
+// its sends, credit or not. Chunks beyond the window may be live too, in priority order
+// (activateByPriority), which differs between ranks; their sends may wait for a receiver that has
+// not activated them, but the transport keeps such a message aside as unexpected (MPI and UCX tag
+// matching), so it never holds back a later message on the same link (transport.h). Sends in flight
+// can only stay so if their receivers have not reached those chunks yet; the globally oldest
+// unfinished chunk is live with receives posted on every rank that still needs it, so within a
+// stall period it can always move, and by induction every chunk completes. Collective chunks need
+// every rank, so a chunk finishes only once every rank activated it; with activation bounded to
+// half the tag space past the rank's oldest chunk, every live gid lies within one tag space of the
+// global oldest, which is why collective tags only need to be unique modulo tagChunks_.
+// Point-to-point lanes activate in lane order only, so their live gids stay within [global oldest,
+// + 2 * window).
 #include "core/engine.h"
 
 #include <algorithm>
@@ -30,13 +31,7 @@
 namespace prioccl::detail {
 namespace {
 
-// A wire with the credit full and no send completing for this long may be waiting on peers that
-// have not reached those chunks yet; then the oldest chunk may send regardless.
-constexpr int kStallMs = 2;
 constexpr size_t kMinChunksPerOp = 4, kMinChunkBytes = 64 << 10;
-// While a more urgent chunk waits on its peers, less urgent ones may use 1/kFillDivisor of the
-// credit: enough to keep the wire busy, little enough not to delay the urgent chunk's next step.
-constexpr size_t kFillDivisor = 4;
 // Live chunks per lane, in windows: any chunk under priority scheduling, and chunks at least as
 // urgent as every live one (see Engine::activateByPriority).
 constexpr size_t kPriorityWindows = 2, kUrgentWindows = 4;
@@ -126,13 +121,15 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
       negotiator_(rank_, nranks_),
       liveness_(nranks_, negotiator_.controlPeers(), heartbeats ? config.timeoutSeconds : 0,
                 Clock::now()),
+      scheduler_(config.creditBytes),
       scratch_(maxScratchBytes(config.chunkBytes, nranks_)),
       agreeScratch_(AgreementChunk::scratchBytes(kCarryMaxBytes)),
-      timeline_(config.timelinePath, rank_, nranks_, timelineClock) {
-  // The top tag is the control channel's; each lane's data tags get an equal share below it.
-  controlTag_ = transport_->tagSpace() - 1;
+      timeline_(config.timelinePath, rank_, nranks_, timelineClock),
+      // The top tag is the control channel's; each lane's data tags get an equal share below it.
+      transfers_(*transport_, transport_->tagSpace() - 1, negotiator_.controlPeers(), kControlBytes,
+                 timeline_.enabled()) {
   uint64_t window = std::max<uint64_t>(1, config_.windowChunks);
-  tagChunks_ = (controlTag_ >> stepBits_) / kTagLanes;
+  tagChunks_ = ((transport_->tagSpace() - 1) >> stepBits_) / kTagLanes;
   if (tagChunks_ < 2)
     fail(priocclInternalError, "transport tag space too small for ", nranks_, " ranks");
   if (2 * window > tagChunks_) {
@@ -141,13 +138,7 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
   }
   window_ = window;
   lanes_.resize(kLanes);
-  controlPeers_ = negotiator_.controlPeers();
-  controlRecv_.resize(controlPeers_.size(), std::vector<unsigned char>(kControlBytes));
-  for (size_t i = 0; i < controlPeers_.size(); ++i) {
-    uint64_t cookie = post(Kind::kControlRecv, controlPeers_[i], controlTag_,
-                           controlRecv_[i].data(), kControlBytes);
-    posted_[cookie].step = static_cast<int>(i);
-  }
+  transfers_.postControlReceives();
   gate_->engine = this;
   thread_ = std::thread([this] { run(); });
 }
@@ -220,7 +211,7 @@ void Engine::drainAndStop() {
   unsigned quiet = 0;
   for (;;) {
     bool waiting = false;
-    for (int peer : controlPeers_) waiting |= !liveness_.hasLeft(peer);
+    for (int peer : transfers_.controlPeers()) waiting |= !liveness_.hasLeft(peer);
     Clock::time_point now = Clock::now();
     if (!waiting || failed_ || liveness_.lost(now) >= 0) return;
     if (now > deadline) {
@@ -302,7 +293,8 @@ bool Engine::idle() const {
   if (inline_.op) return false;
   for (const LaneState& lane : lanes_)
     if (!lane.live.empty()) return false;
-  return negotiating_.empty() && agreed_.empty() && transport_->pending() == controlPeers_.size();
+  return negotiating_.empty() && agreed_.empty() &&
+         transport_->pending() == transfers_.controlPeers().size();
 }
 
 // One round of progress; a transport failure fails the communicator rather than the process.
@@ -575,9 +567,7 @@ bool Engine::schedule() {
 bool Engine::exchangeControl() {
   bool any = false;
   for (Negotiator::Outgoing& out : negotiator_.takeOutgoing()) {
-    uint64_t cookie =
-        post(Kind::kControlSend, out.peer, controlTag_, out.bytes.data(), out.bytes.size());
-    controlSends_.emplace(cookie, std::move(out.bytes));  // the buffer's heap block does not move
+    transfers_.sendControl(out.peer, std::move(out.bytes));
     any = true;
   }
   for (const Decision& d : negotiator_.takeDecisions()) {
@@ -748,7 +738,7 @@ void Engine::activateChunk(uint32_t l, LiveOp& live) {
   slot.chunkIndex = live.nextChunk++;
   slot.priority = schedulingPriority(op);
   slot.queued = false;
-  activePriorities_.add(slot.priority, 1);
+  scheduler_.chunkActivated(slot.priority);
   lane.livePriorities.add(slot.priority, 1);
   if (live.nextChunk == live.chunks) {  // the in-order cursor may move past it
     lane.pending.erase({slot.priority, live.firstGid, &live});
@@ -802,37 +792,16 @@ void Engine::pump(Slot& slot) {
     return;
   }
   if (algo.sendReady() && !slot.queued) {
-    ready_.push({slot.priority, slot.gid, slot.lane});
+    scheduler_.push({slot.priority, slot.gid, slot.lane});
     slot.queued = true;
   }
 }
 
-uint64_t Engine::post(Kind kind, int peer, uint64_t tag, void* buf, size_t bytes,
-                      SendCompletion completion) {
-  uint64_t cookie;
-  if (freePosted_.empty()) {
-    cookie = posted_.size();
-    posted_.push_back({});
-  } else {
-    cookie = freePosted_.back();
-    freePosted_.pop_back();
-  }
-  // The start time only feeds the timeline: no clock read per transfer otherwise.
-  posted_[cookie] = {kind, 0,     true,
-                     peer, 0,     0,
-                     0,    bytes, timeline_.enabled() ? Clock::now() : Clock::time_point()};
-  if (kind == Kind::kDataRecv || kind == Kind::kControlRecv)
-    transport_->postRecv(peer, tag, buf, bytes, cookie);
-  else
-    transport_->postSend(peer, tag, buf, bytes, cookie, completion);
-  return cookie;
-}
-
 Engine::Posted& Engine::postTransfer(uint32_t lane, uint64_t gid, const Transfer& t, bool isRecv,
                                      SendCompletion completion) {
-  uint64_t cookie = post(isRecv ? Kind::kDataRecv : Kind::kDataSend, t.peer,
-                         tagOf(lane, gid, t.step), t.buf, t.bytes, completion);
-  Posted& p = posted_[cookie];
+  uint64_t cookie = transfers_.post(isRecv ? Kind::kDataRecv : Kind::kDataSend, t.peer,
+                                    tagOf(lane, gid, t.step), t.buf, t.bytes, completion);
+  Posted& p = transfers_.at(cookie);
   p.lane = lane;
   p.exact = t.exact;
   p.gid = gid;
@@ -844,20 +813,12 @@ Engine::Posted& Engine::postTransfer(uint32_t lane, uint64_t gid, const Transfer
 void Engine::postData(Slot& slot, const Transfer& t, bool isRecv) {
   Posted& p = postTransfer(slot.lane, slot.gid, t, isRecv);
   if (isRecv) return;
-  int priority = slot.priority;
-  p.priority = priority;
-  // A stall is measured from the last completion or from when the wire became busy.
-  if (inflightBytes_ == 0) lastSendDone_ = Clock::now();
-  inflightBytes_ += t.bytes;
-  inflightByPriority_.add(priority, t.bytes);
+  p.priority = slot.priority;
+  scheduler_.sendPosted(slot.priority, t.bytes);
   // A preemption: the wire moves to a more urgent chunk while the one it served still has work.
-  if (lastSentValid_ && (lastSentLane_ != slot.lane || lastSentGid_ != slot.gid) &&
-      priority < lastSentPriority_ && findSlot(lastSentLane_, lastSentGid_))
+  if (auto before = scheduler_.recordSend(slot.lane, slot.gid, slot.priority);
+      before && findSlot(before->lane, before->gid))
     counters_.preemptions.fetch_add(1, std::memory_order_relaxed);
-  lastSentValid_ = true;
-  lastSentLane_ = slot.lane;
-  lastSentGid_ = slot.gid;
-  lastSentPriority_ = priority;
 }
 
 bool Engine::pollTransport() {
@@ -874,9 +835,7 @@ bool Engine::pollTransport() {
 }
 
 void Engine::onCompletion(const Completion& c, Clock::time_point done) {
-  if (c.cookie >= posted_.size())
-    fail(priocclInternalError, "completion with unknown cookie ", c.cookie);
-  Posted p = posted_[c.cookie];
+  const Posted p = transfers_.at(c.cookie);
   if (!c.ok) {
     // A peer that said goodbye may have closed its end under a heartbeat: not a failure.
     bool toGone = p.kind == Kind::kControlSend && liveness_.hasLeft(p.peer);
@@ -885,28 +844,26 @@ void Engine::onCompletion(const Completion& c, Clock::time_point done) {
       return;
     }
   }
-  freePosted_.push_back(c.cookie);
+  transfers_.release(c.cookie);
   bool inlineOp =
       isInline(p.lane, p.gid) && (p.kind == Kind::kDataRecv || p.kind == Kind::kDataSend);
   if (!inlineOp) schedulerNews_ = true;
   if (p.kind == Kind::kControlSend) {
-    controlSends_.erase(c.cookie);
+    transfers_.controlSent(c.cookie);
     return;
   }
   if (p.kind == Kind::kDataRecv || p.kind == Kind::kControlRecv) liveness_.heard(p.peer, done);
   if (p.kind == Kind::kControlRecv) {
     size_t i = static_cast<size_t>(p.step);
-    int from = controlPeers_[i];
+    int from = transfers_.controlPeers()[i];
     AbortNotice notice;
-    ControlKind kind = negotiator_.onMessage(from, controlRecv_[i].data(), c.bytes, &notice);
+    ControlKind kind = negotiator_.onMessage(from, transfers_.controlMessage(i), c.bytes, &notice);
     if (kind == ControlKind::kAbort) {
       failFromPeer(from, notice);
       return;
     }
     if (kind == ControlKind::kGoodbye) liveness_.left(from);
-    uint64_t cookie =
-        post(Kind::kControlRecv, from, controlTag_, controlRecv_[i].data(), kControlBytes);
-    posted_[cookie].step = p.step;
+    transfers_.repostControlReceive(i);
     return;
   }
   Slot* slot = inlineOp ? nullptr : findSlot(p.lane, p.gid);
@@ -925,11 +882,7 @@ void Engine::onCompletion(const Completion& c, Clock::time_point done) {
     counters_.bytesReceived.fetch_add(p.bytes, std::memory_order_relaxed);
     algo.recvDone(p.step);
   } else {
-    if (!inlineOp) {  // the inline op's sends bypass the credit
-      inflightBytes_ -= p.bytes;
-      inflightByPriority_.remove(p.priority, p.bytes);
-      lastSendDone_ = done;
-    }
+    if (!inlineOp) scheduler_.sendDone(p.priority, p.bytes, done);  // inline: no credit
     counters_.bytesSent.fetch_add(p.bytes, std::memory_order_relaxed);
     algo.sendDone(p.step);
   }
@@ -951,15 +904,12 @@ void Engine::onCompletion(const Completion& c, Clock::time_point done) {
 // The scheduler: most urgent ready send first, while fewer than creditBytes are in flight.
 bool Engine::postSends() {
   // Only a chunk with a send ready has anything to post, and every such chunk has an entry here.
-  if (ready_.empty()) return false;
+  if (scheduler_.empty()) return false;
   bool any = false;
   // Each lane's oldest live chunk ignores the credit when the wire has stalled: see the deadlock
   // argument at the top of this file. Only then: a less urgent oldest chunk that always bypassed
   // the credit would keep the queue below the scheduler full ahead of urgent chunks.
-  // Any bytes in flight can hold a send back (the fill rule gives less urgent chunks a quarter
-  // of the credit), so a stall is any wait with sends in flight and none completing.
-  bool stalled =
-      inflightBytes_ > 0 && Clock::now() - lastSendDone_ > std::chrono::milliseconds(kStallMs);
+  bool stalled = scheduler_.stalled(Clock::now());
   for (uint32_t l = 0; stalled && l < lanes_.size(); ++l) {
     uint64_t gid = lanes_[l].oldestGid;
     for (Slot* oldest = findSlot(l, gid); oldest && oldest->algo->sendReady();
@@ -969,25 +919,17 @@ bool Engine::postSends() {
       pump(*oldest);  // may finish it
     }
   }
-  while (!ready_.empty()) {
-    const ReadyEntry e = ready_.top();
+  while (!scheduler_.empty()) {
+    const Scheduler::Ready e = scheduler_.top();
     Slot* current = findSlot(e.lane, e.gid);
     if (!current || !current->algo->sendReady()) {  // stale entry: posted through the oldest path
-      ready_.pop();
+      scheduler_.pop();
       if (current) current->queued = false;
       continue;
     }
     Slot& slot = *current;
-    // Less urgent chunks may fill the wire while a more urgent one waits on its peers, but only
-    // with a quarter of the credit: whatever they put in flight delays the urgent chunk's next
-    // step. A chunk counts only the bytes in flight at its priority or more urgent ones: those
-    // of less urgent chunks are not its business (they already went first; waiting for them
-    // to drain would add their wire time to the urgent chunk's again).
-    bool urgentWaiting = e.priority > activePriorities_.mostUrgent();
-    size_t credit = urgentWaiting ? std::max<size_t>(1, config_.creditBytes / kFillDivisor)
-                                  : config_.creditBytes;
-    if (inflightAtOrAbove(e.priority) >= credit) break;
-    ready_.pop();
+    if (!scheduler_.mayPost(e.priority)) break;  // the credit and fill rules
+    scheduler_.pop();
     slot.queued = false;
     postData(slot, slot.algo->takeSend(), false);
     any = true;
@@ -996,19 +938,15 @@ bool Engine::postSends() {
   return any;
 }
 
-size_t Engine::inflightAtOrAbove(int priority) const {
-  return inflightByPriority_.atOrAbove(priority);
-}
-
 void Engine::finishChunk(Slot& slot) {
   LiveOp& live = *slot.live;
   OpState& op = *live.op;
   LaneState& lane = lanes_[slot.lane];
-  activePriorities_.remove(slot.priority, 1);
+  scheduler_.chunkFinished(slot.priority);
   lane.livePriorities.remove(slot.priority, 1);
   uint32_t l = slot.lane;
   if (l == kAgreeLane) concludeAgreement(static_cast<AgreementChunk&>(*slot.algo), live.op);
-  lane.slots.erase(slot.gid);  // any entry left in ready_ is now stale
+  lane.slots.erase(slot.gid);  // any entry left in the ready heap is now stale
   updateOldest(lane);
   counters_.chunksCompleted.fetch_add(1, std::memory_order_relaxed);
   ++live.chunksDone;
@@ -1082,13 +1020,9 @@ void Engine::failFromPeer(int from, const AbortNotice& notice) {
 void Engine::sendToPeers(const std::vector<unsigned char>& bytes, int skip,
                          std::chrono::milliseconds limit) {
   std::vector<uint64_t> cookies;
-  for (int peer : controlPeers_) {
+  for (int peer : transfers_.controlPeers()) {
     // Peers that said goodbye still listen, until this rank's own goodbye.
-    if (peer == skip) continue;
-    std::vector<unsigned char> copy = bytes;
-    uint64_t cookie = post(Kind::kControlSend, peer, controlTag_, copy.data(), copy.size());
-    controlSends_.emplace(cookie, std::move(copy));
-    cookies.push_back(cookie);
+    if (peer != skip) cookies.push_back(transfers_.sendControl(peer, bytes));
   }
   // Best effort: a dead peer's sends never leave, and nothing else waits on these.
   Clock::time_point deadline = Clock::now() + limit;
@@ -1127,13 +1061,8 @@ void Engine::failWith(priocclResult_t code, const std::string& full, const Abort
     lane.pending.clear();
     lane.livePriorities.clear();
   }
-  ready_ = {};
-  activePriorities_.clear();
-  posted_.clear();
-  freePosted_.clear();
-  controlSends_.clear();
-  inflightBytes_ = 0;
-  inflightByPriority_.clear();
+  scheduler_.clear();
+  transfers_.clear();
   for (LaneState& lane : lanes_) {
     for (LiveOp& live : lane.live) doomed.push_back(std::move(live.op));
     lane.live.clear();
@@ -1145,7 +1074,6 @@ void Engine::failWith(priocclResult_t code, const std::string& full, const Abort
     if (entry.second) doomed.push_back(std::move(entry.second));
   negotiating_.clear();
   agreed_.clear();
-  lastSentValid_ = false;
   for (auto& op : doomed)
     if (op && !op->ended) finishOp(*op, code, full);
 }

@@ -40,6 +40,8 @@
 #include "core/negotiator.h"
 #include "core/op.h"
 #include "core/priority_counts.h"
+#include "core/scheduler.h"
+#include "core/transfers.h"
 #include "transport.h"
 
 namespace prioccl::detail {
@@ -138,7 +140,7 @@ class Engine {
     uint64_t gid = 0;
     uint64_t chunkIndex = 0;
     int priority = 0;     // scheduling priority, fixed at activation
-    bool queued = false;  // has an entry in ready_
+    bool queued = false;  // has an entry in the scheduler's ready heap
   };
   // Ops with chunks left to activate, most urgent first, then in lane order.
   using PendingKey = std::tuple<int, uint64_t, LiveOp*>;  // (priority, firstGid, op)
@@ -153,30 +155,8 @@ class Engine {
     int userTag = 0;                 // point-to-point lanes: the user's tag
     Clock::time_point lastProgress = Clock::now();  // last data completion in the lane
   };
-  // Scheduling key of a chunk with a send ready: priority, then the lane's op order and chunk
-  // (gids follow both), so ties go in submission order.
-  struct ReadyEntry {
-    int priority;
-    uint64_t gid;
-    uint32_t lane;
-    bool operator>(const ReadyEntry& o) const {
-      if (priority != o.priority) return priority > o.priority;
-      return gid != o.gid ? gid > o.gid : lane > o.lane;
-    }
-  };
-  // A transfer handed to the transport; its index is the transport cookie.
-  enum class Kind : uint8_t { kDataSend, kDataRecv, kControlSend, kControlRecv };
-  struct Posted {
-    Kind kind;
-    uint32_t lane;
-    bool exact;
-    int peer;
-    int step;      // data: the chunk's step; control receive: index into controlRecv_
-    int priority;  // data send: its chunk's scheduling priority
-    uint64_t gid;  // data: the chunk
-    size_t bytes;
-    Clock::time_point start;
-  };
+  using Kind = Transfers::Kind;
+  using Posted = Transfers::Posted;                // a transfer handed to the transport
   using Identity = std::pair<uint64_t, uint64_t>;  // (key hash, occurrence)
 
   void run();
@@ -201,8 +181,6 @@ class Engine {
   bool pollTransport();
   bool postSends();
   void pump(Slot& slot);
-  uint64_t post(Kind kind, int peer, uint64_t tag, void* buf, size_t bytes,
-                SendCompletion completion = SendCompletion::kEndToEnd);
   void postData(Slot& slot, const Transfer& t, bool isRecv);
   void onCompletion(const Completion& c, Clock::time_point now);
   void finishChunk(Slot& slot);
@@ -246,7 +224,6 @@ class Engine {
   void wakeProgress();  // under mutex_
   size_t chunkElements(const OpState& op) const;
   // FIFO mode schedules every op alike; ties then go by global op order.
-  size_t inflightAtOrAbove(int priority) const;  // bytes of sends in flight at <= priority
   int schedulingPriority(const OpState& op) const {
     return config_.schedule == priocclScheduleFifo ? 0 : op.priority;
   }
@@ -273,8 +250,7 @@ class Engine {
   std::shared_ptr<ErrorLog> errorLog_;
   const int rank_, nranks_;
   const uint64_t stepBits_;
-  uint64_t tagChunks_ = 0;   // live chunk identities stay unique modulo this
-  uint64_t controlTag_ = 0;  // above every data tag
+  uint64_t tagChunks_ = 0;  // live chunk identities stay unique modulo this
 
   std::shared_ptr<ProgressGate> gate_ = std::make_shared<ProgressGate>();
   // Held for every round of progress; guards all "progress thread only" state below.
@@ -308,38 +284,23 @@ class Engine {
   bool saidGoodbye_ = false;
   std::map<uint64_t, uint64_t> occurrences_;  // per key hash: ops submitted so far
   std::map<Identity, std::shared_ptr<OpState>> negotiating_;
-  std::vector<std::vector<unsigned char>> controlRecv_;  // one standing receive per control peer
-  std::vector<int> controlPeers_;
-  std::map<uint64_t, std::vector<unsigned char>> controlSends_;  // by cookie, until sent
-  uint64_t decidedOps_ = 0;                                      // named ops decided so far
-  uint64_t pointToPointOps_ = 0;                                 // for the timeline's op numbers
-  uint64_t unnamedOps_ = 0;                                      // unnamed ops submitted so far
-  uint64_t unnamedBase_ = 0;  // ... of which the communicator's own
+  uint64_t decidedOps_ = 0;       // named ops decided so far
+  uint64_t pointToPointOps_ = 0;  // for the timeline's op numbers
+  uint64_t unnamedOps_ = 0;       // unnamed ops submitted so far
+  uint64_t unnamedBase_ = 0;      // ... of which the communicator's own
   // Unnamed ops whose agreement ended, by sequence, until their turn in the unnamed data lane
   // (null: nothing left to move).
   std::map<uint64_t, std::shared_ptr<OpState>> agreed_;
   uint64_t nextUnnamedData_ = 0;
   std::deque<LaneState> lanes_;  // a deque: lanes added later leave the others in place
   std::map<std::tuple<int, int, int>, uint32_t> p2pLanes_;  // (peer, is a send, tag) -> lane
-  size_t window_ = 0;  // chunks per lane activated in lane order (see activateByPriority)
-  std::priority_queue<ReadyEntry, std::vector<ReadyEntry>, std::greater<ReadyEntry>> ready_;
-  size_t inflightBytes_ = 0;
-  // The same bytes by scheduling priority: a send waits only for those at its priority or more
-  // urgent, so bytes of less urgent chunks never hold back an urgent chunk's send.
-  PriorityCounts inflightByPriority_;
-  Clock::time_point lastSendDone_ = Clock::now();
-  PriorityCounts activePriorities_;  // active chunks by scheduling priority
-  // Chunk of the last send posted, to count preemptions.
-  bool lastSentValid_ = false;
-  uint32_t lastSentLane_ = 0;
-  uint64_t lastSentGid_ = 0;
-  int lastSentPriority_ = 0;
-  std::vector<Posted> posted_;
-  std::vector<uint64_t> freePosted_;
+  size_t window_ = 0;         // chunks per lane activated in lane order (see activateByPriority)
+  Scheduler scheduler_;       // ready heap, credit, stall and preemption rules
   ScratchPool scratch_;       // data chunks
   ScratchPool agreeScratch_;  // agreement messages
   std::vector<Completion> completions_;
   Timeline timeline_;
+  Transfers transfers_;  // the cookie table and the control channel (after timeline_)
   // Something the scheduler must see happened since the last poll (any completion but the inline
   // op's, a new live op): a light round runs the scheduler pass only then.
   bool schedulerNews_ = false;

@@ -79,19 +79,15 @@ std::string Engine::waitingFor(const OpState& op) const {
       ranks += concat(ranks.empty() ? "" : ", ", r);
     return concat("ranks ", ranks.empty() ? "?" : ranks, " have not submitted it", tail);
   }
-  std::vector<bool> freeCookie(posted_.size(), false);
-  for (uint64_t c : freePosted_) freeCookie[c] = true;
   std::map<int, int> recvs, sends;  // peer -> transfers outstanding
-  for (size_t c = 0; c < posted_.size(); ++c) {
-    const Posted& p = posted_[c];
-    if (freeCookie[c] || (p.kind != Kind::kDataRecv && p.kind != Kind::kDataSend)) continue;
+  transfers_.forEachPosted([&](const Posted& p) {
+    if (p.kind != Kind::kDataRecv && p.kind != Kind::kDataSend) return;
     const Slot* slot = findSlot(p.lane, p.gid);
     const OpState* owner = isInline(p.lane, p.gid) ? inline_.op.get()
                            : slot                  ? slot->live->op.get()
                                                    : nullptr;
-    if (owner != &op) continue;
-    ++(p.kind == Kind::kDataRecv ? recvs : sends)[p.peer];
-  }
+    if (owner == &op) ++(p.kind == Kind::kDataRecv ? recvs : sends)[p.peer];
+  });
   auto list = [](const std::map<int, int>& m) {
     std::string out;
     for (const auto& [peer, n] : m) out += concat(out.empty() ? "" : ", ", peer);
