@@ -1,22 +1,5 @@
-// Progress loop, chunk activation window and the priority/credit send scheduler.
-//
-// Deadlock freedom. Chunk identities (gids) of each lane follow an order that is the same on
-// every rank (the coordinator's decisions; unnamed ops' submission order): an op's chunks take
-// the next gids when it joins the lane. In each lane a rank keeps receives posted for every chunk
-// in [oldest unfinished, oldest + window) (activateInOrder), and once the wire has stalled (sends
-// in flight, none completing for kStall, scheduler.h) each lane's oldest unfinished chunk may post
-// its sends, credit or not. Chunks beyond the window may be live too, in priority order
-// (activateByPriority), which differs between ranks; their sends may wait for a receiver that has
-// not activated them, but the transport keeps such a message aside as unexpected (MPI and UCX tag
-// matching), so it never holds back a later message on the same link (transport.h). Sends in flight
-// can only stay so if their receivers have not reached those chunks yet; the globally oldest
-// unfinished chunk is live with receives posted on every rank that still needs it, so within a
-// stall period it can always move, and by induction every chunk completes. Collective chunks need
-// every rank, so a chunk finishes only once every rank activated it; with activation bounded to
-// half the tag space past the rank's oldest chunk, every live gid lies within one tag space of the
-// global oldest, which is why collective tags only need to be unique modulo tagChunks_.
-// Point-to-point lanes activate in lane order only, so their live gids stay within [global oldest,
-// + 2 * window).
+// Progress loop, chunk activation and the priority/credit send scheduler's use of the wire.
+// Why this cannot deadlock: lane_table.h (the activation window) and scheduler.h (the stall rule).
 #include "core/engine.h"
 
 #include <algorithm>
@@ -32,9 +15,6 @@ namespace prioccl::detail {
 namespace {
 
 constexpr size_t kMinChunksPerOp = 4, kMinChunkBytes = 64 << 10;
-// Live chunks per lane, in windows: any chunk under priority scheduling, and chunks at least as
-// urgent as every live one (see Engine::activateByPriority).
-constexpr size_t kPriorityWindows = 2, kUrgentWindows = 4;
 // How long a rank polls, yielding now and then, before it naps while peers are behind. Measured
 // on 4 ranks sharing 2 cores (priority_perf, median of 20 runs; 10 for 0.5 ms): the urgent op's
 // slowdown is 2.95 with 8 ms, 3.9 with 2 ms, 4.1 with 0.5 ms; small-op latency is the same for all
@@ -52,12 +32,6 @@ constexpr std::chrono::microseconds kEventSleep(1000);
 constexpr std::chrono::milliseconds kAbortFlush(200);
 // Longest wait at destroy for the peers' goodbyes (they destroy theirs at about the same time).
 constexpr std::chrono::seconds kGoodbyeWait(30);
-
-uint64_t bitsFor(uint64_t values) {
-  uint64_t bits = 0;
-  while ((uint64_t{1} << bits) < values) ++bits;
-  return bits;
-}
 
 std::string describeArgs(const Announce& a) {
   return concat("count ", a.count, ", ", reduce::dtypeName(static_cast<priocclDataType_t>(a.dtype)),
@@ -116,28 +90,21 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
       errorLog_(std::move(errorLog)),
       rank_(transport_->rank()),
       nranks_(transport_->size()),
-      stepBits_(bitsFor(maxSteps(nranks_))),
       events_(transport_->eventFd()),
       negotiator_(rank_, nranks_),
       liveness_(nranks_, negotiator_.controlPeers(), heartbeats ? config.timeoutSeconds : 0,
                 Clock::now()),
+      // The top tag is the control channel's; the lanes share the rest.
+      lanes_(transport_->tagSpace() - 1, maxSteps(nranks_), config.windowChunks),
       scheduler_(config.creditBytes),
       scratch_(maxScratchBytes(config.chunkBytes, nranks_)),
       agreeScratch_(AgreementChunk::scratchBytes(kCarryMaxBytes)),
       timeline_(config.timelinePath, rank_, nranks_, timelineClock),
-      // The top tag is the control channel's; each lane's data tags get an equal share below it.
       transfers_(*transport_, transport_->tagSpace() - 1, negotiator_.controlPeers(), kControlBytes,
                  timeline_.enabled()) {
-  uint64_t window = std::max<uint64_t>(1, config_.windowChunks);
-  tagChunks_ = ((transport_->tagSpace() - 1) >> stepBits_) / kTagLanes;
-  if (tagChunks_ < 2)
-    fail(priocclInternalError, "transport tag space too small for ", nranks_, " ranks");
-  if (2 * window > tagChunks_) {
-    window = tagChunks_ / 2;
-    log(LogLevel::kWarn, "window limited to ", window, " chunks by the transport's tag space");
-  }
-  window_ = window;
-  lanes_.resize(kLanes);
+  if (lanes_.windowLimited())
+    log(LogLevel::kWarn, "window limited to ", lanes_.window(),
+        " chunks by the transport's tag space");
   transfers_.postControlReceives();
   gate_->engine = this;
   thread_ = std::thread([this] { run(); });
@@ -277,22 +244,9 @@ void Engine::startApplication() {
     c->store(0, std::memory_order_relaxed);
 }
 
-uint64_t Engine::tagOf(uint32_t lane, uint64_t gid, int step) const {
-  if (lane >= kLanes) {  // live chunks of a lane differ modulo 2 x window; tags get a range each
-    const LaneState& l = lanes_[lane];
-    uint64_t stride = 2 * window_;
-    return ((kP2pTagLane * tagChunks_ + static_cast<uint64_t>(l.userTag) * stride + gid % stride)
-            << stepBits_) |
-           static_cast<uint64_t>(step);
-  }
-  return ((lane * tagChunks_ + gid % tagChunks_) << stepBits_) | static_cast<uint64_t>(step);
-}
-
 // Idle: nothing to do but wait for submissions (the standing control receives do not count).
 bool Engine::idle() const {
-  if (inline_.op) return false;
-  for (const LaneState& lane : lanes_)
-    if (!lane.live.empty()) return false;
+  if (inline_.op || !lanes_.empty()) return false;
   return negotiating_.empty() && agreed_.empty() &&
          transport_->pending() == transfers_.controlPeers().size();
 }
@@ -322,7 +276,7 @@ bool Engine::step(bool light) {
     // After a submission the pass above has seen everything but what the poll brought; the
     // inline op's completions bring it nothing.
     if (schedulerNews_ || (!light && !submitted)) moved |= schedule();
-    retireOps();
+    lanes_.retire();
     return moved;
   } catch (const Error& e) {
     failAll(e.code(), e.what());
@@ -505,7 +459,7 @@ bool Engine::takeSubmissions() {
       }
       op->algorithm = priocclAlgoRing;  // chunked as a ring op of its size, alike on both ends
       op->globalSeq = (uint64_t{1} << 62) + pointToPointOps_++;  // apart from collectives
-      uint32_t lane = pointToPointLane(*op);
+      uint32_t lane = lanes_.pointToPointLane(op->peer, op->kind == OpState::Kind::kSend, op->tag);
       addLive(lane, std::move(op));
       continue;
     }
@@ -515,7 +469,7 @@ bool Engine::takeSubmissions() {
       op->algorithm = selector_.choose(op->count * reduce::dtypeSize(op->dtype));
     Announce a = announce(*op);
     if (!op->named) {  // agreed among the ranks themselves, in submission order
-      addLive(kAgreeLane, std::move(op)).announce = a;
+      addLive(kAgreeLane, std::move(op));
       continue;
     }
     // Even with nothing to move, a named op is matched: a rank with count 0 where the others
@@ -529,16 +483,20 @@ bool Engine::takeSubmissions() {
 }
 
 Announce Engine::announce(OpState& op) {
+  if (!op.named) {
+    op.globalSeq = unnamedOps_++;
+    op.occurrence = op.globalSeq - unnamedBase_;
+  }
+  return arguments(op);
+}
+
+Announce Engine::arguments(const OpState& op) {
   Announce a;
   a.key = keyHash(op);
   a.count = op.count;
   a.dtype = enumBits(op.dtype);
   a.op = enumBits(op.op);
-  if (!op.named) {
-    a.occurrence = unnamedOps_++;
-    op.globalSeq = a.occurrence;
-    op.occurrence = a.occurrence - unnamedBase_;
-  }
+  if (!op.named) a.occurrence = op.globalSeq;  // named: the caller counts occurrences of its key
   return a;
 }
 
@@ -620,37 +578,18 @@ void Engine::noteMatched(const OpState& op) {
   }
 }
 
-uint32_t Engine::pointToPointLane(const OpState& op) {
-  auto key = std::make_tuple(op.peer, op.kind == OpState::Kind::kSend ? 1 : 0, op.tag);
-  auto it = p2pLanes_.find(key);
-  if (it != p2pLanes_.end()) return it->second;
-  uint32_t lane = static_cast<uint32_t>(lanes_.size());
-  lanes_.emplace_back();
-  lanes_.back().userTag = op.tag;
-  p2pLanes_.emplace(key, lane);
-  return lane;
-}
-
-Engine::LiveOp& Engine::addLive(uint32_t lane, std::shared_ptr<OpState> op) {
-  LiveOp live;
-  if (lane == kAgreeLane) {
-    live.chunks = 1;
-  } else {
-    live.chunkCount = chunkElements(*op);
-    live.chunks = (op->count + live.chunkCount - 1) / live.chunkCount;
-    op->chunksLeft = live.chunks;
+LiveOp& Engine::addLive(uint32_t lane, std::shared_ptr<OpState> op) {
+  // An agreement is one chunk of the whole op (which reduces it when it carries the data).
+  uint64_t chunks = 1;
+  size_t chunkCount = op->count;
+  if (lane != kAgreeLane) {
+    chunkCount = chunkElements(*op);
+    chunks = (op->count + chunkCount - 1) / chunkCount;
   }
-  LaneState& state = lanes_[lane];
   schedulerNews_ = true;
-  live.firstGid = state.nextBase;
-  state.nextBase += live.chunks;
   int priority = schedulingPriority(*op);
-  live.op = std::move(op);
-  LiveOp& added = state.live.emplace_back(std::move(live));
-  if (lane < kLanes && config_.schedule != priocclScheduleFifo)
-    state.pending.insert({priority, added.firstGid, &added});
-  updateOldest(state);
-  return added;
+  return lanes_.add(lane, std::move(op), chunks, chunkCount, priority,
+                    config_.schedule != priocclScheduleFifo);
 }
 
 // Elements per chunk of `op`. A ring or tree op of a few chunks is cut finer (down to
@@ -668,98 +607,31 @@ size_t Engine::chunkElements(const OpState& op) const {
   return std::max<size_t>(1, chunk / elem);
 }
 
+// Activation: in lane order inside the window (what deadlock freedom rests on), and, under
+// priority scheduling, the most urgent ops' chunks wherever they lie (the priority horizon).
 bool Engine::activate() {
   bool any = false;
   for (uint32_t l = 0; l < lanes_.size(); ++l) {
-    any |= activateInOrder(l);
-    any |= activateByPriority(l);
-  }
-  return any;
-}
-
-// Every chunk in [oldest unfinished, oldest + window) of the lane's order is live once its op is
-// matched here: the deadlock-freedom argument at the top of this file rests on this alone.
-bool Engine::activateInOrder(uint32_t l) {
-  LaneState& lane = lanes_[l];
-  bool any = false;
-  for (size_t i = lane.activating; i < lane.live.size(); ++i) {
-    LiveOp& live = lane.live[i];
-    while (live.nextChunk < live.chunks &&
-           live.firstGid + live.nextChunk < lane.oldestGid + window_) {
-      activateChunk(l, live);
+    while (LiveOp* live = lanes_.nextInOrder(l)) {
+      activateChunk(l, *live);
       any = true;
     }
-    if (live.nextChunk < live.chunks) break;  // the window ends inside this op
-  }
-  return any;
-}
-
-// The priority horizon. Beyond the in-order window, the matched ops more urgent than the next one
-// in lane order become live, most urgent first, however much less urgent data came before them:
-// up to kPriorityWindows windows of live chunks in all, and up to kUrgentWindows for chunks at
-// least as urgent as every live chunk of the lane (P3's backward pass submits each layer more
-// urgent than all before it, so a full lane must still take the newest op at once). These bound
-// memory (a scratch block and a posted receive per live chunk), never order. Every rank finds the
-// same identity for a chunk (its op's firstGid follows the lane order), so ranks may activate in
-// different orders, and even with different priorities for one op: that costs speed, never bits,
-// and the in-order window keeps the oldest chunk moving. Tags stay unique: a chunk is activated
-// only within half the tag space of the oldest unfinished one (see tagOf).
-bool Engine::activateByPriority(uint32_t l) {
-  LaneState& lane = lanes_[l];
-  bool any = false;
-  while (!lane.pending.empty() && lane.activating < lane.live.size()) {
-    auto [priority, firstGid, live] = *lane.pending.begin();
-    // Only ops more urgent than the one the in-order window serves next jump the queue: more
-    // live chunks of that op (or of less urgent ones) would change no order, only make every
-    // transport poll longer (MPI_Testsome walks every posted receive).
-    if (priority >= schedulingPriority(*lane.live[lane.activating].op)) break;
-    bool urgent = lane.livePriorities.empty() || priority <= lane.livePriorities.mostUrgent();
-    size_t limit = (urgent ? kUrgentWindows : kPriorityWindows) * window_;
-    uint64_t gid = live->firstGid + live->nextChunk;
-    if (lane.slots.size() >= limit || gid - lane.oldestGid >= tagChunks_ / 2) break;
-    activateChunk(l, *live);
-    any = true;
+    while (LiveOp* live = lanes_.nextByPriority(l)) {
+      activateChunk(l, *live);
+      any = true;
+    }
   }
   return any;
 }
 
 void Engine::activateChunk(uint32_t l, LiveOp& live) {
-  LaneState& lane = lanes_[l];
-  OpState& op = *live.op;
+  const OpState& op = *live.op;
   size_t first = live.nextChunk * live.chunkCount;
-  ChunkSpec spec = chunkSpec(
-      op, first, l == kAgreeLane ? op.count : std::min(live.chunkCount, op.count - first));
-  uint64_t gid = live.firstGid + live.nextChunk;
-  Slot& slot = lane.slots[gid];
-  slot.algo = makeChunk(live, spec, l);
-  slot.live = &live;
-  slot.lane = l;
-  slot.gid = gid;
-  slot.chunkIndex = live.nextChunk++;
-  slot.priority = schedulingPriority(op);
-  slot.queued = false;
+  ChunkSpec spec = chunkSpec(op, first, std::min(live.chunkCount, op.count - first));
+  Slot& slot = lanes_.activate(l, live);
+  makeChunk(slot, spec);
   scheduler_.chunkActivated(slot.priority);
-  lane.livePriorities.add(slot.priority, 1);
-  if (live.nextChunk == live.chunks) {  // the in-order cursor may move past it
-    lane.pending.erase({slot.priority, live.firstGid, &live});
-    updateOldest(lane);
-  }
   pump(slot);  // may finish the chunk, and erase the slot
-}
-
-// The first gid of the lane not finished here: the lowest live chunk, or the first one not yet
-// activated (an op's chunks activate in index order), or the next op's.
-void Engine::updateOldest(LaneState& lane) {
-  while (lane.activating < lane.live.size() &&
-         lane.live[lane.activating].nextChunk == lane.live[lane.activating].chunks)
-    ++lane.activating;
-  uint64_t oldest = lane.nextBase;
-  if (lane.activating < lane.live.size()) {
-    const LiveOp& live = lane.live[lane.activating];
-    oldest = live.firstGid + live.nextChunk;
-  }
-  if (!lane.slots.empty()) oldest = std::min(oldest, lane.slots.begin()->first);
-  lane.oldestGid = oldest;
 }
 
 bool Engine::carries(const OpState& op) {
@@ -767,19 +639,21 @@ bool Engine::carries(const OpState& op) {
          algoEntry(op.algorithm).agreementCarries;
 }
 
-std::unique_ptr<ChunkAlgo> Engine::makeChunk(LiveOp& live, const ChunkSpec& spec, uint32_t lane) {
-  if (lane >= kLanes)
-    return std::make_unique<PointToPointChunk>(spec, live.op->peer,
-                                               live.op->kind == OpState::Kind::kSend);
-  if (lane == kAgreeLane) {
+void Engine::makeChunk(Slot& slot, const ChunkSpec& spec) {
+  const OpState& op = *slot.live->op;
+  if (LaneTable::isPointToPoint(slot.lane)) {
+    slot.algo = std::make_unique<PointToPointChunk>(spec, op.peer, op.kind == OpState::Kind::kSend);
+  } else if (slot.lane == kAgreeLane) {
     // Small ops whose algorithm is recursive doubling or halving-doubling are reduced by the
     // agreement itself.
-    const OpState& op = *live.op;
-    return std::make_unique<AgreementChunk>(spec, agreeScratch_, live.announce, carries(op),
-                                            kCarryMaxBytes,
-                                            op.algorithm == priocclAlgoHalvingDoubling);
+    auto agreement = std::make_unique<AgreementChunk>(spec, agreeScratch_, arguments(op),
+                                                      carries(op), kCarryMaxBytes,
+                                                      op.algorithm == priocclAlgoHalvingDoubling);
+    slot.agreement = agreement.get();
+    slot.algo = std::move(agreement);
+  } else {
+    slot.algo = algoEntry(op.algorithm).make(spec, scratch_);
   }
-  return algoEntry(live.op->algorithm).make(spec, scratch_);
 }
 
 // Posts what a chunk can post without the scheduler (receives), queues its ready send, and
@@ -800,7 +674,7 @@ void Engine::pump(Slot& slot) {
 Engine::Posted& Engine::postTransfer(uint32_t lane, uint64_t gid, const Transfer& t, bool isRecv,
                                      SendCompletion completion) {
   uint64_t cookie = transfers_.post(isRecv ? Kind::kDataRecv : Kind::kDataSend, t.peer,
-                                    tagOf(lane, gid, t.step), t.buf, t.bytes, completion);
+                                    lanes_.tagOf(lane, gid, t.step), t.buf, t.bytes, completion);
   Posted& p = transfers_.at(cookie);
   p.lane = lane;
   p.exact = t.exact;
@@ -817,7 +691,7 @@ void Engine::postData(Slot& slot, const Transfer& t, bool isRecv) {
   scheduler_.sendPosted(slot.priority, t.bytes);
   // A preemption: the wire moves to a more urgent chunk while the one it served still has work.
   if (auto before = scheduler_.recordSend(slot.lane, slot.gid, slot.priority);
-      before && findSlot(before->lane, before->gid))
+      before && lanes_.find(before->lane, before->gid))
     counters_.preemptions.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -866,7 +740,7 @@ void Engine::onCompletion(const Completion& c, Clock::time_point done) {
     transfers_.repostControlReceive(i);
     return;
   }
-  Slot* slot = inlineOp ? nullptr : findSlot(p.lane, p.gid);
+  Slot* slot = inlineOp ? nullptr : lanes_.find(p.lane, p.gid);
   if (!inlineOp && !slot)
     fail(priocclInternalError, "completion for chunk ", p.gid, " that is not live");
   ChunkAlgo& algo = inlineOp ? *inline_.chunk : *slot->algo;
@@ -912,8 +786,8 @@ bool Engine::postSends() {
   bool stalled = scheduler_.stalled(Clock::now());
   for (uint32_t l = 0; stalled && l < lanes_.size(); ++l) {
     uint64_t gid = lanes_[l].oldestGid;
-    for (Slot* oldest = findSlot(l, gid); oldest && oldest->algo->sendReady();
-         oldest = findSlot(l, gid)) {
+    for (Slot* oldest = lanes_.find(l, gid); oldest && oldest->algo->sendReady();
+         oldest = lanes_.find(l, gid)) {
       postData(*oldest, oldest->algo->takeSend(), false);
       any = true;
       pump(*oldest);  // may finish it
@@ -921,7 +795,7 @@ bool Engine::postSends() {
   }
   while (!scheduler_.empty()) {
     const Scheduler::Ready e = scheduler_.top();
-    Slot* current = findSlot(e.lane, e.gid);
+    Slot* current = lanes_.find(e.lane, e.gid);
     if (!current || !current->algo->sendReady()) {  // stale entry: posted through the oldest path
       scheduler_.pop();
       if (current) current->queued = false;
@@ -939,18 +813,14 @@ bool Engine::postSends() {
 }
 
 void Engine::finishChunk(Slot& slot) {
-  LiveOp& live = *slot.live;
-  OpState& op = *live.op;
-  LaneState& lane = lanes_[slot.lane];
   scheduler_.chunkFinished(slot.priority);
-  lane.livePriorities.remove(slot.priority, 1);
-  uint32_t l = slot.lane;
-  if (l == kAgreeLane) concludeAgreement(static_cast<AgreementChunk&>(*slot.algo), live.op);
-  lane.slots.erase(slot.gid);  // any entry left in the ready heap is now stale
-  updateOldest(lane);
+  // An agreement ends its op's matching, not the op (unless it carried the data): its verdict
+  // decides.
+  bool agreement = slot.agreement != nullptr;
+  if (agreement) concludeAgreement(*slot.agreement, slot.live->op);
+  LiveOp& live = lanes_.finish(slot);  // the slot is gone; a ready-heap entry of it is now stale
   counters_.chunksCompleted.fetch_add(1, std::memory_order_relaxed);
-  ++live.chunksDone;
-  if (l != kAgreeLane && --op.chunksLeft == 0) finishOp(op, priocclSuccess, "");
+  if (!agreement && live.finished()) finishOp(*live.op, priocclSuccess, "");
 }
 
 // Every rank reaches the same verdict. Ops it leaves with data to move join the unnamed data lane
@@ -991,16 +861,6 @@ void Engine::finishOp(OpState& op, priocclResult_t code, const std::string& mess
       .fetch_add(1, std::memory_order_relaxed);
   op.ended = true;
   ended_.push_back({op.shared_from_this(), code, message});
-}
-
-void Engine::retireOps() {
-  for (LaneState& lane : lanes_) {
-    while (!lane.live.empty() && lane.activating > 0 &&
-           lane.live.front().chunksDone == lane.live.front().chunks) {
-      lane.live.pop_front();
-      --lane.activating;
-    }
-  }
 }
 
 void Engine::failAll(priocclResult_t code, const std::string& message) {
@@ -1056,19 +916,9 @@ void Engine::failWith(priocclResult_t code, const std::string& full, const Abort
   transport_->cancelAll();
   if (inline_.op) doomed.push_back(std::move(inline_.op));
   inline_.chunk.reset();  // its transfers are cancelled
-  for (LaneState& lane : lanes_) {
-    lane.slots.clear();
-    lane.pending.clear();
-    lane.livePriorities.clear();
-  }
+  lanes_.clear(doomed);
   scheduler_.clear();
   transfers_.clear();
-  for (LaneState& lane : lanes_) {
-    for (LiveOp& live : lane.live) doomed.push_back(std::move(live.op));
-    lane.live.clear();
-    lane.activating = 0;
-    lane.oldestGid = lane.nextBase;
-  }
   for (auto& entry : negotiating_) doomed.push_back(std::move(entry.second));
   for (auto& entry : agreed_)
     if (entry.second) doomed.push_back(std::move(entry.second));

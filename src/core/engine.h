@@ -36,6 +36,7 @@
 #include "common/event_sleep.h"
 #include "common/scratch_pool.h"
 #include "common/timeline.h"
+#include "core/lane_table.h"
 #include "core/liveness.h"
 #include "core/negotiator.h"
 #include "core/op.h"
@@ -99,13 +100,8 @@ class Engine {
   void startApplication();
   // The lane and chunk identity a data tag belongs to (for tests that watch the wire).
   // Point-to-point tags: 0 <= tag < this.
-  int pointToPointTags() const {
-    return static_cast<int>(std::min<uint64_t>(tagChunks_ / (2 * window_), INT_MAX));
-  }
-  uint64_t chunkOfTag(uint64_t tag, int* lane) const {
-    *lane = static_cast<int>((tag >> stepBits_) / tagChunks_);
-    return (tag >> stepBits_) % tagChunks_;
-  }
+  int pointToPointTags() const { return lanes_.pointToPointTags(); }
+  uint64_t chunkOfTag(uint64_t tag, int* lane) const { return lanes_.chunkOfTag(tag, lane); }
   // Replaces the cost model. Only before any op that leaves the algorithm to the model.
   void setSelector(const AlgoSelector& selector) {
     std::lock_guard<std::mutex> lock(progress_);
@@ -114,47 +110,6 @@ class Engine {
 
  private:
   using Clock = std::chrono::steady_clock;
-  // Chunk identity spaces, each with its own window and tag range. Named ops get their order from
-  // the coordinator; unnamed ops from submission order: first their agreement (one chunk each,
-  // which also reduces small ops), then, in the same order, the data chunks of those that need
-  // them. The orders differ between the spaces, so they cannot share identities.
-  enum Lane : uint32_t { kNamedLane = 0, kAgreeLane = 1, kUnnamedLane = 2, kLanes = 3 };
-  // Lanes from kLanes on carry point-to-point ops, one per (peer, direction, user tag), made on
-  // first use: their chunk order is the submission order on that lane, the same on both ends.
-  // They share one tag range, split by user tag.
-  static constexpr uint32_t kP2pTagLane = kLanes, kTagLanes = kLanes + 1;
-  struct LiveOp {
-    std::shared_ptr<OpState> op;
-    uint64_t firstGid = 0;  // identity of its chunk 0: the same on every rank (lane order)
-    uint64_t chunks = 0;
-    size_t chunkCount = 0;   // elements per chunk (the last may have fewer)
-    uint64_t nextChunk = 0;  // next chunk to activate (an op's chunks activate in index order)
-    uint64_t chunksDone = 0;
-    Announce announce{};  // agreement lane: this rank's arguments
-  };
-  // A chunk with posted or postable transfers: an entry of lane.slots, keyed by gid.
-  struct Slot {
-    std::unique_ptr<ChunkAlgo> algo;
-    LiveOp* live = nullptr;  // deque elements stay put while the deque grows at the back
-    uint32_t lane = 0;
-    uint64_t gid = 0;
-    uint64_t chunkIndex = 0;
-    int priority = 0;     // scheduling priority, fixed at activation
-    bool queued = false;  // has an entry in the scheduler's ready heap
-  };
-  // Ops with chunks left to activate, most urgent first, then in lane order.
-  using PendingKey = std::tuple<int, uint64_t, LiveOp*>;  // (priority, firstGid, op)
-  struct LaneState {
-    std::deque<LiveOp> live;         // in the lane's global order
-    size_t activating = 0;           // index in live of the first op with chunks left to activate
-    uint64_t nextBase = 0;           // firstGid of the next op to join the lane
-    uint64_t oldestGid = 0;          // every chunk below this has finished on this rank
-    std::map<uint64_t, Slot> slots;  // live chunks by gid (nodes stay put)
-    std::set<PendingKey> pending;    // collective lanes under priority scheduling only
-    PriorityCounts livePriorities;   // live chunks by scheduling priority
-    int userTag = 0;                 // point-to-point lanes: the user's tag
-    Clock::time_point lastProgress = Clock::now();  // last data completion in the lane
-  };
   using Kind = Transfers::Kind;
   using Posted = Transfers::Posted;                // a transfer handed to the transport
   using Identity = std::pair<uint64_t, uint64_t>;  // (key hash, occurrence)
@@ -168,6 +123,7 @@ class Engine {
   // The arguments every rank checks (agreement, negotiator); numbers an unnamed op in submission
   // order.
   Announce announce(OpState& op);
+  static Announce arguments(const OpState& op);  // the same, without numbering
   // Elements [first, first + count) of `op` as a chunk.
   ChunkSpec chunkSpec(const OpState& op, size_t first, size_t count) const;
   bool schedule();
@@ -175,9 +131,8 @@ class Engine {
   void applyDecision(const Decision& d);
   void noteMatched(const OpState& op);
   LiveOp& addLive(uint32_t lane, std::shared_ptr<OpState> op);
-  uint32_t pointToPointLane(const OpState& op);  // made on first use
   bool activate();
-  std::unique_ptr<ChunkAlgo> makeChunk(LiveOp& live, const ChunkSpec& spec, uint32_t lane);
+  void makeChunk(Slot& slot, const ChunkSpec& spec);  // its algorithm (an agreement too)
   bool pollTransport();
   bool postSends();
   void pump(Slot& slot);
@@ -203,7 +158,6 @@ class Engine {
   }
   // Counts the op as ended; finish() runs after the progress lock is released.
   void finishOp(OpState& op, priocclResult_t code, const std::string& message);
-  void retireOps();
   // Fails the communicator: every pending and later op gets `code`. Unless the failure came from
   // a peer's abort, the control peers are told (the coordinator relays a peer's to the others).
   void failAll(priocclResult_t code, const std::string& message);
@@ -227,30 +181,13 @@ class Engine {
   int schedulingPriority(const OpState& op) const {
     return config_.schedule == priocclScheduleFifo ? 0 : op.priority;
   }
-  uint64_t tagOf(uint32_t lane, uint64_t gid, int step) const;
-  // The live chunk `gid` of `lane`, or null.
-  Slot* findSlot(uint32_t lane, uint64_t gid) {
-    auto it = lanes_[lane].slots.find(gid);
-    return it == lanes_[lane].slots.end() ? nullptr : &it->second;
-  }
-  const Slot* findSlot(uint32_t lane, uint64_t gid) const {
-    auto it = lanes_[lane].slots.find(gid);
-    return it == lanes_[lane].slots.end() ? nullptr : &it->second;
-  }
-  // Activation: in lane order inside the window (what deadlock freedom rests on), and, under
-  // priority scheduling, the most urgent ops' chunks wherever they lie (the priority horizon).
-  bool activateInOrder(uint32_t l);
-  bool activateByPriority(uint32_t l);
   void activateChunk(uint32_t l, LiveOp& live);
-  void updateOldest(LaneState& lane);
 
   std::unique_ptr<Transport> transport_;
   const Config config_;
   AlgoSelector selector_;  // set before the first op that does not force its algorithm
   std::shared_ptr<ErrorLog> errorLog_;
   const int rank_, nranks_;
-  const uint64_t stepBits_;
-  uint64_t tagChunks_ = 0;  // live chunk identities stay unique modulo this
 
   std::shared_ptr<ProgressGate> gate_ = std::make_shared<ProgressGate>();
   // Held for every round of progress; guards all "progress thread only" state below.
@@ -292,9 +229,7 @@ class Engine {
   // (null: nothing left to move).
   std::map<uint64_t, std::shared_ptr<OpState>> agreed_;
   uint64_t nextUnnamedData_ = 0;
-  std::deque<LaneState> lanes_;  // a deque: lanes added later leave the others in place
-  std::map<std::tuple<int, int, int>, uint32_t> p2pLanes_;  // (peer, is a send, tag) -> lane
-  size_t window_ = 0;         // chunks per lane activated in lane order (see activateByPriority)
+  LaneTable lanes_;           // lanes, their live chunks, windows and the tag layout
   Scheduler scheduler_;       // ready heap, credit, stall and preemption rules
   ScratchPool scratch_;       // data chunks
   ScratchPool agreeScratch_;  // agreement messages

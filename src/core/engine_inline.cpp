@@ -44,9 +44,7 @@ bool Engine::tryInline(const std::shared_ptr<OpState>& op) {
   op->inlined = true;
   log(LogLevel::kTrace, "rank ", rank_, ": unnamed op #", unnamedOps_ - unnamedBase_, " inline");
   Announce a = announce(*op);
-  LaneState& lane = lanes_[kAgreeLane];
-  inline_.gid = lane.nextBase++;
-  updateOldest(lane);
+  inline_.gid = lanes_.reserve(kAgreeLane);
   inline_.op = op;  // from here on a failure (failWith) fails it too
   try {
     inline_.chunk.emplace(chunkSpec(*op, 0, op->count), agreeScratch_, a, true, kCarryMaxBytes,

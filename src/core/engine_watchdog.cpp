@@ -53,9 +53,9 @@ void Engine::watchdog() {
   for (auto& entry : negotiating_) check(*entry.second, entry.second->submitted);
   for (auto& entry : agreed_)
     if (entry.second) check(*entry.second, lanes_[kUnnamedLane].lastProgress);
-  for (LaneState& lane : lanes_)
-    for (LiveOp& live : lane.live)
-      if (!live.op->ended) check(*live.op, lane.lastProgress);
+  lanes_.forEachOp([&](const LiveOp& live, const LaneTable::Lane& lane) {
+    if (!live.op->ended) check(*live.op, lane.lastProgress);
+  });
   if (inline_.op) check(*inline_.op, lanes_[kAgreeLane].lastProgress);
 }
 
@@ -82,7 +82,7 @@ std::string Engine::waitingFor(const OpState& op) const {
   std::map<int, int> recvs, sends;  // peer -> transfers outstanding
   transfers_.forEachPosted([&](const Posted& p) {
     if (p.kind != Kind::kDataRecv && p.kind != Kind::kDataSend) return;
-    const Slot* slot = findSlot(p.lane, p.gid);
+    const Slot* slot = lanes_.find(p.lane, p.gid);
     const OpState* owner = isInline(p.lane, p.gid) ? inline_.op.get()
                            : slot                  ? slot->live->op.get()
                                                    : nullptr;
@@ -97,8 +97,11 @@ std::string Engine::waitingFor(const OpState& op) const {
   if (!recvs.empty()) what = concat("waiting for data from rank(s) ", list(recvs));
   if (!sends.empty())
     what += concat(what.empty() ? "" : "; ", "sends to rank(s) ", list(sends), " not taken");
+  // An unnamed op joins the unnamed data lane once agreed, after the older unnamed ops.
+  bool moving = false;
+  for (const LiveOp& live : lanes_[kUnnamedLane].live) moving |= live.op.get() == &op;
   if (what.empty())
-    what = op.kind == OpState::Kind::kAllReduce && !op.named && op.chunksLeft == 0
+    what = op.kind == OpState::Kind::kAllReduce && !op.named && !moving
                ? "waiting for its agreement with the other ranks or for older unnamed ops"
                : "waiting behind older ops on the same ranks";
   return what + tail;

@@ -61,8 +61,7 @@ struct OpState : std::enable_shared_from_this<OpState> {
 
   // Progress thread only.
   std::chrono::steady_clock::time_point submitted;
-  uint64_t globalSeq = 0;  // order of the coordinator's decision: the same on every rank
-  uint64_t chunksLeft = 0;
+  uint64_t globalSeq = 0;   // order of the coordinator's decision: the same on every rank
   uint64_t occurrence = 0;  // named: among ops with its key; unnamed: in submission order
   // Last data completion of one of its chunks (timeouts count from it, or from submission).
   std::chrono::steady_clock::time_point lastProgress;
