@@ -33,11 +33,6 @@ constexpr std::chrono::milliseconds kAbortFlush(200);
 // Longest wait at destroy for the peers' goodbyes (they destroy theirs at about the same time).
 constexpr std::chrono::seconds kGoodbyeWait(30);
 
-std::string describeArgs(const Announce& a) {
-  return concat("count ", a.count, ", ", reduce::dtypeName(static_cast<priocclDataType_t>(a.dtype)),
-                ", ", reduce::opName(static_cast<priocclRedOp_t>(a.op)));
-}
-
 // The op's track in the timeline, the same on every rank. Unnamed ops, named ops and point to
 // point ops number themselves separately (globalSeq), so each kind gets its own range of
 // track ids: small numbers, exact as JSON doubles, read as "op N" in the viewers.
@@ -57,29 +52,12 @@ size_t maxScratchBytes(size_t chunkBytes, int nranks) {
 }
 
 uint64_t timelineTrack(const OpState& op) {
-  constexpr uint64_t kPointToPoint = uint64_t{1} << 62;  // pointToPointOps_'s base (submit)
-  if (op.globalSeq >= kPointToPoint) return 2'000'000'000 + (op.globalSeq - kPointToPoint);
+  if (op.globalSeq >= kPointToPointSeqBase)
+    return 2'000'000'000 + (op.globalSeq - kPointToPointSeqBase);
   return op.named ? 1'000'000'000 + op.globalSeq : op.globalSeq;
 }
 
 }  // namespace
-
-// Named ops hash their key; unnamed ops all share key 0 and match by submission order.
-uint64_t keyHash(const OpState& op) {
-  if (!op.named) return 0;
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : op.key) h = (h ^ c) * 1099511628211ULL;
-  return h | 1;  // never 0
-}
-
-std::string describeOp(const OpState& op, uint64_t occurrence) {
-  if (op.kind == OpState::Kind::kSend)
-    return concat("send to rank ", op.peer, " (tag ", op.tag, ", count ", op.count, ")");
-  if (op.kind == OpState::Kind::kRecv)
-    return concat("receive from rank ", op.peer, " (tag ", op.tag, ", count ", op.count, ")");
-  if (op.named) return concat("'", op.key, "' (occurrence ", occurrence, ")");
-  return concat("#", occurrence, " (unnamed, matched by submission order)");
-}
 
 Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
                const AlgoSelector& selector, std::shared_ptr<ErrorLog> errorLog, bool heartbeats,
@@ -235,7 +213,7 @@ priocclCounters_t Engine::counters() const {
 void Engine::startApplication() {
   {
     std::lock_guard<std::mutex> lock(progress_);
-    unnamedBase_ = unnamedOps_;
+    matcher_.startApplication();
   }
   for (std::atomic<uint64_t>* c :
        {&counters_.opsSubmitted, &counters_.opsCompleted, &counters_.opsFailed,
@@ -247,8 +225,7 @@ void Engine::startApplication() {
 // Idle: nothing to do but wait for submissions (the standing control receives do not count).
 bool Engine::idle() const {
   if (inline_.op || !lanes_.empty()) return false;
-  return negotiating_.empty() && agreed_.empty() &&
-         transport_->pending() == transfers_.controlPeers().size();
+  return matcher_.empty() && transport_->pending() == transfers_.controlPeers().size();
 }
 
 // One round of progress; a transport failure fails the communicator rather than the process.
@@ -458,7 +435,7 @@ bool Engine::takeSubmissions() {
         continue;
       }
       op->algorithm = priocclAlgoRing;  // chunked as a ring op of its size, alike on both ends
-      op->globalSeq = (uint64_t{1} << 62) + pointToPointOps_++;  // apart from collectives
+      matcher_.numberPointToPoint(*op);
       uint32_t lane = lanes_.pointToPointLane(op->peer, op->kind == OpState::Kind::kSend, op->tag);
       addLive(lane, std::move(op));
       continue;
@@ -467,37 +444,17 @@ bool Engine::takeSubmissions() {
     // holds alike); a mismatched op fails before its algorithm matters.
     if (op->algorithm == priocclAlgoAuto)
       op->algorithm = selector_.choose(op->count * reduce::dtypeSize(op->dtype));
-    Announce a = announce(*op);
+    Announce a = matcher_.number(*op);
     if (!op->named) {  // agreed among the ranks themselves, in submission order
       addLive(kAgreeLane, std::move(op));
       continue;
     }
     // Even with nothing to move, a named op is matched: a rank with count 0 where the others
     // have data must fail everywhere, not leave them waiting.
-    a.occurrence = occurrences_[a.key]++;
-    op->occurrence = a.occurrence;
-    negotiating_.emplace(Identity{a.key, a.occurrence}, std::move(op));
+    matcher_.awaitDecision(std::move(op));
     negotiator_.submit(a);
   }
   return true;
-}
-
-Announce Engine::announce(OpState& op) {
-  if (!op.named) {
-    op.globalSeq = unnamedOps_++;
-    op.occurrence = op.globalSeq - unnamedBase_;
-  }
-  return arguments(op);
-}
-
-Announce Engine::arguments(const OpState& op) {
-  Announce a;
-  a.key = keyHash(op);
-  a.count = op.count;
-  a.dtype = enumBits(op.dtype);
-  a.op = enumBits(op.op);
-  if (!op.named) a.occurrence = op.globalSeq;  // named: the caller counts occurrences of its key
-  return a;
 }
 
 ChunkSpec Engine::chunkSpec(const OpState& op, size_t first, size_t count) const {
@@ -536,19 +493,11 @@ bool Engine::exchangeControl() {
 }
 
 void Engine::applyDecision(const Decision& d) {
-  auto it = negotiating_.find({d.key, d.occurrence});
-  if (it == negotiating_.end())
-    fail(priocclRemoteError, "decision for an op this rank never submitted (key ", d.key,
-         ", occurrence ", d.occurrence, ")");
-  std::shared_ptr<OpState> op = std::move(it->second);
-  negotiating_.erase(it);
-  op->globalSeq = decidedOps_++;
+  std::string mismatch;
+  std::shared_ptr<OpState> op = matcher_.decided(d, &mismatch);
   noteMatched(*op);
-  if (!d.ok) {
-    finishOp(
-        *op, priocclInvalidUsage,
-        concat("Mismatched allreduce ", describeOp(*op, d.occurrence), ": rank ", d.rankA, " had ",
-               describeArgs(d.a), ", but rank ", d.rankB, " had ", describeArgs(d.b)));
+  if (!mismatch.empty()) {
+    finishOp(*op, priocclInvalidUsage, mismatch);
     return;
   }
   if (op->count == 0) {  // matched, nothing to move
@@ -646,7 +595,7 @@ void Engine::makeChunk(Slot& slot, const ChunkSpec& spec) {
   } else if (slot.lane == kAgreeLane) {
     // Small ops whose algorithm is recursive doubling or halving-doubling are reduced by the
     // agreement itself.
-    auto agreement = std::make_unique<AgreementChunk>(spec, agreeScratch_, arguments(op),
+    auto agreement = std::make_unique<AgreementChunk>(spec, agreeScratch_, OpMatcher::arguments(op),
                                                       carries(op), kCarryMaxBytes,
                                                       op.algorithm == priocclAlgoHalvingDoubling);
     slot.agreement = agreement.get();
@@ -828,32 +777,16 @@ void Engine::finishChunk(Slot& slot) {
 void Engine::concludeAgreement(AgreementChunk& agreement, std::shared_ptr<OpState> op) {
   std::shared_ptr<OpState> moves;
   noteMatched(*op);
-  if (!agreement.agreed()) {
-    AgreementHeader h = agreement.verdict();
-    std::string other = h.rankB >= 0 ? concat("rank ", h.rankB, " had ", describeArgs(h.b))
-                                     : std::string("a malformed agreement message arrived");
-    finishOp(*op, priocclInvalidUsage,
-             concat("Mismatched allreduce ", describeOp(*op, op->globalSeq - unnamedBase_),
-                    ": rank ", h.rankA, " had ", describeArgs(h.a), ", but ", other));
+  if (std::string mismatch = matcher_.verdict(*op, agreement); !mismatch.empty()) {
+    finishOp(*op, priocclInvalidUsage, mismatch);
   } else if (agreement.dataDone() || op->count == 0) {
     finishOp(*op, priocclSuccess, "");
   } else {
     moves = op;
   }
-  orderUnnamed(op->globalSeq, std::move(moves));
-}
-
-void Engine::orderUnnamed(uint64_t seq, std::shared_ptr<OpState> moves) {
-  if (agreed_.empty() && seq == nextUnnamedData_) {  // in order: no map entry needed
-    ++nextUnnamedData_;
-    if (moves) addLive(kUnnamedLane, std::move(moves));
-    return;
-  }
-  agreed_.emplace(seq, std::move(moves));
-  for (auto it = agreed_.begin(); it != agreed_.end() && it->first == nextUnnamedData_;
-       it = agreed_.erase(it), ++nextUnnamedData_) {
-    if (it->second) addLive(kUnnamedLane, std::move(it->second));
-  }
+  matcher_.agreementEnded(op->globalSeq, std::move(moves), [&](std::shared_ptr<OpState> joins) {
+    addLive(kUnnamedLane, std::move(joins));
+  });
 }
 
 void Engine::finishOp(OpState& op, priocclResult_t code, const std::string& message) {
@@ -919,11 +852,7 @@ void Engine::failWith(priocclResult_t code, const std::string& full, const Abort
   lanes_.clear(doomed);
   scheduler_.clear();
   transfers_.clear();
-  for (auto& entry : negotiating_) doomed.push_back(std::move(entry.second));
-  for (auto& entry : agreed_)
-    if (entry.second) doomed.push_back(std::move(entry.second));
-  negotiating_.clear();
-  agreed_.clear();
+  matcher_.clear(doomed);
   for (auto& op : doomed)
     if (op && !op->ended) finishOp(*op, code, full);
 }

@@ -40,6 +40,7 @@
 #include "core/liveness.h"
 #include "core/negotiator.h"
 #include "core/op.h"
+#include "core/op_matcher.h"
 #include "core/priority_counts.h"
 #include "core/scheduler.h"
 #include "core/transfers.h"
@@ -59,11 +60,6 @@ struct ProgressGate {
 
 // Drives the op's engine until the op is done (no-op when the engine is gone).
 void driveUntilDone(OpState& op);
-
-// Named ops hash their key; unnamed ops all share key 0 and match by submission order.
-uint64_t keyHash(const OpState& op);
-// For messages: "'key' (occurrence n)", "#n (unnamed, ...)", "send to rank r (tag t, ...)".
-std::string describeOp(const OpState& op, uint64_t occurrence);
 
 class Engine {
  public:
@@ -111,8 +107,7 @@ class Engine {
  private:
   using Clock = std::chrono::steady_clock;
   using Kind = Transfers::Kind;
-  using Posted = Transfers::Posted;                // a transfer handed to the transport
-  using Identity = std::pair<uint64_t, uint64_t>;  // (key hash, occurrence)
+  using Posted = Transfers::Posted;  // a transfer handed to the transport
 
   void run();
   // One locked round of progress, then finishes the ops it ended. `idle`: nothing in flight.
@@ -120,10 +115,6 @@ class Engine {
   bool progressOnce(bool* idle, bool light = false);
   bool step(bool light);
   bool takeSubmissions();
-  // The arguments every rank checks (agreement, negotiator); numbers an unnamed op in submission
-  // order.
-  Announce announce(OpState& op);
-  static Announce arguments(const OpState& op);  // the same, without numbering
   // Elements [first, first + count) of `op` as a chunk.
   ChunkSpec chunkSpec(const OpState& op, size_t first, size_t count) const;
   bool schedule();
@@ -140,9 +131,6 @@ class Engine {
   void onCompletion(const Completion& c, Clock::time_point now);
   void finishChunk(Slot& slot);
   void concludeAgreement(AgreementChunk& agreement, std::shared_ptr<OpState> op);
-  // The data lane takes unnamed ops in sequence order, whatever order their agreements ended in
-  // (`moves`: the op, if it has data left to move).
-  void orderUnnamed(uint64_t seq, std::shared_ptr<OpState> moves);
   // A transfer of chunk `gid` of `lane` handed to the transport (no credit accounting).
   Posted& postTransfer(uint32_t lane, uint64_t gid, const Transfer& t, bool isRecv,
                        SendCompletion completion = SendCompletion::kEndToEnd);
@@ -219,16 +207,7 @@ class Engine {
   Liveness liveness_;
   Clock::time_point nextWatch_ = Clock::now();
   bool saidGoodbye_ = false;
-  std::map<uint64_t, uint64_t> occurrences_;  // per key hash: ops submitted so far
-  std::map<Identity, std::shared_ptr<OpState>> negotiating_;
-  uint64_t decidedOps_ = 0;       // named ops decided so far
-  uint64_t pointToPointOps_ = 0;  // for the timeline's op numbers
-  uint64_t unnamedOps_ = 0;       // unnamed ops submitted so far
-  uint64_t unnamedBase_ = 0;      // ... of which the communicator's own
-  // Unnamed ops whose agreement ended, by sequence, until their turn in the unnamed data lane
-  // (null: nothing left to move).
-  std::map<uint64_t, std::shared_ptr<OpState>> agreed_;
-  uint64_t nextUnnamedData_ = 0;
+  OpMatcher matcher_;         // op identities across ranks, and when each joins its lane
   LaneTable lanes_;           // lanes, their live chunks, windows and the tag layout
   Scheduler scheduler_;       // ready heap, credit, stall and preemption rules
   ScratchPool scratch_;       // data chunks

@@ -42,8 +42,8 @@ bool Engine::tryInline(const std::shared_ptr<OpState>& op) {
     counters_.opsSubmitted.fetch_add(1, std::memory_order_relaxed);
   }
   op->inlined = true;
-  log(LogLevel::kTrace, "rank ", rank_, ": unnamed op #", unnamedOps_ - unnamedBase_, " inline");
-  Announce a = announce(*op);
+  log(LogLevel::kTrace, "rank ", rank_, ": unnamed op #", matcher_.nextUnnamed(), " inline");
+  Announce a = matcher_.number(*op);
   inline_.gid = lanes_.reserve(kAgreeLane);
   inline_.op = op;  // from here on a failure (failWith) fails it too
   try {

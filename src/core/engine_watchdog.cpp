@@ -50,9 +50,10 @@ void Engine::watchdog() {
     }
   };
   if (timeout.count() == 0 && warn.count() == 0) return;
-  for (auto& entry : negotiating_) check(*entry.second, entry.second->submitted);
-  for (auto& entry : agreed_)
-    if (entry.second) check(*entry.second, lanes_[kUnnamedLane].lastProgress);
+  matcher_.forEachWaiting([&](OpState& op, bool agreed) {
+    // Awaiting a decision: only the op itself can move. Awaiting its turn: the ops before it.
+    check(op, agreed ? lanes_[kUnnamedLane].lastProgress : op.submitted);
+  });
   lanes_.forEachOp([&](const LiveOp& live, const LaneTable::Lane& lane) {
     if (!live.op->ended) check(*live.op, lane.lastProgress);
   });
@@ -70,8 +71,7 @@ std::string Engine::waitingFor(const OpState& op) const {
   Clock::time_point now = Clock::now();
   std::string silent = liveness_.report(now, std::chrono::seconds(2) + liveness_.period());
   std::string tail = silent.empty() ? "" : concat("; ", silent);
-  if (op.named && op.kind == OpState::Kind::kAllReduce &&
-      negotiating_.count({keyHash(op), op.occurrence})) {
+  if (op.kind == OpState::Kind::kAllReduce && matcher_.awaitingDecision(op)) {
     if (rank_ != Negotiator::kCoordinator)
       return concat("not every rank has submitted it (rank 0's log names them)", tail);
     std::string ranks;

@@ -40,7 +40,7 @@ class Scheduler {
 
   // Sends in flight and none completing for this long: the wire may be waiting on peers that
   // have not reached those chunks yet, so each lane's oldest chunk may send regardless of the
-  // credit (the deadlock argument at the top of engine.cpp).
+  // credit (the deadlock argument at the top of lane_table.h).
   static constexpr std::chrono::milliseconds kStall{2};
   // While a more urgent chunk waits on its peers, less urgent ones may use 1/kFillDivisor of the
   // credit: enough to keep the wire busy, little enough not to delay the urgent chunk's next step.

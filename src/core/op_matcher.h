@@ -1,0 +1,103 @@
+// Which op is which across ranks, and when each may join its lane. Ranks submit the same ops at
+// different moments and, with keys, in different orders:
+// - named ops are matched by (key, occurrence): each waits here until the coordinator's decision
+//   (negotiator.h) gives it its place in the named lane's global order;
+// - unnamed ops are numbered in submission order; their agreement chunk checks the arguments
+//   (agreement.h), and those with data left to move join the unnamed data lane in that order,
+//   whatever order their agreements ended in;
+// - point-to-point ops are numbered apart (for the timeline) and matched by order per lane.
+// A mismatch fails the op on every rank with the same message, naming both sides.
+//
+// Pure bookkeeping: no transport, no threads (the engine's progress lock guards it).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/op.h"
+#include "core/wire.h"
+
+namespace prioccl::detail {
+
+class AgreementChunk;
+
+// Point-to-point ops' numbers start here, apart from collectives'.
+inline constexpr uint64_t kPointToPointSeqBase = uint64_t{1} << 62;
+
+// Named ops hash their key; unnamed ops all share key 0 and match by submission order.
+uint64_t keyHash(const OpState& op);
+// For messages: "'key' (occurrence n)", "#n (unnamed, ...)", "send to rank r (tag t, ...)".
+std::string describeOp(const OpState& op, uint64_t occurrence);
+
+class OpMatcher {
+ public:
+  // The arguments every rank checks (agreement, negotiator); for an unnamed op with its number.
+  static Announce arguments(const OpState& op);
+  // Numbers a collective op (unnamed: in submission order; named: among ops with its key) and
+  // returns what every rank checks.
+  Announce number(OpState& op);
+  void numberPointToPoint(OpState& op);  // apart from collectives
+  // The number the next unnamed op gets, as messages show it.
+  uint64_t nextUnnamed() const { return unnamedOps_ - unnamedBase_; }
+  // The communicator's own ops end here: unnamed ops are numbered from here on in messages.
+  void startApplication() { unnamedBase_ = unnamedOps_; }
+
+  // A numbered named op waits for the coordinator's decision.
+  void awaitDecision(std::shared_ptr<OpState> op);
+  bool awaitingDecision(const OpState& op) const {
+    return op.named && waiting_.count({keyHash(op), op.occurrence}) != 0;
+  }
+  // The coordinator decided an op: it leaves, with its place in the global order. `mismatch`:
+  // set to the message every rank gives when the ranks disagreed. Throws when this rank never
+  // submitted it.
+  std::shared_ptr<OpState> decided(const Decision& d, std::string* mismatch);
+
+  // An unnamed op's agreement ended: "" when the ranks agreed, else the message every rank gives.
+  std::string verdict(const OpState& op, const AgreementChunk& agreement) const;
+  // ... and its turn in the unnamed data lane: `moves` is the op if it has data left to move.
+  // Calls join(op) for every op whose turn has come, in submission order.
+  template <typename Join>
+  void agreementEnded(uint64_t seq, std::shared_ptr<OpState> moves, Join&& join) {
+    if (agreed_.empty() && seq == nextUnnamedData_) {  // in order: no map entry needed
+      ++nextUnnamedData_;
+      if (moves) join(std::move(moves));
+      return;
+    }
+    agreed_.emplace(seq, std::move(moves));
+    for (auto it = agreed_.begin(); it != agreed_.end() && it->first == nextUnnamedData_;
+         it = agreed_.erase(it), ++nextUnnamedData_) {
+      if (it->second) join(std::move(it->second));
+    }
+  }
+
+  bool empty() const { return waiting_.empty() && agreed_.empty(); }
+  // f(op, agreed): ops awaiting the coordinator's decision (false), or agreed unnamed ops
+  // awaiting their turn in the unnamed data lane (true).
+  template <typename F>
+  void forEachWaiting(F&& f) const {
+    for (const auto& entry : waiting_) f(*entry.second, false);
+    for (const auto& entry : agreed_)
+      if (entry.second) f(*entry.second, true);
+  }
+  // Forgets every op; those still held go to `doomed`.
+  void clear(std::vector<std::shared_ptr<OpState>>& doomed);
+
+ private:
+  using Identity = std::pair<uint64_t, uint64_t>;  // (key hash, occurrence)
+  std::map<uint64_t, uint64_t> occurrences_;       // per key hash: named ops submitted so far
+  std::map<Identity, std::shared_ptr<OpState>> waiting_;  // named ops awaiting their decision
+  uint64_t decided_ = 0;                                  // named ops decided so far
+  uint64_t pointToPoint_ = 0;                             // point-to-point ops submitted so far
+  uint64_t unnamedOps_ = 0;                               // unnamed ops submitted so far
+  uint64_t unnamedBase_ = 0;                              // ... of which the communicator's own
+  // Unnamed ops whose agreement ended, by sequence, until their turn in the unnamed data lane
+  // (null: nothing left to move).
+  std::map<uint64_t, std::shared_ptr<OpState>> agreed_;
+  uint64_t nextUnnamedData_ = 0;
+};
+
+}  // namespace prioccl::detail
