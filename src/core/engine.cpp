@@ -451,7 +451,7 @@ bool Engine::takeSubmissions() {
     }
     // Even with nothing to move, a named op is matched: a rank with count 0 where the others
     // have data must fail everywhere, not leave them waiting.
-    matcher_.awaitDecision(std::move(op));
+    matcher_.awaitDecision(std::move(op), a);
     negotiator_.submit(a);
   }
   return true;

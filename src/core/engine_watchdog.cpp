@@ -97,13 +97,14 @@ std::string Engine::waitingFor(const OpState& op) const {
   if (!recvs.empty()) what = concat("waiting for data from rank(s) ", list(recvs));
   if (!sends.empty())
     what += concat(what.empty() ? "" : "; ", "sends to rank(s) ", list(sends), " not taken");
-  // An unnamed op joins the unnamed data lane once agreed, after the older unnamed ops.
-  bool moving = false;
-  for (const LiveOp& live : lanes_[kUnnamedLane].live) moving |= live.op.get() == &op;
-  if (what.empty())
+  if (what.empty()) {
+    // An unnamed op joins the unnamed data lane once agreed, after the older unnamed ops.
+    bool moving = false;
+    for (const LiveOp& live : lanes_[kUnnamedLane].live) moving |= live.op.get() == &op;
     what = op.kind == OpState::Kind::kAllReduce && !op.named && !moving
                ? "waiting for its agreement with the other ranks or for older unnamed ops"
                : "waiting behind older ops on the same ranks";
+  }
   return what + tail;
 }
 

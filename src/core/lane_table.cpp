@@ -8,8 +8,7 @@
 namespace prioccl::detail {
 namespace {
 
-// Tag shares: one per fixed lane, and one that all point-to-point lanes split.
-constexpr uint64_t kPointToPointShare = kFixedLanes, kTagShares = kFixedLanes + 1;
+constexpr uint64_t kTagShares = kPointToPointShare + 1;
 
 uint64_t bitsFor(uint64_t values) {
   uint64_t bits = 0;
@@ -31,16 +30,6 @@ LaneTable::LaneTable(uint64_t dataTags, uint64_t maxSteps, uint64_t windowChunks
   }
   window_ = static_cast<size_t>(window);
   lanes_.resize(kFixedLanes);
-}
-
-uint64_t LaneTable::tagOf(uint32_t lane, uint64_t gid, int step) const {
-  if (isPointToPoint(lane)) {  // live chunks of a lane differ modulo 2 x window
-    uint64_t stride = 2 * window_;
-    uint64_t user = static_cast<uint64_t>(lanes_[lane].userTag);
-    return ((kPointToPointShare * tagChunks_ + user * stride + gid % stride) << stepBits_) |
-           static_cast<uint64_t>(step);
-  }
-  return ((lane * tagChunks_ + gid % tagChunks_) << stepBits_) | static_cast<uint64_t>(step);
 }
 
 uint64_t LaneTable::chunkOfTag(uint64_t tag, int* lane) const {
@@ -131,16 +120,6 @@ Slot& LaneTable::activate(uint32_t l, LiveOp& live) {
     updateOldest(lane);
   }
   return slot;
-}
-
-Slot* LaneTable::find(uint32_t l, uint64_t gid) {
-  auto it = lanes_[l].slots.find(gid);
-  return it == lanes_[l].slots.end() ? nullptr : &it->second;
-}
-
-const Slot* LaneTable::find(uint32_t l, uint64_t gid) const {
-  auto it = lanes_[l].slots.find(gid);
-  return it == lanes_[l].slots.end() ? nullptr : &it->second;
 }
 
 LiveOp& LaneTable::finish(Slot& slot) {

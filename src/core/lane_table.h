@@ -46,6 +46,8 @@ class AgreementChunk;
 // order, the data chunks of those that need them. The orders differ between the lanes, so they
 // cannot share identities. Lanes from kFixedLanes on carry point-to-point ops, made on first use.
 inline constexpr uint32_t kNamedLane = 0, kAgreeLane = 1, kUnnamedLane = 2, kFixedLanes = 3;
+// Tag shares: one per fixed lane, then one that all point-to-point lanes split.
+inline constexpr uint64_t kPointToPointShare = kFixedLanes;
 
 // An op in a lane.
 struct LiveOp {
@@ -94,7 +96,16 @@ class LaneTable {
 
   // The tag layout: [lane share | chunk gid modulo the share | step]. Point-to-point lanes share
   // the last share, split by user tag, 2 x window identities each.
-  uint64_t tagOf(uint32_t lane, uint64_t gid, int step) const;
+  // (Inline, as find(): the progress thread calls both for every transfer and completion.)
+  uint64_t tagOf(uint32_t lane, uint64_t gid, int step) const {
+    if (isPointToPoint(lane)) {  // live chunks of a lane differ modulo 2 x window
+      uint64_t stride = 2 * window_;
+      uint64_t user = static_cast<uint64_t>(lanes_[lane].userTag);
+      return ((kPointToPointShare * tagChunks_ + user * stride + gid % stride) << stepBits_) |
+             static_cast<uint64_t>(step);
+    }
+    return ((lane * tagChunks_ + gid % tagChunks_) << stepBits_) | static_cast<uint64_t>(step);
+  }
   uint64_t chunkOfTag(uint64_t tag, int* lane) const;  // the inverse, for tests watching the wire
   int pointToPointTags() const;                        // user tags: 0 <= tag < this
   size_t window() const { return window_; }
@@ -129,8 +140,14 @@ class LaneTable {
   // Makes the op's next chunk live (the caller gives it its algorithm).
   Slot& activate(uint32_t l, LiveOp& live);
 
-  Slot* find(uint32_t l, uint64_t gid);
-  const Slot* find(uint32_t l, uint64_t gid) const;
+  Slot* find(uint32_t l, uint64_t gid) {
+    auto it = lanes_[l].slots.find(gid);
+    return it == lanes_[l].slots.end() ? nullptr : &it->second;
+  }
+  const Slot* find(uint32_t l, uint64_t gid) const {
+    auto it = lanes_[l].slots.find(gid);
+    return it == lanes_[l].slots.end() ? nullptr : &it->second;
+  }
   // The chunk has finished here: its slot goes (an entry for it in the ready heap is now stale).
   // Returns its op, whose finished() says whether this was its last chunk.
   LiveOp& finish(Slot& slot);

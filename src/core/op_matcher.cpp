@@ -41,22 +41,22 @@ Announce OpMatcher::arguments(const OpState& op) {
 }
 
 Announce OpMatcher::number(OpState& op) {
-  if (op.named) {
-    op.occurrence = occurrences_[keyHash(op)]++;
-  } else {
+  if (!op.named) {
     op.globalSeq = unnamedOps_++;
     op.occurrence = op.globalSeq - unnamedBase_;
+    return arguments(op);
   }
-  return arguments(op);
+  Announce a = arguments(op);  // hashes the key once
+  a.occurrence = op.occurrence = occurrences_[a.key]++;
+  return a;
 }
 
 void OpMatcher::numberPointToPoint(OpState& op) {
   op.globalSeq = kPointToPointSeqBase + pointToPoint_++;
 }
 
-void OpMatcher::awaitDecision(std::shared_ptr<OpState> op) {
-  Identity id{keyHash(*op), op->occurrence};
-  waiting_.emplace(id, std::move(op));
+void OpMatcher::awaitDecision(std::shared_ptr<OpState> op, const Announce& a) {
+  waiting_.emplace(Identity{a.key, a.occurrence}, std::move(op));
 }
 
 std::shared_ptr<OpState> OpMatcher::decided(const Decision& d, std::string* mismatch) {

@@ -46,8 +46,8 @@ class OpMatcher {
   // The communicator's own ops end here: unnamed ops are numbered from here on in messages.
   void startApplication() { unnamedBase_ = unnamedOps_; }
 
-  // A numbered named op waits for the coordinator's decision.
-  void awaitDecision(std::shared_ptr<OpState> op);
+  // A named op, numbered (`a`: what number() returned), waits for the coordinator's decision.
+  void awaitDecision(std::shared_ptr<OpState> op, const Announce& a);
   bool awaitingDecision(const OpState& op) const {
     return op.named && waiting_.count({keyHash(op), op.occurrence}) != 0;
   }

@@ -57,10 +57,9 @@ TEST(OpMatcher, UnnamedOpsAreNumberedInSubmissionOrderFromTheApplicationsFirst) 
 TEST(OpMatcher, NamedOpsLeaveInTheCoordinatorsOrder) {
   OpMatcher m;
   auto x0 = named("x"), y0 = named("y"), x1 = named("x");
-  for (auto& op : {x0, y0, x1}) m.number(*op);
+  for (auto& op : {x0, y0, x1}) m.awaitDecision(op, m.number(*op));
   EXPECT_EQ(x1->occurrence, 1u) << "occurrences count per key";
   EXPECT_EQ(y0->occurrence, 0u);
-  for (auto& op : {x0, y0, x1}) m.awaitDecision(op);
   EXPECT_TRUE(m.awaitingDecision(*x1));
   EXPECT_FALSE(m.empty());
   std::string mismatch = "stale";
