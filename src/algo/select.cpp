@@ -12,7 +12,7 @@ namespace prioccl {
 
 // Points close enough for straight lines between them to find the crossovers: recursive
 // doubling against halving-doubling lies between 8 and 128 KiB, and both carry their data in the
-// agreement up to 64 KiB (Engine::kCarryMaxBytes), which halves their latency there.
+// agreement up to 64 KiB (ChunkRunner::kCarryMaxBytes), which halves their latency there.
 std::vector<size_t> AlgoSelector::calibrationSizes(int) {
   return {8, 1 << 10, 8 << 10, 32 << 10, 64 << 10, 128 << 10, 512 << 10};
 }

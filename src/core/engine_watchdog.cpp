@@ -2,7 +2,6 @@
 // docs/testing.md "Reliability"). Runs in the progress loop, rate-limited, under the progress lock.
 #include <algorithm>
 #include <chrono>
-#include <map>
 
 #include "common/log.h"
 #include "core/engine.h"
@@ -52,12 +51,9 @@ void Engine::watchdog() {
   if (timeout.count() == 0 && warn.count() == 0) return;
   matcher_.forEachWaiting([&](OpState& op, bool agreed) {
     // Awaiting a decision: only the op itself can move. Awaiting its turn: the ops before it.
-    check(op, agreed ? lanes_[kUnnamedLane].lastProgress : op.submitted);
+    check(op, agreed ? runner_.laneProgress(kUnnamedLane) : op.submitted);
   });
-  lanes_.forEachOp([&](const LiveOp& live, const LaneTable::Lane& lane) {
-    if (!live.op->ended) check(*live.op, lane.lastProgress);
-  });
-  if (inline_.op) check(*inline_.op, lanes_[kAgreeLane].lastProgress);
+  runner_.forEachOp(check);
 }
 
 std::string Engine::describePending(const OpState& op) const {
@@ -79,33 +75,7 @@ std::string Engine::waitingFor(const OpState& op) const {
       ranks += concat(ranks.empty() ? "" : ", ", r);
     return concat("ranks ", ranks.empty() ? "?" : ranks, " have not submitted it", tail);
   }
-  std::map<int, int> recvs, sends;  // peer -> transfers outstanding
-  transfers_.forEachPosted([&](const Posted& p) {
-    if (p.kind != Kind::kDataRecv && p.kind != Kind::kDataSend) return;
-    const Slot* slot = lanes_.find(p.lane, p.gid);
-    const OpState* owner = isInline(p.lane, p.gid) ? inline_.op.get()
-                           : slot                  ? slot->live->op.get()
-                                                   : nullptr;
-    if (owner == &op) ++(p.kind == Kind::kDataRecv ? recvs : sends)[p.peer];
-  });
-  auto list = [](const std::map<int, int>& m) {
-    std::string out;
-    for (const auto& [peer, n] : m) out += concat(out.empty() ? "" : ", ", peer);
-    return out;
-  };
-  std::string what;
-  if (!recvs.empty()) what = concat("waiting for data from rank(s) ", list(recvs));
-  if (!sends.empty())
-    what += concat(what.empty() ? "" : "; ", "sends to rank(s) ", list(sends), " not taken");
-  if (what.empty()) {
-    // An unnamed op joins the unnamed data lane once agreed, after the older unnamed ops.
-    bool moving = false;
-    for (const LiveOp& live : lanes_[kUnnamedLane].live) moving |= live.op.get() == &op;
-    what = op.kind == OpState::Kind::kAllReduce && !op.named && !moving
-               ? "waiting for its agreement with the other ranks or for older unnamed ops"
-               : "waiting behind older ops on the same ranks";
-  }
-  return what + tail;
+  return runner_.waitingFor(op) + tail;
 }
 
 }  // namespace prioccl::detail

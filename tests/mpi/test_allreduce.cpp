@@ -415,7 +415,7 @@ TEST(AllReduce, BlockingMatchesMpiAllreduce) {
 // Blocking unnamed ops up to 64 KiB on an idle engine take the inline path (engine_inline.cpp);
 // a rank whose engine is busy takes the lanes for the same ops. Every dtype and op on both,
 // mixed in one job: the paths must agree on identities, tags and messages, and give the same
-// bits. Sizes straddle the inline limit (Engine::kCarryMaxBytes).
+// bits. Sizes straddle the inline limit (ChunkRunner::kCarryMaxBytes).
 // Blocking small ops are reduced by their agreement, inline on an idle engine and on the lanes on
 // a busy one, on recursive doubling's rounds (auto picks it for most of these sizes) or on
 // halving-doubling's.

@@ -1,0 +1,319 @@
+#include "core/chunk_runner.h"
+
+#include <algorithm>
+#include <map>
+
+#include "algo/point_to_point.h"
+#include "algo/registry.h"
+#include "common/log.h"
+#include "core/op_matcher.h"
+#include "reduce/reduce.h"
+
+namespace prioccl::detail {
+namespace {
+
+constexpr size_t kMinChunksPerOp = 4, kMinChunkBytes = 64 << 10;
+
+// The most step ids a chunk of any algorithm uses: the tag layout reserves bits for them.
+uint64_t maxSteps(int nranks) {
+  int most = 1;
+  for (const AlgoEntry& e : algoRegistry()) most = std::max(most, e.steps(nranks));
+  return static_cast<uint64_t>(most);
+}
+
+// The scratch of the largest chunk of any algorithm: one pool serves them all.
+size_t maxScratchBytes(size_t chunkBytes, int nranks) {
+  size_t most = 0;
+  for (const AlgoEntry& e : algoRegistry())
+    most = std::max(most, e.scratchBytes(chunkBytes, nranks));
+  return most;
+}
+
+}  // namespace
+
+ChunkRunner::ChunkRunner(const Config& config, int rank, int nranks, uint64_t dataTags,
+                         Transfers& transfers, OpStats& stats, Events& events)
+    : chunkBytes_(config.chunkBytes),
+      byPriority_(config.schedule != priocclScheduleFifo),
+      rank_(rank),
+      nranks_(nranks),
+      transfers_(transfers),
+      stats_(stats),
+      events_(events),
+      lanes_(dataTags, maxSteps(nranks), config.windowChunks),
+      scheduler_(config.creditBytes),
+      scratch_(maxScratchBytes(config.chunkBytes, nranks)),
+      agreeScratch_(AgreementChunk::scratchBytes(kCarryMaxBytes)) {
+  if (lanes_.windowLimited())
+    log(LogLevel::kWarn, "window limited to ", lanes_.window(),
+        " chunks by the transport's tag space");
+}
+
+bool ChunkRunner::carries(const OpState& op) {
+  return op.count * reduce::dtypeSize(op.dtype) <= kCarryMaxBytes &&
+         algoEntry(op.algorithm).agreementCarries;
+}
+
+void ChunkRunner::add(uint32_t lane, std::shared_ptr<OpState> op) {
+  // An agreement is one chunk of the whole op (which reduces it when it carries the data).
+  uint64_t chunks = 1;
+  size_t chunkCount = op->count;
+  if (lane != kAgreeLane) {
+    chunkCount = chunkElements(*op);
+    chunks = (op->count + chunkCount - 1) / chunkCount;
+  }
+  news_ = true;
+  // FIFO mode schedules every op alike; ties then go by global op order.
+  int priority = byPriority_ ? op->priority : 0;
+  lanes_.add(lane, std::move(op), chunks, chunkCount, priority, byPriority_);
+}
+
+void ChunkRunner::addPointToPoint(std::shared_ptr<OpState> op) {
+  op->algorithm = priocclAlgoRing;  // chunked as a ring op of its size, alike on both ends
+  uint32_t lane = lanes_.pointToPointLane(op->peer, op->kind == OpState::Kind::kSend, op->tag);
+  add(lane, std::move(op));
+}
+
+// Elements per chunk of `op`. A ring or tree op of a few chunks is cut finer (down to
+// kMinChunkBytes) so that several chunks pipeline even then; recursive doubling moves whole
+// chunks every round, so it gains nothing from cutting, and halving-doubling, chosen for the
+// middle sizes, would pay its 2 log2(p) rounds once per piece. Depends only on arguments every rank
+// agrees on, so every rank cuts the op alike.
+size_t ChunkRunner::chunkElements(const OpState& op) const {
+  size_t elem = reduce::dtypeSize(op.dtype);
+  size_t bytes = op.count * elem;
+  size_t chunk = algoEntry(op.algorithm).wholeChunks
+                     ? chunkBytes_
+                     : std::min(chunkBytes_, std::max(kMinChunkBytes, bytes / kMinChunksPerOp));
+  return std::max<size_t>(1, chunk / elem);
+}
+
+ChunkSpec ChunkRunner::chunkSpec(const OpState& op, size_t first, size_t count) const {
+  size_t elem = reduce::dtypeSize(op.dtype);
+  ChunkSpec spec;
+  spec.send = static_cast<const unsigned char*>(op.send) + first * elem;
+  spec.recv = static_cast<unsigned char*>(op.recv) + first * elem;
+  spec.count = count;
+  spec.dtype = op.dtype;
+  spec.op = op.op;
+  spec.rank = rank_;
+  spec.nranks = nranks_;
+  return spec;
+}
+
+// Activation: in lane order inside the window (what deadlock freedom rests on), and, under
+// priority scheduling, the most urgent ops' chunks wherever they lie (the priority horizon).
+bool ChunkRunner::activate() {
+  bool any = false;
+  for (uint32_t l = 0; l < lanes_.size(); ++l) {
+    while (LiveOp* live = lanes_.nextInOrder(l)) {
+      activateChunk(l, *live);
+      any = true;
+    }
+    while (LiveOp* live = lanes_.nextByPriority(l)) {
+      activateChunk(l, *live);
+      any = true;
+    }
+  }
+  return any;
+}
+
+void ChunkRunner::activateChunk(uint32_t l, LiveOp& live) {
+  const OpState& op = *live.op;
+  size_t first = live.nextChunk * live.chunkCount;
+  ChunkSpec spec = chunkSpec(op, first, std::min(live.chunkCount, op.count - first));
+  Slot& slot = lanes_.activate(l, live);
+  makeChunk(slot, spec);
+  scheduler_.chunkActivated(slot.priority);
+  pump(slot);  // may finish the chunk, and erase the slot
+}
+
+void ChunkRunner::makeChunk(Slot& slot, const ChunkSpec& spec) {
+  const OpState& op = *slot.live->op;
+  if (LaneTable::isPointToPoint(slot.lane)) {
+    slot.algo = std::make_unique<PointToPointChunk>(spec, op.peer, op.kind == OpState::Kind::kSend);
+  } else if (slot.lane == kAgreeLane) {
+    // Small ops whose algorithm is recursive doubling or halving-doubling are reduced by the
+    // agreement itself.
+    auto agreement = std::make_unique<AgreementChunk>(spec, agreeScratch_, OpMatcher::arguments(op),
+                                                      carries(op), kCarryMaxBytes,
+                                                      op.algorithm == priocclAlgoHalvingDoubling);
+    slot.agreement = agreement.get();
+    slot.algo = std::move(agreement);
+  } else {
+    slot.algo = algoEntry(op.algorithm).make(spec, scratch_);
+  }
+}
+
+void ChunkRunner::pump(Slot& slot) {
+  ChunkAlgo& algo = *slot.algo;
+  while (algo.recvReady()) postData(slot, algo.takeRecv(), true);
+  if (algo.finished()) {
+    finishChunk(slot);
+    return;
+  }
+  if (algo.sendReady() && !slot.queued) {
+    scheduler_.push({slot.priority, slot.gid, slot.lane});
+    slot.queued = true;
+  }
+}
+
+ChunkRunner::Posted& ChunkRunner::postTransfer(uint32_t lane, uint64_t gid, const Transfer& t,
+                                               bool isRecv, SendCompletion completion) {
+  using Kind = Transfers::Kind;
+  uint64_t cookie = transfers_.post(isRecv ? Kind::kDataRecv : Kind::kDataSend, t.peer,
+                                    lanes_.tagOf(lane, gid, t.step), t.buf, t.bytes, completion);
+  Posted& p = transfers_.at(cookie);
+  p.lane = lane;
+  p.exact = t.exact;
+  p.gid = gid;
+  p.step = t.step;
+  if (!isRecv) stats_.sendPosted();
+  return p;
+}
+
+void ChunkRunner::postData(Slot& slot, const Transfer& t, bool isRecv) {
+  Posted& p = postTransfer(slot.lane, slot.gid, t, isRecv);
+  if (isRecv) return;
+  p.priority = slot.priority;
+  scheduler_.sendPosted(slot.priority, t.bytes);
+  // A preemption: the wire moves to a more urgent chunk while the one it served still has work.
+  if (auto before = scheduler_.recordSend(slot.lane, slot.gid, slot.priority);
+      before && lanes_.find(before->lane, before->gid))
+    stats_.preempted();
+}
+
+void ChunkRunner::onData(const Posted& p, size_t bytes, Clock::time_point done) {
+  bool inlineOp = isInline(p.lane, p.gid);
+  if (!inlineOp) news_ = true;
+  Slot* slot = inlineOp ? nullptr : lanes_.find(p.lane, p.gid);
+  if (!inlineOp && !slot)
+    fail(priocclInternalError, "completion for chunk ", p.gid, " that is not live");
+  ChunkAlgo& algo = inlineOp ? *inline_.chunk : *slot->algo;
+  OpState& op = inlineOp ? *inline_.op : *slot->live->op;
+  bool isRecv = p.kind == Transfers::Kind::kDataRecv;
+  if (isRecv && !p.exact) algo.recvLength(p.step, bytes);
+  if (isRecv && p.exact && bytes != p.bytes)
+    fail(priocclRemoteError, "rank ", p.peer, " sent ", bytes, " bytes where ", p.bytes,
+         " were expected: ranks disagree on the count or datatype of an op, or submitted "
+         "different ops");
+  op.lastProgress = lanes_[p.lane].lastProgress = done;
+  if (isRecv) {
+    algo.recvDone(p.step);
+  } else {
+    if (!inlineOp) scheduler_.sendDone(p.priority, p.bytes, done);  // inline: no credit
+    algo.sendDone(p.step);
+  }
+  stats_.transferred(op, slot ? slot->chunkIndex : 0, p.step, p.bytes, isRecv, p.start, done);
+  if (inlineOp)
+    pumpInline();
+  else
+    pump(*slot);
+}
+
+// The scheduler: most urgent ready send first, while fewer than creditBytes are in flight.
+bool ChunkRunner::postSends() {
+  // Only a chunk with a send ready has anything to post, and every such chunk has an entry here.
+  if (scheduler_.empty()) return false;
+  bool any = false;
+  // Each lane's oldest live chunk ignores the credit when the wire has stalled: see the deadlock
+  // argument at the top of lane_table.h. Only then: a less urgent oldest chunk that always
+  // bypassed the credit would keep the queue below the scheduler full ahead of urgent chunks.
+  bool stalled = scheduler_.stalled(Clock::now());
+  for (uint32_t l = 0; stalled && l < lanes_.size(); ++l) {
+    uint64_t gid = lanes_[l].oldestGid;
+    for (Slot* oldest = lanes_.find(l, gid); oldest && oldest->algo->sendReady();
+         oldest = lanes_.find(l, gid)) {
+      postData(*oldest, oldest->algo->takeSend(), false);
+      any = true;
+      pump(*oldest);  // may finish it
+    }
+  }
+  while (!scheduler_.empty()) {
+    const Scheduler::Ready e = scheduler_.top();
+    Slot* current = lanes_.find(e.lane, e.gid);
+    if (!current || !current->algo->sendReady()) {  // stale entry: posted through the oldest path
+      scheduler_.pop();
+      if (current) current->queued = false;
+      continue;
+    }
+    Slot& slot = *current;
+    if (!scheduler_.mayPost(e.priority)) break;  // the credit and fill rules
+    scheduler_.pop();
+    slot.queued = false;
+    postData(slot, slot.algo->takeSend(), false);
+    any = true;
+    pump(slot);
+  }
+  return any;
+}
+
+void ChunkRunner::finishChunk(Slot& slot) {
+  scheduler_.chunkFinished(slot.priority);
+  // An agreement ends its op's matching, not the op (unless it carried the data): its verdict
+  // decides.
+  bool agreement = slot.agreement != nullptr;
+  if (agreement) events_.agreementDone(*slot.agreement, slot.live->op);
+  LiveOp& live = lanes_.finish(slot);  // the slot is gone; a ready-heap entry of it is now stale
+  stats_.chunkCompleted();
+  if (!agreement && live.finished()) events_.opDone(*live.op);
+}
+
+void ChunkRunner::runInline(std::shared_ptr<OpState> op, const Announce& announce) {
+  inline_.gid = lanes_.reserve(kAgreeLane);
+  inline_.op = op;  // from here on clear() dooms it too
+  inline_.chunk.emplace(chunkSpec(*op, 0, op->count), agreeScratch_, announce, true, kCarryMaxBytes,
+                        op->algorithm == priocclAlgoHalvingDoubling);
+  pumpInline();
+}
+
+void ChunkRunner::pumpInline() {
+  AgreementChunk& chunk = *inline_.chunk;
+  while (chunk.recvReady()) postTransfer(kAgreeLane, inline_.gid, chunk.takeRecv(), true);
+  // Its sends bypass the credit, so they need not complete end to end (transport.h).
+  while (chunk.sendReady())
+    postTransfer(kAgreeLane, inline_.gid, chunk.takeSend(), false, SendCompletion::kBuffered);
+  if (!chunk.finished()) return;
+  std::shared_ptr<OpState> op = std::move(inline_.op);  // isInline() is false from here on
+  stats_.chunkCompleted();
+  events_.agreementDone(chunk, std::move(op));
+  inline_.chunk.reset();
+}
+
+void ChunkRunner::clear(std::vector<std::shared_ptr<OpState>>& doomed) {
+  if (inline_.op) doomed.push_back(std::move(inline_.op));
+  inline_.chunk.reset();  // its transfers are cancelled
+  lanes_.clear(doomed);
+  scheduler_.clear();
+}
+
+std::string ChunkRunner::waitingFor(const OpState& op) const {
+  std::map<int, int> recvs, sends;  // peer -> transfers outstanding
+  transfers_.forEachPosted([&](const Posted& p) {
+    bool isRecv = p.kind == Transfers::Kind::kDataRecv;
+    if (!isRecv && p.kind != Transfers::Kind::kDataSend) return;
+    const Slot* slot = lanes_.find(p.lane, p.gid);
+    const OpState* owner = isInline(p.lane, p.gid) ? inline_.op.get()
+                           : slot                  ? slot->live->op.get()
+                                                   : nullptr;
+    if (owner == &op) ++(isRecv ? recvs : sends)[p.peer];
+  });
+  auto list = [](const std::map<int, int>& m) {
+    std::string out;
+    for (const auto& [peer, n] : m) out += concat(out.empty() ? "" : ", ", peer);
+    return out;
+  };
+  std::string what;
+  if (!recvs.empty()) what = concat("waiting for data from rank(s) ", list(recvs));
+  if (!sends.empty())
+    what += concat(what.empty() ? "" : "; ", "sends to rank(s) ", list(sends), " not taken");
+  if (!what.empty()) return what;
+  // An unnamed op joins the unnamed data lane once agreed, after the older unnamed ops.
+  bool moving = false;
+  for (const LiveOp& live : lanes_[kUnnamedLane].live) moving |= live.op.get() == &op;
+  return op.kind == OpState::Kind::kAllReduce && !op.named && !moving
+             ? "waiting for its agreement with the other ranks or for older unnamed ops"
+             : "waiting behind older ops on the same ranks";
+}
+
+}  // namespace prioccl::detail

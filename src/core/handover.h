@@ -1,0 +1,117 @@
+// Who runs the progress loop, and how the other threads sleep (the hand-over described in
+// engine.h): the queue of submitted ops, the threads driving progress in wait(), the progress
+// thread's naps and what wakes them, and the communicator's failure as user threads see it.
+// Everything here is guarded by one mutex (failed() is also readable without it).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/event_sleep.h"
+#include "core/op.h"
+
+namespace prioccl::detail {
+
+// Polls while ops are in flight: yields for kSpinTime, then naps growing to kMaxSleepUs, so that
+// oversubscribed ranks get the cores. The spin is timed, not counted: a round's cost differs
+// by transport and by round (light or full). A transport with an event descriptor replaces the
+// naps by sleeping on it. (Its spin is not shorter: measured on shared memory, UCX's wakeups
+// after 64 rounds instead of 2000 cost half the busbw at 64 KiB-1 MiB.)
+class Backoff {
+ public:
+  // How long a rank polls, yielding now and then, before it naps while peers are behind.
+  // Measured on 4 ranks sharing 2 cores (priority_perf, median of 20 runs; 10 for 0.5 ms): the
+  // urgent op's slowdown is 2.95 with 8 ms, 3.9 with 2 ms, 4.1 with 0.5 ms; small-op latency is
+  // the same for all three.
+  static constexpr std::chrono::milliseconds kSpinTime{8};
+  static constexpr unsigned kMaxSleepUs = 256;  // longest nap between polls while ops are in flight
+
+  void reset() { quiet_ = 0; }  // progress was made
+  // One round without progress.
+  template <typename Nap>
+  void pause(Nap nap) {
+    if (quiet_++ == 0) naps_ = 0;
+    if (naps_ == 0) {
+      if (quiet_ % 64 != 0) return;
+      std::this_thread::yield();
+      // One clock read per 64 rounds, and none for the many waits shorter than that.
+      auto now = std::chrono::steady_clock::now();
+      if (quiet_ == 64) since_ = now;
+      if (now - since_ < kSpinTime) return;
+    }
+    nap(std::chrono::microseconds(std::min(kMaxSleepUs, 1u << std::min(naps_++, 16u))));
+  }
+
+ private:
+  unsigned quiet_ = 0, naps_ = 0;
+  std::chrono::steady_clock::time_point since_;
+};
+
+class Handover {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using OpPtr = std::shared_ptr<OpState>;
+
+  // `eventFd`: the transport's descriptor (< 0: none). `armEvents`: arms it for one sleep (under
+  // the engine's progress lock; the transport takes one call at a time); false: not now.
+  Handover(int eventFd, std::function<bool()> armEvents);
+
+  // User threads. push() queues a submitted op (false: the communicator has failed; throws once
+  // stopping). `callerWaits`: the caller drives progress itself, so nobody is woken.
+  bool push(OpPtr& op, bool callerWaits);
+  bool mayRunInline();  // nothing queued ahead, not stopping, not failed
+  void stop();          // from now on push() throws; the progress thread returns once idle
+  void wakeAll();       // after an abort: sleeping drivers and the progress thread look again
+
+  // Drivers: threads blocked in wait() that run the progress loop meanwhile.
+  void driverEnters();
+  // The last driver to leave wakes the progress thread, unless nothing is left for it (only new
+  // submissions make an idle engine busy again, and they wake it themselves).
+  void driverLeaves(bool idle);
+  // A driver's nap of up to `us` while `op` is not done.
+  void driverNap(OpState& op, std::chrono::microseconds us);
+  void opsEnded();  // ops were finished: drivers asleep on the descriptor look again
+
+  // The progress thread.
+  bool hasIncoming() const { return hasIncoming_.load(std::memory_order_relaxed); }
+  bool take(std::vector<OpPtr>& out);  // the queued ops into `out` (empty); false: none
+  // Between rounds that moved nothing: sleeps while the engine is idle or failed (at most
+  // `heartbeat` when heartbeats are on; zero: off), stays off the cores while a driver runs the
+  // loop, else backs off. Sets *fullRound when the next round must be a full one. False: stop.
+  bool rest(bool idle, Clock::duration heartbeat, Backoff& backoff, bool* fullRound);
+
+  // The failure. The first one is what later submissions get; queued ops go to `doomed`.
+  void setFailed(priocclResult_t code, const std::string& message, std::vector<OpPtr>& doomed);
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  priocclResult_t failCode() const { return failCode_; }  // once failed()
+  const std::string& failMessage() const { return failMessage_; }
+
+ private:
+  void wakeProgress();  // under mutex_
+  void sleepOnEvents(std::chrono::microseconds limit);
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  EventSleep events_;  // sleeping on the transport's descriptor, when it has one
+  const std::function<bool()> armEvents_;
+  std::vector<OpPtr> incoming_;
+  std::atomic<bool> hasIncoming_{false};  // incoming_ is not empty (read without mutex_)
+  int drivers_ = 0;       // waiters driving progress now; the progress thread sleeps meanwhile
+  bool napping_ = false;  // the progress thread sleeps in events_: wakeProgress() must poke it
+  std::atomic<int> sleepingDrivers_{0};  // drivers asleep in events_: ending ops poke it
+  bool stopping_ = false;
+  // Written once, before failed_ (release), under mutex_.
+  priocclResult_t failCode_ = priocclSuccess;
+  std::string failMessage_;
+  std::atomic<bool> failed_{false};
+};
+
+}  // namespace prioccl::detail

@@ -1,0 +1,60 @@
+// What a communicator counts and records about its ops: the public counters
+// (priocclCommGetCounters) and the PRIOCCL_TIMELINE trace. Counters are read from any thread;
+// the timeline is written by the progress thread only.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "common/timeline.h"
+#include "core/op.h"
+#include "prioccl/prioccl.h"
+
+namespace prioccl::detail {
+
+class OpStats {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  OpStats(const std::string& timelinePath, int rank, int nranks, const TimelineClock& clock)
+      : timeline_(timelinePath, rank, nranks, clock) {}
+
+  void opSubmitted() { add(counters_.opsSubmitted, 1); }
+  void opEnded(bool ok) { add(ok ? counters_.opsCompleted : counters_.opsFailed, 1); }
+  void chunkCompleted() { add(counters_.chunksCompleted, 1); }
+  void sendPosted() { add(counters_.sendsPosted, 1); }
+  void preempted() { add(counters_.preemptions, 1); }
+
+  // The op's identity is now agreed by every rank: the end of its QUEUE phase.
+  void matched(const OpState& op, Clock::time_point now);
+  // A data transfer of chunk `chunkIndex` of `op` ended (a RECV span is followed by its REDUCE).
+  void transferred(const OpState& op, uint64_t chunkIndex, int step, size_t bytes, bool isRecv,
+                   Clock::time_point start, Clock::time_point done) {
+    add(isRecv ? counters_.bytesReceived : counters_.bytesSent, bytes);
+    if (timeline_.enabled()) trace(op, chunkIndex, step, bytes, isRecv, start, done);
+  }
+
+  priocclCounters_t snapshot() const;
+  void reset();  // counters restart from zero (after the communicator's own ops at creation)
+
+  bool timelineEnabled() const { return timeline_.enabled(); }
+  void flushTimeline() { timeline_.flush(); }
+
+ private:
+  static void add(std::atomic<uint64_t>& c, uint64_t n) {
+    c.fetch_add(n, std::memory_order_relaxed);
+  }
+  void trace(const OpState& op, uint64_t chunkIndex, int step, size_t bytes, bool isRecv,
+             Clock::time_point start, Clock::time_point done);
+
+  struct Counters {
+    std::atomic<uint64_t> opsSubmitted{0}, opsCompleted{0}, opsFailed{0}, chunksCompleted{0},
+        sendsPosted{0}, bytesSent{0}, bytesReceived{0}, preemptions{0}, queueWaitNs{0};
+  } counters_;
+  Timeline timeline_;
+};
+
+}  // namespace prioccl::detail
