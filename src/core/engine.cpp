@@ -43,7 +43,8 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
       transfers_(*transport_, transport_->tagSpace() - 1, negotiator_.controlPeers(), kControlBytes,
                  stats_.timelineEnabled()),
       runner_(config, rank_, transport_->size(), transport_->tagSpace() - 1, transfers_, stats_,
-              *this) {
+              *this),
+      watchdog_(config, rank_, liveness_, negotiator_, matcher_, runner_) {
   transfers_.postControlReceives();
   gate_->engine = this;
   thread_ = std::thread([this] { run(); });
@@ -252,6 +253,17 @@ void Engine::drive(OpState& op) {
   }
   // The progress thread takes over whatever is still in flight.
   handover_.driverLeaves(idleNow);
+}
+
+void Engine::watchdog() {
+  Clock::time_point now = Clock::now();
+  if (!watchdog_.due(now)) return;
+  if (liveness_.heartbeatDue(now)) {
+    log(LogLevel::kTrace, "rank ", rank_, ": heartbeat");
+    // Peers that said goodbye still listen until this rank's own goodbye: no need to skip them.
+    sendToPeers(encodeSignal(ControlKind::kHeartbeat), -1, std::chrono::milliseconds(0));
+  }
+  watchdog_.check(now);
 }
 
 bool Engine::takeSubmissions() {

@@ -32,6 +32,7 @@
 #include "core/op_matcher.h"
 #include "core/op_stats.h"
 #include "core/transfers.h"
+#include "core/watchdog.h"
 #include "transport.h"
 
 namespace prioccl::detail {
@@ -129,11 +130,8 @@ class Engine : private ChunkRunner::Events {
                    std::chrono::milliseconds limit);
   void sayGoodbye();  // and wait for the peers' goodbyes (drainAndStop)
 
-  // Heartbeats, lost peers, stall warnings and timeouts; cheap, rate-limited (engine_watchdog.cpp).
+  // Heartbeats, then the watchdog's checks; cheap, rate-limited.
   void watchdog();
-  // For stall and timeout messages: what `op` waits for.
-  std::string describePending(const OpState& op) const;
-  std::string waitingFor(const OpState& op) const;
 
   std::unique_ptr<Transport> transport_;
   const Config config_;
@@ -155,12 +153,12 @@ class Engine : private ChunkRunner::Events {
   std::vector<Completion> completions_;          // pollTransport's batch
   Negotiator negotiator_;
   Liveness liveness_;
-  Clock::time_point nextWatch_ = Clock::now();
   bool saidGoodbye_ = false;
   OpMatcher matcher_;    // op identities across ranks, and when each joins its lane
   OpStats stats_;        // counters (any thread) and the timeline
   Transfers transfers_;  // the cookie table and the control channel (after stats_)
   ChunkRunner runner_;   // lanes, chunks, the send scheduler (after transfers_)
+  Watchdog watchdog_;    // lost peers, stalls, timeouts (after runner_)
   std::thread thread_;
 };
 

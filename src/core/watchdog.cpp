@@ -1,70 +1,53 @@
-// The engine's watchdog: heartbeats, lost peers, stall warnings and timeouts (see liveness.h and
-// docs/testing.md "Reliability"). Runs in the progress loop, rate-limited, under the progress lock.
+#include "core/watchdog.h"
+
 #include <algorithm>
-#include <chrono>
 
 #include "common/log.h"
-#include "core/engine.h"
 
 namespace prioccl::detail {
-namespace {
 
-// Timeouts are seconds, so checking this often costs nothing and adds little.
-constexpr std::chrono::milliseconds kWatchPeriod(20);
-
-}  // namespace
-
-void Engine::watchdog() {
-  Clock::time_point now = Clock::now();
-  if (now < nextWatch_) return;
-  nextWatch_ = now + kWatchPeriod;
-  if (liveness_.heartbeatDue(now)) {
-    log(LogLevel::kTrace, "rank ", rank_, ": heartbeat");
-    // Peers that said goodbye still listen until this rank's own goodbye: no need to skip them.
-    sendToPeers(encodeSignal(ControlKind::kHeartbeat), -1, std::chrono::milliseconds(0));
-  }
+void Watchdog::check(Clock::time_point now) {
   if (int lost = liveness_.lost(now); lost >= 0)
     fail(priocclRemoteError, "lost rank ", lost, ": nothing heard from it for ",
-         liveness_.silentSeconds(lost, now), " s (PRIOCCL_TIMEOUT_S=", config_.timeoutSeconds,
+         liveness_.silentSeconds(lost, now), " s (PRIOCCL_TIMEOUT_S=", timeoutSeconds_,
          "): it died, hangs, or its network is down");
   auto idleFor = [&](const OpState& op) { return now - std::max(op.submitted, op.lastProgress); };
   auto limit = [](double seconds) {
     return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   };
-  Clock::duration timeout = limit(config_.timeoutSeconds), warn = limit(config_.stallWarnSeconds);
+  Clock::duration timeout = limit(timeoutSeconds_), warn = limit(stallWarnSeconds_);
   // An op is stuck when neither it nor anything ahead of it in its lane has moved.
-  auto check = [&](OpState& op, Clock::time_point laneProgress) {
+  auto inspect = [&](OpState& op, Clock::time_point laneProgress) {
     Clock::duration idle = std::min(idleFor(op), now - laneProgress);
     if (timeout.count() > 0 && idle > timeout)
       fail(priocclTimeout, describePending(op), " made no progress for ",
-           std::chrono::duration<double>(idle).count(),
-           " s (PRIOCCL_TIMEOUT_S=", config_.timeoutSeconds, "): ", waitingFor(op));
+           std::chrono::duration<double>(idle).count(), " s (PRIOCCL_TIMEOUT_S=", timeoutSeconds_,
+           "): ", waitingFor(op, now));
     if (warn.count() > 0 && idle > warn && !op.stallWarned) {
       op.stallWarned = true;
       // Printed whatever PRIOCCL_DEBUG says (as Horovod's stall warnings): a job that seems to
       // hang must say why. PRIOCCL_STALL_WARN_S=0 silences it.
       logLine(LogLevel::kWarn,
               concat("rank ", rank_, ": stalled for ", std::chrono::duration<double>(idle).count(),
-                     " s: ", describePending(op), ": ", waitingFor(op)));
+                     " s: ", describePending(op), ": ", waitingFor(op, now)));
     }
   };
   if (timeout.count() == 0 && warn.count() == 0) return;
   matcher_.forEachWaiting([&](OpState& op, bool agreed) {
     // Awaiting a decision: only the op itself can move. Awaiting its turn: the ops before it.
-    check(op, agreed ? runner_.laneProgress(kUnnamedLane) : op.submitted);
+    inspect(op, agreed ? runner_.laneProgress(kUnnamedLane) : op.submitted);
   });
-  runner_.forEachOp(check);
+  runner_.forEachOp(inspect);
 }
 
-std::string Engine::describePending(const OpState& op) const {
+std::string Watchdog::describePending(const OpState& op) {
   return concat(op.kind == OpState::Kind::kAllReduce ? "allreduce " : "",
                 describeOp(op, op.occurrence), " of priority ", op.priority);
 }
 
 // Which ranks the op waits on: for one still being matched, those that have not submitted it;
 // for one moving data, those whose messages have not arrived or been taken.
-std::string Engine::waitingFor(const OpState& op) const {
-  Clock::time_point now = Clock::now();
+std::string Watchdog::waitingFor(const OpState& op, Clock::time_point now) const {
   std::string silent = liveness_.report(now, std::chrono::seconds(2) + liveness_.period());
   std::string tail = silent.empty() ? "" : concat("; ", silent);
   if (op.kind == OpState::Kind::kAllReduce && matcher_.awaitingDecision(op)) {
