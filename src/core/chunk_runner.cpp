@@ -55,6 +55,10 @@ bool ChunkRunner::carries(const OpState& op) {
 }
 
 void ChunkRunner::add(uint32_t lane, std::shared_ptr<OpState> op) {
+  if (op->kind != OpState::Kind::kAllReduce) {
+    op->algorithm = priocclAlgoRing;  // chunked as a ring op of its size, alike on both ends
+    lane = lanes_.pointToPointLane(op->peer, op->kind == OpState::Kind::kSend, op->tag);
+  }
   // An agreement is one chunk of the whole op (which reduces it when it carries the data).
   uint64_t chunks = 1;
   size_t chunkCount = op->count;
@@ -66,12 +70,6 @@ void ChunkRunner::add(uint32_t lane, std::shared_ptr<OpState> op) {
   // FIFO mode schedules every op alike; ties then go by global op order.
   int priority = byPriority_ ? op->priority : 0;
   lanes_.add(lane, std::move(op), chunks, chunkCount, priority, byPriority_);
-}
-
-void ChunkRunner::addPointToPoint(std::shared_ptr<OpState> op) {
-  op->algorithm = priocclAlgoRing;  // chunked as a ring op of its size, alike on both ends
-  uint32_t lane = lanes_.pointToPointLane(op->peer, op->kind == OpState::Kind::kSend, op->tag);
-  add(lane, std::move(op));
 }
 
 // Elements per chunk of `op`. A ring or tree op of a few chunks is cut finer (down to

@@ -38,7 +38,7 @@ class ChunkRunner {
    public:
     virtual ~Events() = default;
     // `op`'s agreement chunk has finished: its verdict decides what becomes of the op.
-    virtual void agreementDone(AgreementChunk& agreement, std::shared_ptr<OpState> op) = 0;
+    virtual void agreementDone(const AgreementChunk& agreement, std::shared_ptr<OpState> op) = 0;
     virtual void opDone(OpState& op) = 0;  // every data chunk of `op` has finished
   };
 
@@ -51,9 +51,9 @@ class ChunkRunner {
   ChunkRunner(const Config& config, int rank, int nranks, uint64_t dataTags, Transfers& transfers,
               OpStats& stats, Events& events);
 
-  // `op` (its algorithm settled) joins `lane`, cut into chunks.
+  // `op` (a collective's algorithm settled) joins `lane`, cut into chunks; a point-to-point op
+  // joins its own lane (kPointToPointLanes: by peer, direction and tag).
   void add(uint32_t lane, std::shared_ptr<OpState> op);
-  void addPointToPoint(std::shared_ptr<OpState> op);  // to the lane of its peer, direction and tag
   // The scheduler's half of a pass: activation, then the most urgent ready sends.
   bool activate();
   bool postSends();

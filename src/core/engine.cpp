@@ -274,28 +274,11 @@ bool Engine::takeSubmissions() {
     ~Clear() { v.clear(); }
   } clear{fresh};
   for (auto& op : fresh) {
-    if (op->kind != OpState::Kind::kAllReduce) {  // point to point: matched by order per lane
-      if (op->count == 0) {
-        finishOp(*op, priocclSuccess, "");
-        continue;
-      }
-      matcher_.numberPointToPoint(*op);
-      runner_.addPointToPoint(std::move(op));
-      continue;
-    }
     // The algorithm is settled once, from arguments every rank agrees on (and a table every rank
     // holds alike); a mismatched op fails before its algorithm matters.
-    if (op->algorithm == priocclAlgoAuto)
+    if (op->kind == OpState::Kind::kAllReduce && op->algorithm == priocclAlgoAuto)
       op->algorithm = selector_.choose(op->count * reduce::dtypeSize(op->dtype));
-    Announce a = matcher_.number(*op);
-    if (!op->named) {  // agreed among the ranks themselves, in submission order
-      runner_.add(kAgreeLane, std::move(op));
-      continue;
-    }
-    // Even with nothing to move, a named op is matched: a rank with count 0 where the others
-    // have data must fail everywhere, not leave them waiting.
-    matcher_.awaitDecision(std::move(op), a);
-    negotiator_.submit(a);
+    matcher_.admit(std::move(op), negotiator_, *this);
   }
   return true;
 }
@@ -315,42 +298,10 @@ bool Engine::exchangeControl() {
     any = true;
   }
   for (const Decision& d : negotiator_.takeDecisions()) {
-    applyDecision(d);
+    matcher_.apply(d, *this);
     any = true;
   }
   return any;
-}
-
-void Engine::applyDecision(const Decision& d) {
-  std::string mismatch;
-  std::shared_ptr<OpState> op = matcher_.decided(d, &mismatch);
-  stats_.matched(*op, Clock::now());
-  if (!mismatch.empty()) {
-    finishOp(*op, priocclInvalidUsage, mismatch);
-    return;
-  }
-  if (op->count == 0) {  // matched, nothing to move
-    finishOp(*op, priocclSuccess, "");
-    return;
-  }
-  runner_.add(kNamedLane, std::move(op));
-}
-
-// Ops the agreement leaves with data to move join the unnamed data lane in submission order,
-// whatever order their agreements finished in.
-void Engine::agreementDone(AgreementChunk& agreement, std::shared_ptr<OpState> op) {
-  std::shared_ptr<OpState> moves;
-  stats_.matched(*op, Clock::now());
-  if (std::string mismatch = matcher_.verdict(*op, agreement); !mismatch.empty()) {
-    finishOp(*op, priocclInvalidUsage, mismatch);
-  } else if (agreement.dataDone() || op->count == 0) {
-    finishOp(*op, priocclSuccess, "");
-  } else {
-    moves = op;
-  }
-  matcher_.agreementEnded(op->globalSeq, std::move(moves), [&](std::shared_ptr<OpState> joins) {
-    runner_.add(kUnnamedLane, std::move(joins));
-  });
 }
 
 bool Engine::pollTransport() {

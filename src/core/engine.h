@@ -50,7 +50,7 @@ struct ProgressGate {
 // Drives the op's engine until the op is done (no-op when the engine is gone).
 void driveUntilDone(OpState& op);
 
-class Engine : private ChunkRunner::Events {
+class Engine : private ChunkRunner::Events, private OpMatcher::Sink {
  public:
   // `heartbeats`: the engine may call the transport while no op is in flight (not with an
   // application that has MPI only at MPI_THREAD_SERIALIZED); without, no peer is declared lost.
@@ -103,7 +103,6 @@ class Engine : private ChunkRunner::Events {
   bool takeSubmissions();
   bool schedule();  // control messages, then the runner's activation and sends
   bool exchangeControl();
-  void applyDecision(const Decision& d);
   bool pollTransport();
   void onCompletion(const Completion& c, Clock::time_point now);
   void onControl(const Transfers::Posted& p, size_t bytes);
@@ -112,9 +111,18 @@ class Engine : private ChunkRunner::Events {
   // the scheduler. Same identity, tags and messages as on the lanes, so ranks that take either
   // path interoperate; only the bookkeeping a lone op does not need is skipped.
   bool tryInline(const std::shared_ptr<OpState>& op);
-  // ChunkRunner::Events. Every rank reaches the same verdict on an agreement.
-  void agreementDone(AgreementChunk& agreement, std::shared_ptr<OpState> op) override;
+  // ChunkRunner::Events and OpMatcher::Sink: the matcher routes ops into the runner's lanes.
+  void agreementDone(const AgreementChunk& agreement, std::shared_ptr<OpState> op) override {
+    matcher_.concluded(agreement, std::move(op), *this);
+  }
   void opDone(OpState& op) override { finishOp(op, priocclSuccess, ""); }
+  void join(uint32_t lane, std::shared_ptr<OpState> op) override {
+    runner_.add(lane, std::move(op));
+  }
+  void matched(const OpState& op) override { stats_.matched(op, Clock::now()); }
+  void end(OpState& op, priocclResult_t code, const std::string& message) override {
+    finishOp(op, code, message);
+  }
   // Counts the op as ended; finish() runs after the progress lock is released.
   void finishOp(OpState& op, priocclResult_t code, const std::string& message);
 

@@ -46,6 +46,8 @@ class AgreementChunk;
 // order, the data chunks of those that need them. The orders differ between the lanes, so they
 // cannot share identities. Lanes from kFixedLanes on carry point-to-point ops, made on first use.
 inline constexpr uint32_t kNamedLane = 0, kAgreeLane = 1, kUnnamedLane = 2, kFixedLanes = 3;
+// Joining "the point-to-point lanes" means the op's own: by peer, direction and user tag.
+inline constexpr uint32_t kPointToPointLanes = kFixedLanes;
 // Tag shares: one per fixed lane, then one that all point-to-point lanes split.
 inline constexpr uint64_t kPointToPointShare = kFixedLanes;
 

@@ -84,6 +84,53 @@ std::string OpMatcher::verdict(const OpState& op, const AgreementChunk& agreemen
                 h.rankA, " had ", describeArgs(h.a), ", but ", other);
 }
 
+void OpMatcher::admit(std::shared_ptr<OpState> op, Negotiator& negotiator, Sink& sink) {
+  if (op->kind != OpState::Kind::kAllReduce) {  // point to point: matched by order per lane
+    if (op->count == 0) {
+      sink.end(*op, priocclSuccess, "");
+      return;
+    }
+    numberPointToPoint(*op);
+    sink.join(kPointToPointLanes, std::move(op));
+    return;
+  }
+  Announce a = number(*op);
+  if (!op->named) {  // agreed among the ranks themselves, in submission order
+    sink.join(kAgreeLane, std::move(op));
+    return;
+  }
+  awaitDecision(std::move(op), a);
+  negotiator.submit(a);
+}
+
+void OpMatcher::apply(const Decision& d, Sink& sink) {
+  std::string mismatch;
+  std::shared_ptr<OpState> op = decided(d, &mismatch);
+  sink.matched(*op);
+  if (!mismatch.empty())
+    sink.end(*op, priocclInvalidUsage, mismatch);
+  else if (op->count == 0)  // matched, nothing to move
+    sink.end(*op, priocclSuccess, "");
+  else
+    sink.join(kNamedLane, std::move(op));
+}
+
+void OpMatcher::concluded(const AgreementChunk& agreement, std::shared_ptr<OpState> op,
+                          Sink& sink) {
+  std::shared_ptr<OpState> moves;
+  sink.matched(*op);
+  if (std::string mismatch = verdict(*op, agreement); !mismatch.empty()) {
+    sink.end(*op, priocclInvalidUsage, mismatch);
+  } else if (agreement.dataDone() || op->count == 0) {
+    sink.end(*op, priocclSuccess, "");
+  } else {
+    moves = op;
+  }
+  agreementEnded(op->globalSeq, std::move(moves), [&](std::shared_ptr<OpState> joins) {
+    sink.join(kUnnamedLane, std::move(joins));
+  });
+}
+
 void OpMatcher::clear(std::vector<std::shared_ptr<OpState>>& doomed) {
   for (auto& entry : waiting_) doomed.push_back(std::move(entry.second));
   for (auto& entry : agreed_)

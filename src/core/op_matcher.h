@@ -7,6 +7,8 @@
 //   whatever order their agreements ended in;
 // - point-to-point ops are numbered apart (for the timeline) and matched by order per lane.
 // A mismatch fails the op on every rank with the same message, naming both sides.
+// Matched ops leave through a Sink into their lanes (admit, apply, concluded); the engine
+// connects the sink to the chunk runner and needs no lane or agreement rule of its own.
 //
 // Pure bookkeeping: no transport, no threads (the engine's progress lock guards it).
 #pragma once
@@ -18,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/lane_table.h"
+#include "core/negotiator.h"
 #include "core/op.h"
 #include "core/wire.h"
 
@@ -35,6 +39,31 @@ std::string describeOp(const OpState& op, uint64_t occurrence);
 
 class OpMatcher {
  public:
+  // Where ops leave to.
+  class Sink {
+   public:
+    virtual ~Sink() = default;
+    // `op` joins `lane`: kNamedLane, kAgreeLane, kUnnamedLane, or for a point-to-point op
+    // kPointToPointLanes (its own lane, by peer, direction and tag).
+    virtual void join(uint32_t lane, std::shared_ptr<OpState> op) = 0;
+    virtual void matched(const OpState& op) = 0;  // every rank agrees on its identity now
+    // The op ends here: a mismatch, or nothing to move.
+    virtual void end(OpState& op, priocclResult_t code, const std::string& message) = 0;
+  };
+
+  // A submitted op (a collective's algorithm settled) takes its way: a point-to-point op joins
+  // its lane at once, an unnamed collective the agreement lane, and a named one is announced to
+  // `negotiator` and waits for the coordinator's decision (even with nothing to move: a rank with
+  // count 0 where the others have data must fail everywhere, not leave them waiting).
+  void admit(std::shared_ptr<OpState> op, Negotiator& negotiator, Sink& sink);
+  // The coordinator's decision on a named op: it joins the named lane in the global order, or
+  // ends (mismatch, count 0).
+  void apply(const Decision& d, Sink& sink);
+  // An unnamed op's agreement chunk finished (on the lanes or inline): the op ends when the ranks
+  // disagreed or nothing is left to move (the agreement carried its data), else joins the unnamed
+  // data lane, in submission order.
+  void concluded(const AgreementChunk& agreement, std::shared_ptr<OpState> op, Sink& sink);
+
   // The arguments every rank checks (agreement, negotiator); for an unnamed op with its number.
   static Announce arguments(const OpState& op);
   // Numbers a collective op (unnamed: in submission order; named: among ops with its key) and

@@ -140,7 +140,7 @@ class Rank final : public ChunkRunner::Events {
         transfers_(transport_, kTagSpace - 1, {}, 64, false),
         runner_(config, rank, size, kTagSpace - 1, transfers_, stats_, *this) {}
 
-  void agreementDone(AgreementChunk&, std::shared_ptr<OpState>) override {
+  void agreementDone(const AgreementChunk&, std::shared_ptr<OpState>) override {
     ADD_FAILURE() << "no agreement runs in these tests";
   }
   void opDone(OpState& op) override {

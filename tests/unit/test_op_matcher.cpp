@@ -18,6 +18,7 @@ using prioccl::detail::keyHash;
 using prioccl::detail::kPointToPointSeqBase;
 using prioccl::detail::OpMatcher;
 using prioccl::detail::OpState;
+using namespace prioccl::detail;  // the lane constants
 
 std::shared_ptr<OpState> unnamed(size_t count = 10) {
   auto op = std::make_shared<OpState>();
@@ -111,6 +112,57 @@ TEST(OpMatcher, AgreedUnnamedOpsJoinTheirLaneInSubmissionOrder) {
   EXPECT_EQ(joined, (std::vector<uint64_t>{0, 2}));
   m.agreementEnded(3, ops[3], join);
   EXPECT_EQ(joined, (std::vector<uint64_t>{0, 2, 3}));
+  EXPECT_TRUE(m.empty());
+}
+
+// Records where the matcher sends ops.
+struct RecordingSink : OpMatcher::Sink {
+  struct Event {
+    char what;  // 'j' join, 'm' matched, 'e' end
+    const OpState* op;
+    uint32_t lane;
+    priocclResult_t code;
+  };
+  void join(uint32_t lane, std::shared_ptr<OpState> op) override {
+    events.push_back({'j', op.get(), lane, priocclSuccess});
+  }
+  void matched(const OpState& op) override { events.push_back({'m', &op, 0, priocclSuccess}); }
+  void end(OpState& op, priocclResult_t code, const std::string&) override {
+    events.push_back({'e', &op, 0, code});
+  }
+  std::vector<Event> events;
+};
+
+TEST(OpMatcher, AdmittedOpsTakeTheirWayIntoTheLanes) {
+  OpMatcher m;
+  Negotiator n(0, 1);  // one rank: the coordinator decides as soon as it announces
+  RecordingSink sink;
+  auto send = unnamed(8), emptySend = unnamed(0), plain = unnamed(), key = named("k"),
+       emptyKey = named("z", 0);
+  send->kind = emptySend->kind = OpState::Kind::kSend;
+  send->peer = emptySend->peer = 1;
+  for (auto& op : {send, emptySend, plain, key, emptyKey}) m.admit(op, n, sink);
+  ASSERT_EQ(sink.events.size(), 3u) << "named ops wait for the coordinator";
+  EXPECT_EQ(sink.events[0].what, 'j');
+  EXPECT_EQ(sink.events[0].lane, kPointToPointLanes);
+  EXPECT_EQ(send->globalSeq, kPointToPointSeqBase);
+  EXPECT_EQ(sink.events[1].what, 'e') << "a point-to-point op of nothing ends at once";
+  EXPECT_EQ(sink.events[1].code, priocclSuccess);
+  EXPECT_EQ(sink.events[2].op, plain.get());
+  EXPECT_EQ(sink.events[2].lane, kAgreeLane) << "an unnamed op starts with its agreement";
+  EXPECT_TRUE(m.awaitingDecision(*key));
+  sink.events.clear();
+  std::vector<Decision> decisions = n.takeDecisions();
+  ASSERT_EQ(decisions.size(), 2u);
+  for (const Decision& d : decisions) m.apply(d, sink);
+  ASSERT_EQ(sink.events.size(), 4u);
+  EXPECT_EQ(sink.events[0].what, 'm');
+  EXPECT_EQ(sink.events[1].what, 'j');
+  EXPECT_EQ(sink.events[1].op, key.get());
+  EXPECT_EQ(sink.events[1].lane, kNamedLane);
+  EXPECT_EQ(sink.events[2].what, 'm');
+  EXPECT_EQ(sink.events[3].what, 'e') << "a matched op of nothing ends there";
+  EXPECT_EQ(sink.events[3].op, emptyKey.get());
   EXPECT_TRUE(m.empty());
 }
 
