@@ -14,6 +14,7 @@
 #include "algo/select.h"
 #include "common/error.h"
 #include "common/parse_size.h"
+#include "common/same_everywhere.h"
 
 namespace prioccl::detail {
 namespace {
@@ -407,23 +408,22 @@ std::string describeParams(const Config& c) {
 }
 
 std::vector<double> agreementValues(const Config& c) {
-  std::vector<double> out;
-  for (const Param& p : paramTable()) {
-    if (!p.mustAgree) continue;
-    double v = agreementValue(p, c);
-    out.push_back(v);
-    out.push_back(-v);
-  }
-  return out;
+  std::vector<double> values;
+  for (const Param& p : paramTable())
+    if (p.mustAgree) values.push_back(agreementValue(p, c));
+  return withFlips(values);
 }
 
 std::string disagreement(const std::vector<double>& maxima) {
-  size_t k = 0;
+  // The caller may append entries of its own after the table's pairs.
+  size_t pairs = 0;
+  for (const Param& p : paramTable()) pairs += p.mustAgree;
+  std::vector<double> table(maxima.begin(), maxima.begin() + 2 * pairs);
+  double lo = 0, hi = 0;
+  long k = firstDisagreement(table, &lo, &hi);
+  if (k < 0) return "";
   for (const Param& p : paramTable()) {
-    if (!p.mustAgree) continue;
-    double hi = maxima.at(2 * k), lo = -maxima.at(2 * k + 1);
-    ++k;
-    if (lo == hi) continue;
+    if (!p.mustAgree || k-- > 0) continue;
     std::string fields = concat("config.", p.field);
     if (p.kind == ParamKind::kAlgorithm) fields += " / config.algorithmRules";
     return concat("ranks disagree on ", *p.agreeLabel ? p.agreeLabel : p.field, " (", p.env, " / ",

@@ -3,27 +3,25 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/same_everywhere.h"
 
 namespace prioccl::detail {
 namespace {
 
+// One blocking all-reduce (MAX) of the values and their flips (common/same_everywhere.h).
 template <typename T>
 void agree(const Communicator& comm, const char* what, priocclDataType_t datatype,
            std::initializer_list<std::pair<const char*, T>> fields) {
   std::vector<T> mine;
   for (const auto& f : fields) mine.push_back(f.second);
-  // Two blocking all-reduces (min, max): equal on every rank exactly when all ranks agree.
-  std::vector<T> lo(mine.size()), hi(mine.size());
+  std::vector<T> sent = withFlips(mine), maxima(sent.size());
   Communicator c = comm;  // a handle on the same communicator
-  c.allReduce(mine.data(), lo.data(), mine.size(), datatype, priocclMin);
-  c.allReduce(mine.data(), hi.data(), mine.size(), datatype, priocclMax);
-  size_t i = 0;
-  for (const auto& f : fields) {
-    if (lo[i] != hi[i])
-      fail(priocclInvalidUsage, what, ": ranks disagree on ", f.first, " (values from ", lo[i],
-           " to ", hi[i], "; this rank has ", mine[i], ")");
-    ++i;
-  }
+  c.allReduce(sent.data(), maxima.data(), sent.size(), datatype, priocclMax);
+  T lo{}, hi{};
+  long i = firstDisagreement(maxima, &lo, &hi);
+  if (i < 0) return;
+  fail(priocclInvalidUsage, what, ": ranks disagree on ", (fields.begin() + i)->first,
+       " (values from ", lo, " to ", hi, "; this rank has ", mine[static_cast<size_t>(i)], ")");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -17,6 +18,7 @@
 #include <variant>
 
 #include "common/params.h"
+#include "common/same_everywhere.h"
 #include "prioccl/prioccl.hpp"
 
 namespace {
@@ -54,6 +56,36 @@ std::string otherValue(const Param& p) {
       return "some/path.json";
   }
   return "";
+}
+
+// The max all-reduce of values and their flips, done here by hand over three ranks' vectors.
+template <typename T>
+long disagreementOver(const std::vector<std::vector<T>>& ranks, T* lo, T* hi) {
+  std::vector<T> maxima;
+  for (const auto& values : ranks) {
+    std::vector<T> sent = prioccl::detail::withFlips(values);
+    if (maxima.empty()) maxima = sent;
+    for (size_t i = 0; i < sent.size(); ++i) maxima[i] = std::max(maxima[i], sent[i]);
+  }
+  return prioccl::detail::firstDisagreement(maxima, lo, hi);
+}
+
+TEST(SameEverywhere, FindsTheFirstValueThatDiffersWithItsRange) {
+  long long lo = 0, hi = 0;
+  constexpr long long kMin = std::numeric_limits<long long>::min();
+  constexpr long long kMax = std::numeric_limits<long long>::max();
+  EXPECT_EQ(
+      disagreementOver<long long>({{kMin, 5, kMax}, {kMin, 5, kMax}, {kMin, 5, kMax}}, &lo, &hi),
+      -1)
+      << "the extremes of int64 compare exactly";
+  EXPECT_EQ(disagreementOver<long long>({{1, 5, 7}, {1, kMin, 9}, {1, 6, 8}}, &lo, &hi), 1);
+  EXPECT_EQ(lo, kMin);
+  EXPECT_EQ(hi, 6);
+  double dlo = 0, dhi = 0;
+  EXPECT_EQ(disagreementOver<double>({{0.5, -2}, {0.5, -2}}, &dlo, &dhi), -1);
+  EXPECT_EQ(disagreementOver<double>({{0.5, -2}, {0.5, -3}, {0.5, 1e300}}, &dlo, &dhi), 1);
+  EXPECT_EQ(dlo, -3);
+  EXPECT_EQ(dhi, 1e300);
 }
 
 TEST(Params, RowsAreWellFormed) {
