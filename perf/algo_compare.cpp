@@ -12,11 +12,12 @@
 namespace perf {
 namespace {
 
-// Variants 0..4: prioccl communicators with these algorithms (0: auto); variant kMpi:
-// MPI_Allreduce.
-constexpr priocclAlgorithm_t kAlgos[] = {priocclAlgoAuto, priocclAlgoRing, priocclAlgoTree,
-                                         priocclAlgoRecursiveDoubling, priocclAlgoHalvingDoubling};
-constexpr int kComms = 5, kMpi = kComms;
+// Variant k < kComms: a prioccl communicator with algorithm k (0: auto, then every algorithm the
+// library has, by its public enum); variant kMpi: MPI_Allreduce.
+constexpr int kComms = priocclNumAlgos, kMpi = kComms;
+priocclAlgorithm_t algo(int k) {
+  return static_cast<priocclAlgorithm_t>(k);
+}
 constexpr double kAutoTarget = 1.05;      // auto/best: auto within 5% of the best fixed algorithm
 constexpr double kMpiTarget = 1.0 / 1.1;  // mpi/auto: auto within 1.1x of MPI_Allreduce
 
@@ -60,27 +61,31 @@ long long compareAlgorithms(const AllReduceOptions& o, int rank, int p) {
   comms.push_back(prioccl::Communicator::world(cfg));
   for (int k = 1; k < kComms; ++k) {
     cfg = comms[0].config();
-    cfg.algorithm = kAlgos[k];
+    cfg.algorithm = algo(k);
     comms.push_back(prioccl::Communicator::world(cfg));
   }
 
-  CompareSweep sweep(o, rank, p, comms, {"auto", "ring", "tree", "rd", "hd"});
+  std::vector<std::string> names;
+  for (int k = 0; k < kComms; ++k) names.push_back(prioccl::algorithmName(algo(k)));
+  std::string fixed;  // "ring/tree/rd/hd"
+  for (int k = 1; k < kComms; ++k) fixed += (k > 1 ? "/" : "") + names[k];
+  CompareSweep sweep(o, rank, p, comms, names);
   if (rank == 0) {
     std::printf("# prioccl allreduce_perf --algo all, out of place: nranks %d, dtype %s, op %s\n",
                 p, dt.name, op.name);
     std::printf("# config: %s\n", comms[0].config().describe().c_str());
-    std::printf(
-        "# ring, tree, rd and hd: separate communicators with auto's chunk and credit sizes\n");
+    std::printf("# %s: separate communicators with auto's chunk and credit sizes\n", fixed.c_str());
   }
   sweep.printCommonHeader();
   if (rank == 0) {
     std::printf(
-        "# best: fastest of ring/tree/rd/hd; auto/best <= %.2f and mpi/auto >= %.2f are the "
+        "# best: fastest of %s; auto/best <= %.2f and mpi/auto >= %.2f are the "
         "targets; #wrong: all variants\n#\n",
-        kAutoTarget, kMpiTarget);
-    std::printf("#%11s  %12s  %8s  %6s  %9s  %9s  %9s  %9s  %9s  %9s  %5s  %9s  %8s  %6s\n", "size",
-                "count", "type", "redop", "auto(us)", "ring(us)", "tree(us)", "rd(us)", "hd(us)",
-                "mpi(us)", "best", "auto/best", "mpi/auto", "#wrong");
+        fixed.c_str(), kAutoTarget, kMpiTarget);
+    std::printf("#%11s  %12s  %8s  %6s", "size", "count", "type", "redop");
+    for (const std::string& n : names) std::printf("  %9s", (n + "(us)").c_str());
+    std::printf("  %9s  %5s  %9s  %8s  %6s\n", "mpi(us)", "best", "auto/best", "mpi/auto",
+                "#wrong");
   }
 
   Extreme autoBest(false), mpiAuto(true);
@@ -98,12 +103,12 @@ long long compareAlgorithms(const AllReduceOptions& o, int rank, int p) {
       std::snprintf(mpiTime, sizeof mpiTime, "%.1f", med[kMpi] * 1e6);
       std::snprintf(mpiRatio, sizeof mpiRatio, "%.3f", ratioMpi);
     }
-    if (rank == 0)
-      std::printf(
-          "%12zu  %12zu  %8s  %6s  %9.1f  %9.1f  %9.1f  %9.1f  %9.1f  %9s  %5s  %9.3f  %8s  %6s\n",
-          r.nbytes, r.count, dt.name, op.name, med[0] * 1e6, med[1] * 1e6, med[2] * 1e6,
-          med[3] * 1e6, med[4] * 1e6, mpiTime, prioccl::algorithmName(kAlgos[best]), ratioAuto,
-          mpiRatio, wrongText(r.wrong).c_str());
+    if (rank == 0) {
+      std::printf("%12zu  %12zu  %8s  %6s", r.nbytes, r.count, dt.name, op.name);
+      for (int k = 0; k < kComms; ++k) std::printf("  %9.1f", med[k] * 1e6);
+      std::printf("  %9s  %5s  %9.3f  %8s  %6s\n", mpiTime, names[best].c_str(), ratioAuto,
+                  mpiRatio, wrongText(r.wrong).c_str());
+    }
   });
   if (rank == 0) {
     autoBest.print("auto/best", kAutoTarget);
