@@ -186,8 +186,14 @@ TEST(Params, ExactMessagesOfTheEnvironmentParsers) {
   EXPECT_EQ(message("PRIOCCL_CHUNK_BYTES", "2G"),
             "PRIOCCL_CHUNK_BYTES='2G' is not a size between 1 and 1073741824 (a number with an "
             "optional K, M or G suffix)");
-  EXPECT_EQ(message("PRIOCCL_ALGO", "fast"),
-            "PRIOCCL_ALGO='fast' is not 'auto', 'ring', 'tree', 'rd' or 'hd'");
+  // Every algorithm the library has, by its public enum: "'auto', 'ring', ... or 'hd'".
+  std::string algos;
+  for (int a = priocclAlgoAuto; a < priocclNumAlgos; ++a)
+    algos += std::string(a == priocclAlgoAuto       ? ""
+                         : a + 1 == priocclNumAlgos ? " or "
+                                                    : ", ") +
+             "'" + prioccl::algorithmName(static_cast<priocclAlgorithm_t>(a)) + "'";
+  EXPECT_EQ(message("PRIOCCL_ALGO", "fast"), "PRIOCCL_ALGO='fast' is not " + algos);
   EXPECT_EQ(message("PRIOCCL_TIMEOUT_S", "-1"),
             "PRIOCCL_TIMEOUT_S='-1' is not a number of seconds between 0 (off) and 1e9");
   EXPECT_EQ(message("PRIOCCL_CALIBRATE", "maybe"),
@@ -252,8 +258,9 @@ TEST(Params, CStructMerge) {
             "config->windowChunks = 0 must be > 0");
   EXPECT_EQ(message([](priocclConfig_t& b) { b.schedule = 2; }),
             "config->schedule = 2 is not a priocclSchedule_t");
-  EXPECT_EQ(message([](priocclConfig_t& b) { b.algorithm = priocclNumAlgos; }),
-            "config->algorithm = 5 is not a priocclAlgorithm_t");
+  EXPECT_EQ(
+      message([](priocclConfig_t& b) { b.algorithm = priocclNumAlgos; }),
+      "config->algorithm = " + std::to_string(priocclNumAlgos) + " is not a priocclAlgorithm_t");
   EXPECT_EQ(message([](priocclConfig_t& b) { b.transport = -2; }),
             "config->transport = -2 is not a priocclTransport_t");
   EXPECT_EQ(message([](priocclConfig_t& b) { b.timeoutSeconds = 2e9; }),
