@@ -15,10 +15,6 @@ namespace {
 // this many rounds, and after every submission, a full round runs the watchdog and the stall
 // escape.
 constexpr unsigned kFullRoundEvery = 16;
-// How long a failing rank tries to get its abort notice out before tearing its receives down.
-constexpr std::chrono::milliseconds kAbortFlush(200);
-// Longest wait at destroy for the peers' goodbyes (they destroy theirs at about the same time).
-constexpr std::chrono::seconds kGoodbyeWait(30);
 
 }  // namespace
 
@@ -35,16 +31,16 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
                   std::lock_guard<std::mutex> progress(progress_);  // one transport call at a time
                   return transport_->armEvents();
                 }),
-      negotiator_(rank_, transport_->size()),
-      liveness_(transport_->size(), negotiator_.controlPeers(),
-                heartbeats ? config.timeoutSeconds : 0, Clock::now()),
       stats_(config.timelinePath, rank_, transport_->size(), timelineClock),
       // The top tag is the control channel's; the lanes share the rest.
-      transfers_(*transport_, transport_->tagSpace() - 1, negotiator_.controlPeers(), kControlBytes,
+      transfers_(*transport_, transport_->tagSpace() - 1,
+                 Negotiator::controlPeers(rank_, transport_->size()), kControlBytes,
                  stats_.timelineEnabled()),
+      control_(*transport_, transfers_, rank_, transport_->size(),
+               heartbeats ? config.timeoutSeconds : 0, *this),
       runner_(config, rank_, transport_->size(), transport_->tagSpace() - 1, transfers_, stats_,
               *this),
-      watchdog_(config, rank_, liveness_, negotiator_, matcher_, runner_) {
+      watchdog_(config, rank_, control_.liveness(), control_.negotiator(), matcher_, runner_) {
   transfers_.postControlReceives();
   gate_->engine = this;
   thread_ = std::thread([this] { run(); });
@@ -89,44 +85,18 @@ void Engine::submit(std::shared_ptr<OpState> op, bool callerWaits) {
 void Engine::drainAndStop() {
   handover_.stop();
   if (thread_.joinable()) thread_.join();
+  // Every op is done: say goodbye, and wait for the peers'.
   std::lock_guard<std::mutex> progress(progress_);
-  if (!liveness_.enabled() || handover_.failed() || saidGoodbye_) return;
-  sayGoodbye();
+  if (control_.liveness().enabled() && !handover_.failed()) control_.goodbye();
 }
 
-// Every op is done. A goodbye tells the peers that this rank's silence is not death, and is its
-// last message to them. Waiting for theirs makes sure nothing is in flight to this rank when its
-// MPI communicator is freed: Open MPI hands a message for a freed communicator to the next one
-// created with the same context id, where a stale heartbeat would take the sequence slot of a
-// real message.
-void Engine::sayGoodbye() {
-  saidGoodbye_ = true;
+bool Engine::pollOnce() {
   try {
-    sendToPeers(encodeSignal(ControlKind::kGoodbye), -1, std::chrono::milliseconds(200));
+    return pollTransport();
   } catch (const Error& e) {
     failAll(e.code(), e.what());
   }
-  Clock::time_point start = Clock::now(), deadline = start + kGoodbyeWait;
-  unsigned quiet = 0;
-  for (;;) {
-    bool waiting = false;
-    for (int peer : transfers_.controlPeers()) waiting |= !liveness_.hasLeft(peer);
-    Clock::time_point now = Clock::now();
-    if (!waiting || handover_.failed() || liveness_.lost(now) >= 0) return;
-    if (now > deadline) {
-      log(LogLevel::kWarn, "rank ", rank_, ": destroying the communicator without the goodbye of ",
-          "every peer (", liveness_.report(now, Clock::duration::zero()),
-          "): a message still in flight could reach a later communicator");
-      transport_->cancelAll();  // the transport abandons its channel rather than reuse it
-      return;
-    }
-    try {
-      if (pollTransport()) quiet = 0;
-    } catch (const Error& e) {
-      failAll(e.code(), e.what());
-    }
-    if (++quiet > 64) std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
+  return false;
 }
 
 void Engine::abort() {
@@ -221,7 +191,8 @@ bool Engine::progressOnce(bool* idleNow, bool light) {
 void Engine::run() {
   Backoff backoff;
   unsigned rounds = 0;
-  Clock::duration heartbeat = liveness_.enabled() ? liveness_.period() : Clock::duration::zero();
+  const Liveness& liveness = control_.liveness();
+  Clock::duration heartbeat = liveness.enabled() ? liveness.period() : Clock::duration::zero();
   for (;;) {
     bool idleNow = false;
     if (progressOnce(&idleNow, ++rounds % kFullRoundEvery != 1)) {
@@ -258,11 +229,7 @@ void Engine::drive(OpState& op) {
 void Engine::watchdog() {
   Clock::time_point now = Clock::now();
   if (!watchdog_.due(now)) return;
-  if (liveness_.heartbeatDue(now)) {
-    log(LogLevel::kTrace, "rank ", rank_, ": heartbeat");
-    // Peers that said goodbye still listen until this rank's own goodbye: no need to skip them.
-    sendToPeers(encodeSignal(ControlKind::kHeartbeat), -1, std::chrono::milliseconds(0));
-  }
+  control_.heartbeat(now);
   watchdog_.check(now);
 }
 
@@ -278,7 +245,7 @@ bool Engine::takeSubmissions() {
     // holds alike); a mismatched op fails before its algorithm matters.
     if (op->kind == OpState::Kind::kAllReduce && op->algorithm == priocclAlgoAuto)
       op->algorithm = selector_.choose(op->count * reduce::dtypeSize(op->dtype));
-    matcher_.admit(std::move(op), negotiator_, *this);
+    matcher_.admit(std::move(op), control_.negotiator(), *this);
   }
   return true;
 }
@@ -292,12 +259,8 @@ bool Engine::schedule() {
 
 // Sends what the negotiator has to say and turns its decisions into live ops, in global order.
 bool Engine::exchangeControl() {
-  bool any = false;
-  for (Negotiator::Outgoing& out : negotiator_.takeOutgoing()) {
-    transfers_.sendControl(out.peer, std::move(out.bytes));
-    any = true;
-  }
-  for (const Decision& d : negotiator_.takeDecisions()) {
+  bool any = control_.sendNegotiation();
+  for (const Decision& d : control_.negotiator().takeDecisions()) {
     matcher_.apply(d, *this);
     any = true;
   }
@@ -319,38 +282,20 @@ bool Engine::pollTransport() {
 
 void Engine::onCompletion(const Completion& c, Clock::time_point done) {
   const Transfers::Posted p = transfers_.at(c.cookie);
-  if (!c.ok) {
-    // A peer that said goodbye may have closed its end under a heartbeat: not a failure.
-    bool toGone = p.kind == Kind::kControlSend && liveness_.hasLeft(p.peer);
-    if (!toGone) {
-      failAll(c.code, c.error);
-      return;
-    }
+  if (!c.ok && !control_.failureIsBenign(p)) {
+    failAll(c.code, c.error);
+    return;
   }
   transfers_.release(c.cookie);
-  if (p.kind == Kind::kDataRecv || p.kind == Kind::kControlRecv) liveness_.heard(p.peer, done);
   if (p.kind == Kind::kDataRecv || p.kind == Kind::kDataSend) {
+    if (p.kind == Kind::kDataRecv) control_.heard(p.peer, done);
     runner_.onData(p, c.bytes, done);
     return;
   }
   runner_.noteNews();
-  if (p.kind == Kind::kControlSend)
-    transfers_.controlSent(c.cookie);
-  else
-    onControl(p, c.bytes);
-}
-
-void Engine::onControl(const Transfers::Posted& p, size_t bytes) {
-  size_t i = static_cast<size_t>(p.step);
-  int from = transfers_.controlPeers()[i];
+  int from = -1;
   AbortNotice notice;
-  ControlKind kind = negotiator_.onMessage(from, transfers_.controlMessage(i), bytes, &notice);
-  if (kind == ControlKind::kAbort) {
-    failFromPeer(from, notice);
-    return;
-  }
-  if (kind == ControlKind::kGoodbye) liveness_.left(from);
-  transfers_.repostControlReceive(i);
+  if (control_.onCompletion(p, c.cookie, c.bytes, done, &from, &notice)) failFromPeer(from, notice);
 }
 
 void Engine::finishOp(OpState& op, priocclResult_t code, const std::string& message) {
@@ -373,36 +318,13 @@ void Engine::failFromPeer(int from, const AbortNotice& notice) {
   failWith(priocclRemoteError, full, relay ? &notice : nullptr, from);
 }
 
-void Engine::sendToPeers(const std::vector<unsigned char>& bytes, int skip,
-                         std::chrono::milliseconds limit) {
-  std::vector<uint64_t> cookies;
-  for (int peer : transfers_.controlPeers()) {
-    // Peers that said goodbye still listen, until this rank's own goodbye.
-    if (peer != skip) cookies.push_back(transfers_.sendControl(peer, bytes));
-  }
-  // Best effort: a dead peer's sends never leave, and nothing else waits on these.
-  Clock::time_point deadline = Clock::now() + limit;
-  std::vector<Completion> done;
-  while (!cookies.empty() && Clock::now() < deadline) {
-    done.clear();
-    transport_->poll(done);
-    for (const Completion& c : done) {
-      cookies.erase(std::remove(cookies.begin(), cookies.end(), c.cookie), cookies.end());
-      // A live engine handles everything (a peer's goodbye must not be lost); a failed one only
-      // waits for its notices to leave.
-      if (!handover_.failed()) onCompletion(c, Clock::now());
-    }
-    if (done.empty()) std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-}
-
 void Engine::failWith(priocclResult_t code, const std::string& full, const AbortNotice* tell,
                       int skipPeer) {
   log(LogLevel::kWarn, full);
   errorLog_->set(full);
   std::vector<std::shared_ptr<OpState>> doomed;
   handover_.setFailed(code, full, doomed);
-  if (tell && !saidGoodbye_) sendToPeers(encodeAbort(*tell), skipPeer, kAbortFlush);
+  if (tell) control_.tellAbort(*tell, skipPeer);
   transport_->cancelAll();
   runner_.clear(doomed);
   transfers_.clear();

@@ -25,9 +25,8 @@
 #include "algo/select.h"
 #include "common/timeline.h"
 #include "core/chunk_runner.h"
+#include "core/control_plane.h"
 #include "core/handover.h"
-#include "core/liveness.h"
-#include "core/negotiator.h"
 #include "core/op.h"
 #include "core/op_matcher.h"
 #include "core/op_stats.h"
@@ -50,7 +49,7 @@ struct ProgressGate {
 // Drives the op's engine until the op is done (no-op when the engine is gone).
 void driveUntilDone(OpState& op);
 
-class Engine : private ChunkRunner::Events, private OpMatcher::Sink {
+class Engine : private ChunkRunner::Events, private OpMatcher::Sink, private ControlPlane::Host {
  public:
   // `heartbeats`: the engine may call the transport while no op is in flight (not with an
   // application that has MPI only at MPI_THREAD_SERIALIZED); without, no peer is declared lost.
@@ -105,7 +104,6 @@ class Engine : private ChunkRunner::Events, private OpMatcher::Sink {
   bool exchangeControl();
   bool pollTransport();
   void onCompletion(const Completion& c, Clock::time_point now);
-  void onControl(const Transfers::Posted& p, size_t bytes);
   // The inline path (engine_inline.cpp): a blocking unnamed op small enough for its agreement to
   // reduce it, submitted while the engine is idle, runs its agreement chunk outside the lanes and
   // the scheduler. Same identity, tags and messages as on the lanes, so ranks that take either
@@ -132,11 +130,11 @@ class Engine : private ChunkRunner::Events, private OpMatcher::Sink {
   void failFromPeer(int from, const AbortNotice& notice);
   void failWith(priocclResult_t code, const std::string& full, const AbortNotice* tell,
                 int skipPeer);
-  // Posts `bytes` to each control peer but `skip`, then polls up to `limit` for them to
-  // leave (before the transport is torn down or its receives are cancelled).
-  void sendToPeers(const std::vector<unsigned char>& bytes, int skip,
-                   std::chrono::milliseconds limit);
-  void sayGoodbye();  // and wait for the peers' goodbyes (drainAndStop)
+  // ControlPlane::Host: the control plane polls through the engine while its messages leave.
+  void dispatch(const Completion& c) override { onCompletion(c, Clock::now()); }
+  bool pollOnce() override;
+  bool failed() const override { return handover_.failed(); }
+  void fail(const Error& e) override { failAll(e.code(), e.what()); }
 
   // Heartbeats, then the watchdog's checks; cheap, rate-limited.
   void watchdog();
@@ -159,14 +157,12 @@ class Engine : private ChunkRunner::Events, private OpMatcher::Sink {
   std::vector<Ended> ended_;                     // to finish once the lock is released
   std::vector<std::shared_ptr<OpState>> taken_;  // takeSubmissions' batch
   std::vector<Completion> completions_;          // pollTransport's batch
-  Negotiator negotiator_;
-  Liveness liveness_;
-  bool saidGoodbye_ = false;
-  OpMatcher matcher_;    // op identities across ranks, and when each joins its lane
-  OpStats stats_;        // counters (any thread) and the timeline
-  Transfers transfers_;  // the cookie table and the control channel (after stats_)
-  ChunkRunner runner_;   // lanes, chunks, the send scheduler (after transfers_)
-  Watchdog watchdog_;    // lost peers, stalls, timeouts (after runner_)
+  OpMatcher matcher_;     // op identities across ranks, and when each joins its lane
+  OpStats stats_;         // counters (any thread) and the timeline
+  Transfers transfers_;   // the cookie table and the control channel (after stats_)
+  ControlPlane control_;  // negotiation, heartbeats, goodbyes, abort notices (after transfers_)
+  ChunkRunner runner_;    // lanes, chunks, the send scheduler (after transfers_)
+  Watchdog watchdog_;     // lost peers, stalls, timeouts (after runner_)
   std::thread thread_;
 };
 

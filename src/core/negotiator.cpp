@@ -5,10 +5,10 @@
 
 namespace prioccl::detail {
 
-std::vector<int> Negotiator::controlPeers() const {
+std::vector<int> Negotiator::controlPeers(int rank, int nranks) {
   std::vector<int> peers;
-  if (rank_ == kCoordinator) {
-    for (int r = 0; r < nranks_; ++r)
+  if (rank == kCoordinator) {
+    for (int r = 0; r < nranks; ++r)
       if (r != kCoordinator) peers.push_back(r);
   } else {
     peers.push_back(kCoordinator);

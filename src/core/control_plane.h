@@ -1,0 +1,80 @@
+// What ranks tell each other besides data, over the control channel (transfers.h: one standing
+// receive per control peer; rank 0 <-> every other rank): the negotiator's announces and
+// decisions, heartbeats, goodbyes and abort notices; and what that traffic says about each peer
+// (liveness.h). The engine hands it the control channel's completions and asks it to send. It
+// calls back into the engine (Host) only while it waits for its own messages to leave: an abort
+// notice before the transport is torn down, a heartbeat, the goodbye at destroy.
+//
+// Runs on the progress thread, under the engine's progress lock.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/liveness.h"
+#include "core/negotiator.h"
+#include "core/transfers.h"
+#include "core/wire.h"
+#include "prioccl/prioccl.hpp"
+#include "transport.h"
+
+namespace prioccl::detail {
+
+class ControlPlane {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  class Host {  // the engine
+   public:
+    virtual ~Host() = default;
+    virtual void dispatch(const Completion& c) = 0;  // a completion that is not this plane's
+    virtual bool pollOnce() = 0;      // polls the transport and dispatches; false: nothing came
+    virtual bool failed() const = 0;  // the communicator has failed
+    virtual void fail(const Error& e) = 0;
+  };
+
+  // `timeoutSeconds` <= 0: no heartbeats, and no peer is ever declared lost.
+  ControlPlane(Transport& transport, Transfers& transfers, int rank, int nranks,
+               double timeoutSeconds, Host& host);
+
+  Negotiator& negotiator() { return negotiator_; }
+  const Negotiator& negotiator() const { return negotiator_; }
+  const Liveness& liveness() const { return liveness_; }
+
+  bool sendNegotiation();  // posts what the negotiator has to say; false: nothing
+  // A transfer failed: true when that is no failure (a peer that said goodbye may have closed
+  // its end under a heartbeat).
+  bool failureIsBenign(const Transfers::Posted& p) const {
+    return p.kind == Transfers::Kind::kControlSend && liveness_.hasLeft(p.peer);
+  }
+  void heard(int peer, Clock::time_point now) { liveness_.heard(peer, now); }
+  // A control transfer completed. True: a peer's abort notice (from *from); its receive is not
+  // posted again.
+  bool onCompletion(const Transfers::Posted& p, uint64_t cookie, size_t bytes,
+                    Clock::time_point now, int* from, AbortNotice* notice);
+  void heartbeat(Clock::time_point now);  // sends the heartbeats when due
+  // Best effort: tells the peers but `skipPeer` that this rank failed (not after its goodbye),
+  // waiting a little for the notices to leave before the caller cancels everything.
+  void tellAbort(const AbortNotice& notice, int skipPeer);
+  // Says goodbye (once), then waits for the peers' goodbyes. A goodbye tells the peers that this
+  // rank's silence is not death, and is its last message to them.
+  void goodbye();
+  bool saidGoodbye() const { return saidGoodbye_; }
+
+ private:
+  // Posts `bytes` to each control peer but `skip`, then polls up to `limit` for them to leave.
+  void sendToAll(const std::vector<unsigned char>& bytes, int skip,
+                 std::chrono::milliseconds limit);
+
+  Transport& transport_;
+  Transfers& transfers_;
+  Host& host_;
+  const int rank_;
+  Negotiator negotiator_;
+  Liveness liveness_;
+  bool saidGoodbye_ = false;
+};
+
+}  // namespace prioccl::detail
