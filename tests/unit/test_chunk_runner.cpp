@@ -1,5 +1,6 @@
 // The data path (src/core/chunk_runner.h) without MPI, threads or an engine: N ranks' runners over
-// an in-memory wire that moves one message per rank per tick, in posting order, like a link.
+// the in-memory fabric (fabric.h), which moves the first message of each link per tick, in posting
+// order, like a link.
 // Checks the results of every algorithm and that the scheduler lets an urgent op overtake a bulk
 // op that started first (and, in FIFO mode, that it does not).
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 
 #include "algo/registry.h"
 #include "core/chunk_runner.h"
+#include "fabric.h"
 #include "prioccl/prioccl.hpp"
 
 namespace {
@@ -19,123 +21,16 @@ namespace {
 using prioccl::AlgoEntry;
 using prioccl::Completion;
 using prioccl::Config;
-using prioccl::SendCompletion;
+using prioccl::test::Fabric;
+using prioccl::test::FabricTransport;
+using prioccl::test::kTagSpace;
 using namespace prioccl::detail;
-
-constexpr uint64_t kTagSpace = uint64_t{1} << 40;
-
-// Messages leave each rank in posting order, one per tick; a message whose receive is not posted
-// yet waits at the receiver as unexpected (as MPI and UCX keep it), and its send completes.
-class Wire {
- public:
-  explicit Wire(int n) : out_(n), recvs_(n), unexpected_(n), done_(n), pending_(n, 0) {}
-
-  void send(int src, int dst, uint64_t tag, const void* buf, size_t bytes, uint64_t cookie) {
-    const auto* p = static_cast<const unsigned char*>(buf);
-    out_[src].push_back({src, dst, tag, std::vector<unsigned char>(p, p + bytes), cookie});
-    ++pending_[src];
-  }
-  void recv(int dst, int src, uint64_t tag, void* buf, size_t bytes, uint64_t cookie) {
-    ++pending_[dst];
-    auto& waiting = unexpected_[dst];
-    for (auto it = waiting.begin(); it != waiting.end(); ++it) {
-      if (it->src != src || it->tag != tag) continue;
-      deliver(*it, {src, tag, buf, bytes, cookie});
-      waiting.erase(it);
-      return;
-    }
-    recvs_[dst].push_back({src, tag, buf, bytes, cookie});
-  }
-  // Every rank's oldest message reaches its receiver. False: nothing moved.
-  bool tick() {
-    bool moved = false;
-    for (auto& queue : out_) {
-      if (queue.empty()) continue;
-      Message m = std::move(queue.front());
-      queue.pop_front();
-      moved = true;
-      done_[m.src].push_back(completion(m.cookie, m.data.size()));
-      auto& posted = recvs_[m.dst];
-      auto it = posted.begin();
-      while (it != posted.end() && (it->src != m.src || it->tag != m.tag)) ++it;
-      if (it == posted.end()) {
-        unexpected_[m.dst].push_back(std::move(m));
-        continue;
-      }
-      deliver(m, *it);
-      posted.erase(it);
-    }
-    return moved;
-  }
-  size_t poll(int rank, std::vector<Completion>& out) {
-    size_t n = done_[rank].size();
-    for (Completion& c : done_[rank]) out.push_back(std::move(c));
-    done_[rank].clear();
-    pending_[rank] -= n;
-    return n;
-  }
-  size_t pending(int rank) const { return pending_[rank]; }
-
- private:
-  struct Message {
-    int src, dst;
-    uint64_t tag;
-    std::vector<unsigned char> data;
-    uint64_t cookie;
-  };
-  struct Recv {
-    int src;
-    uint64_t tag;
-    void* buf;
-    size_t bytes;
-    uint64_t cookie;
-  };
-  static Completion completion(uint64_t cookie, size_t bytes) {
-    Completion c;
-    c.cookie = cookie;
-    c.bytes = bytes;
-    return c;
-  }
-  void deliver(const Message& m, const Recv& r) {
-    ASSERT_LE(m.data.size(), r.bytes) << "a message longer than its receive";
-    std::memcpy(r.buf, m.data.data(), m.data.size());
-    done_[m.dst].push_back(completion(r.cookie, m.data.size()));
-  }
-  std::vector<std::deque<Message>> out_;
-  std::vector<std::vector<Recv>> recvs_;
-  std::vector<std::vector<Message>> unexpected_;
-  std::vector<std::vector<Completion>> done_;
-  std::vector<size_t> pending_;
-};
-
-class WireTransport final : public prioccl::Transport {
- public:
-  WireTransport(Wire& wire, int rank, int size) : wire_(wire), rank_(rank), size_(size) {}
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  const char* name() const override { return "wire"; }
-  uint64_t tagSpace() const override { return kTagSpace; }
-  void postSend(int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t cookie,
-                SendCompletion) override {
-    wire_.send(rank_, peer, tag, buf, bytes, cookie);
-  }
-  void postRecv(int peer, uint64_t tag, void* buf, size_t bytes, uint64_t cookie) override {
-    wire_.recv(rank_, peer, tag, buf, bytes, cookie);
-  }
-  size_t poll(std::vector<Completion>& out) override { return wire_.poll(rank_, out); }
-  size_t pending() const override { return wire_.pending(rank_); }
-  void cancelAll() override {}
-
- private:
-  Wire& wire_;
-  int rank_, size_;
-};
 
 // One rank: its runner, and the part of the engine's loop that feeds it.
 class Rank final : public ChunkRunner::Events {
  public:
-  Rank(Wire& wire, int rank, int size, const Config& config)
-      : transport_(wire, rank, size),
+  Rank(Fabric& fabric, int rank, int size, const Config& config)
+      : transport_(fabric, rank, size),
         stats_("", rank, size, {}),
         transfers_(transport_, kTagSpace - 1, {}, 64, false),
         runner_(config, rank, size, kTagSpace - 1, transfers_, stats_, *this) {}
@@ -170,7 +65,7 @@ class Rank final : public ChunkRunner::Events {
   std::vector<uint64_t> chunksAtDone;  // chunks this rank had completed when each finished
 
  private:
-  WireTransport transport_;
+  FabricTransport transport_;
   OpStats stats_;
   Transfers transfers_;
   ChunkRunner runner_;
@@ -210,7 +105,7 @@ struct Op {
 };
 
 // Runs every rank until all are empty; fails after `limit` rounds.
-void runAll(Wire& wire, std::vector<std::unique_ptr<Rank>>& ranks, int limit = 100000) {
+void runAll(Fabric& fabric, std::vector<std::unique_ptr<Rank>>& ranks, int limit = 100000) {
   for (int i = 0; i < limit; ++i) {
     bool empty = true;
     for (auto& r : ranks) {
@@ -218,7 +113,7 @@ void runAll(Wire& wire, std::vector<std::unique_ptr<Rank>>& ranks, int limit = 1
       empty &= r->empty();
     }
     if (empty) return;
-    wire.tick();
+    fabric.deliver(true);
   }
   FAIL() << "the runners did not finish in " << limit << " rounds";
 }
@@ -227,16 +122,16 @@ TEST(ChunkRunner, EveryAlgorithmSumsExactlyOnThreeRanks) {
   for (const AlgoEntry& algo : prioccl::algoRegistry()) {
     SCOPED_TRACE(algo.name);
     const int n = 3;
-    Wire wire(n);
+    Fabric fabric;
     std::vector<std::unique_ptr<Rank>> ranks;
     std::vector<std::unique_ptr<Op>> ops;
     for (int r = 0; r < n; ++r) {
-      ranks.push_back(std::make_unique<Rank>(wire, r, n, smallChunks(priocclSchedulePriority)));
+      ranks.push_back(std::make_unique<Rank>(fabric, r, n, smallChunks(priocclSchedulePriority)));
       // 300,001 elements: several chunks, the last one short.
       ops.push_back(std::make_unique<Op>(r, 300001, 0, algo.id));
       ranks[r]->add(ops[r]->state);
     }
-    runAll(wire, ranks);
+    runAll(fabric, ranks);
     for (int r = 0; r < n; ++r) {
       EXPECT_EQ(ranks[r]->done.size(), 1u) << "rank " << r;
       EXPECT_TRUE(ops[r]->summed(n)) << "rank " << r;
@@ -248,21 +143,21 @@ TEST(ChunkRunner, EveryAlgorithmSumsExactlyOnThreeRanks) {
 // Returns, per rank, how many chunks the rank had completed when the urgent op finished.
 std::vector<uint64_t> urgentAfterBulk(priocclSchedule_t schedule, uint64_t* preemptions) {
   const int n = 2;
-  Wire wire(n);
+  Fabric fabric;
   std::vector<std::unique_ptr<Rank>> ranks;
   std::vector<std::unique_ptr<Op>> bulk, urgent;
   for (int r = 0; r < n; ++r) {
-    ranks.push_back(std::make_unique<Rank>(wire, r, n, smallChunks(schedule)));
+    ranks.push_back(std::make_unique<Rank>(fabric, r, n, smallChunks(schedule)));
     bulk.push_back(std::make_unique<Op>(r, 32 * (16 << 10), 10, priocclAlgoRing));
     urgent.push_back(std::make_unique<Op>(r, 16 << 10, 0, priocclAlgoRing));
     ranks[r]->add(bulk[r]->state);
   }
   for (int i = 0; i < 4; ++i) {
     for (auto& r : ranks) r->round();
-    wire.tick();
+    fabric.deliver(true);
   }
   for (int r = 0; r < n; ++r) ranks[r]->add(urgent[r]->state);
-  runAll(wire, ranks);
+  runAll(fabric, ranks);
   std::vector<uint64_t> chunksBefore;
   *preemptions = 0;
   for (int r = 0; r < n; ++r) {
