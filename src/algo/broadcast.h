@@ -20,7 +20,6 @@ class BroadcastChunk final : public ChunkAlgo {
 
   BroadcastChunk(const ChunkSpec& spec, int root, Shape shape);
 
-  static int steps(int /*nranks*/) { return 1; }  // each rank receives once, from one peer
   // The shape around `rank`: its parent (-1 for the root) and its children, in sending order.
   static int parent(Shape shape, int rank, int root, int nranks);
   static std::vector<int> children(Shape shape, int rank, int root, int nranks);

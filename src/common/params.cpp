@@ -415,12 +415,10 @@ std::vector<double> agreementValues(const Config& c) {
 }
 
 std::string disagreement(const std::vector<double>& maxima) {
-  // The caller may append entries of its own after the table's pairs.
-  size_t pairs = 0;
-  for (const Param& p : paramTable()) pairs += p.mustAgree;
-  std::vector<double> table(maxima.begin(), maxima.begin() + 2 * pairs);
+  size_t rows = 0;
+  for (const Param& p : paramTable()) rows += p.mustAgree;
   double lo = 0, hi = 0;
-  long k = firstDisagreement(table, &lo, &hi);
+  long k = firstDisagreement(maxima, rows, &lo, &hi);
   if (k < 0) return "";
   for (const Param& p : paramTable()) {
     if (!p.mustAgree || k-- > 0) continue;

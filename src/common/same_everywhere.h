@@ -32,16 +32,17 @@ std::vector<T> withFlips(const std::vector<T>& values) {
   return out;
 }
 
-// After the all-reduce: the index of the first value whose minimum and maximum differ (set in
-// *lo, *hi), or -1 when every rank had the same values.
+// After the all-reduce, over the first `values` values (the caller may have appended entries of
+// its own): the index of the first value whose minimum and maximum differ (set in *lo, *hi), or
+// -1 when every rank had the same values.
 template <typename T>
-long firstDisagreement(const std::vector<T>& maxima, T* lo, T* hi) {
-  for (size_t i = 0; i + 1 < maxima.size(); i += 2) {
-    T max = maxima[i], min = flipOrder(maxima[i + 1]);
+long firstDisagreement(const std::vector<T>& maxima, size_t values, T* lo, T* hi) {
+  for (size_t i = 0; i < values; ++i) {
+    T max = maxima.at(2 * i), min = flipOrder(maxima.at(2 * i + 1));
     if (min == max) continue;
     *lo = min;
     *hi = max;
-    return static_cast<long>(i / 2);
+    return static_cast<long>(i);
   }
   return -1;
 }

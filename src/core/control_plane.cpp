@@ -33,16 +33,16 @@ bool ControlPlane::sendNegotiation() {
   return any;
 }
 
-bool ControlPlane::onCompletion(const Transfers::Posted& p, uint64_t cookie, size_t bytes,
+bool ControlPlane::onCompletion(const Transfers::Posted& p, const Completion& c,
                                 Clock::time_point now, int* from, AbortNotice* notice) {
   if (p.kind == Transfers::Kind::kControlSend) {
-    transfers_.controlSent(cookie);
+    transfers_.controlSent(c.cookie);
     return false;
   }
   liveness_.heard(p.peer, now);
   size_t i = static_cast<size_t>(p.step);
   *from = transfers_.controlPeers()[i];
-  ControlKind kind = negotiator_.onMessage(*from, transfers_.controlMessage(i), bytes, notice);
+  ControlKind kind = negotiator_.onMessage(*from, transfers_.controlMessage(i), c.bytes, notice);
   if (kind == ControlKind::kAbort) return true;
   if (kind == ControlKind::kGoodbye) liveness_.left(*from);
   transfers_.repostControlReceive(i);

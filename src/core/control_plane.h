@@ -52,8 +52,8 @@ class ControlPlane {
   void heard(int peer, Clock::time_point now) { liveness_.heard(peer, now); }
   // A control transfer completed. True: a peer's abort notice (from *from); its receive is not
   // posted again.
-  bool onCompletion(const Transfers::Posted& p, uint64_t cookie, size_t bytes,
-                    Clock::time_point now, int* from, AbortNotice* notice);
+  bool onCompletion(const Transfers::Posted& p, const Completion& c, Clock::time_point now,
+                    int* from, AbortNotice* notice);
   void heartbeat(Clock::time_point now);  // sends the heartbeats when due
   // Best effort: tells the peers but `skipPeer` that this rank failed (not after its goodbye),
   // waiting a little for the notices to leave before the caller cancels everything.

@@ -77,9 +77,9 @@ void Engine::submit(std::shared_ptr<OpState> op, bool callerWaits) {
   if (callerWaits && tryInline(op)) return;
   stats_.opSubmitted();
   if (handover_.push(op, callerWaits)) return;  // throws once the communicator is being destroyed
+  // A failed communicator fails every later op at once.
   stats_.opEnded(false);
-  op->finish(handover_.failCode(), handover_.failMessage());  // a failed communicator fails
-                                                              // every later op at once
+  op->finish(handover_.failCode(), handover_.failMessage());
 }
 
 void Engine::drainAndStop() {
@@ -295,7 +295,7 @@ void Engine::onCompletion(const Completion& c, Clock::time_point done) {
   runner_.noteNews();
   int from = -1;
   AbortNotice notice;
-  if (control_.onCompletion(p, c.cookie, c.bytes, done, &from, &notice)) failFromPeer(from, notice);
+  if (control_.onCompletion(p, c, done, &from, &notice)) failFromPeer(from, notice);
 }
 
 void Engine::finishOp(OpState& op, priocclResult_t code, const std::string& message) {

@@ -11,7 +11,7 @@
 // (timeouts, stall warnings, waitingFor), and fails with the communicator (failWith, abort:
 // ChunkRunner::clear).
 // Ops submitted while it is in flight take the lanes as usual; the unnamed data lane takes them
-// in sequence once the inline op has concluded (orderUnnamed).
+// in sequence once the inline op has concluded (OpMatcher::concluded).
 #include <chrono>
 
 #include "common/log.h"

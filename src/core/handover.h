@@ -64,8 +64,9 @@ class Handover {
   // the engine's progress lock; the transport takes one call at a time); false: not now.
   Handover(int eventFd, std::function<bool()> armEvents);
 
-  // User threads. push() queues a submitted op (false: the communicator has failed; throws once
-  // stopping). `callerWaits`: the caller drives progress itself, so nobody is woken.
+  // User threads. push() queues a submitted op, moving it out of `op` (false: the communicator
+  // has failed, and `op` is left to the caller; throws once stopping). `callerWaits`: the caller
+  // drives progress itself, so nobody is woken.
   bool push(OpPtr& op, bool callerWaits);
   bool mayRunInline();  // nothing queued ahead, not stopping, not failed
   void stop();          // from now on push() throws; the progress thread returns once idle

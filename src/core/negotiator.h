@@ -26,7 +26,6 @@ class Negotiator {
   // Peers this rank receives control messages from: rank 0 hears from every rank, the others
   // from rank 0.
   static std::vector<int> controlPeers(int rank, int nranks);
-  std::vector<int> controlPeers() const { return controlPeers(rank_, nranks_); }
 
   // A local op entered the negotiation.
   void submit(const Announce& a);

@@ -18,7 +18,7 @@ void agree(const Communicator& comm, const char* what, priocclDataType_t datatyp
   Communicator c = comm;  // a handle on the same communicator
   c.allReduce(sent.data(), maxima.data(), sent.size(), datatype, priocclMax);
   T lo{}, hi{};
-  long i = firstDisagreement(maxima, &lo, &hi);
+  long i = firstDisagreement(maxima, mine.size(), &lo, &hi);
   if (i < 0) return;
   fail(priocclInvalidUsage, what, ": ranks disagree on ", (fields.begin() + i)->first,
        " (values from ", lo, " to ", hi, "; this rank has ", mine[static_cast<size_t>(i)], ")");

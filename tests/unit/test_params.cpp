@@ -67,7 +67,7 @@ long disagreementOver(const std::vector<std::vector<T>>& ranks, T* lo, T* hi) {
     if (maxima.empty()) maxima = sent;
     for (size_t i = 0; i < sent.size(); ++i) maxima[i] = std::max(maxima[i], sent[i]);
   }
-  return prioccl::detail::firstDisagreement(maxima, lo, hi);
+  return prioccl::detail::firstDisagreement(maxima, ranks.at(0).size(), lo, hi);
 }
 
 TEST(SameEverywhere, FindsTheFirstValueThatDiffersWithItsRange) {
