@@ -178,6 +178,26 @@ PRIOCCL_API priocclResult_t priocclAllReduceNamedAsync(const void* sendbuf, void
                                                        priocclRedOp_t op, int priority,
                                                        const char* key, priocclComm_t comm,
                                                        priocclRequest_t* request);
+/* Broadcast, with ncclBroadcast's arguments (no stream): every rank's recvbuff gets count elements
+ * of root's sendbuff. Only the root reads sendbuff (the others may pass NULL); sendbuff == recvbuff
+ * works in place on the root. Ranks must agree on root, count and datatype: a mismatch fails the op
+ * on every rank with priocclInvalidUsage naming both sides, before any data moves. Scheduled and
+ * preempted by priority like an all-reduce; the Async/NamedAsync forms match as theirs do. */
+PRIOCCL_API priocclResult_t priocclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                             priocclDataType_t datatype, int root,
+                                             priocclComm_t comm);
+PRIOCCL_API priocclResult_t priocclBroadcastAsync(const void* sendbuff, void* recvbuff,
+                                                  size_t count, priocclDataType_t datatype,
+                                                  int root, int priority, priocclComm_t comm,
+                                                  priocclRequest_t* request);
+PRIOCCL_API priocclResult_t priocclBroadcastNamedAsync(const void* sendbuff, void* recvbuff,
+                                                       size_t count, priocclDataType_t datatype,
+                                                       int root, int priority, const char* key,
+                                                       priocclComm_t comm,
+                                                       priocclRequest_t* request);
+/* In place, as ncclBcast: priocclBroadcast(buff, buff, ...). */
+PRIOCCL_API priocclResult_t priocclBcast(void* buff, size_t count, priocclDataType_t datatype,
+                                         int root, priocclComm_t comm);
 /* Point to point, for pipeline stages: count elements to / from peer, scheduled with the
  * collectives by priority (an urgent activation preempts a less urgent all-reduce at its next
  * step). A send and a receive between two ranks with the same tag match in submission order; both

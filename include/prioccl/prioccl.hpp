@@ -191,6 +191,18 @@ class PRIOCCL_API Communicator {
   Request allReduceAsync(const void* sendbuf, void* recvbuf, size_t count,
                          priocclDataType_t datatype, priocclRedOp_t op, int priority,
                          const std::string& key);
+  // Broadcast (ncclBroadcast's arguments, plus a priority): every rank's recvbuf gets `count`
+  // elements of the root's sendbuf. Only the root reads sendbuf (others may pass null); the root
+  // may broadcast in place (sendbuf == recvbuf). Preemptible like an all-reduce; ranks must agree
+  // on root, count and datatype (a mismatch fails the op on every rank, naming both sides).
+  Request broadcastAsync(const void* sendbuf, void* recvbuf, size_t count,
+                         priocclDataType_t datatype, int root, int priority = 0);
+  // Named: matched across ranks by (key, occurrence), as a named all-reduce.
+  Request broadcastAsync(const void* sendbuf, void* recvbuf, size_t count,
+                         priocclDataType_t datatype, int root, int priority,
+                         const std::string& key);
+  void broadcast(const void* sendbuf, void* recvbuf, size_t count, priocclDataType_t datatype,
+                 int root);
   // Point to point (pipeline stages): `count` elements to or from `peer`, scheduled with the
   // collectives by priority. Sends and receives between two ranks with the same tag match in
   // submission order; both sides must agree on count and datatype (a size mismatch fails the

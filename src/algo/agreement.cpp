@@ -10,11 +10,6 @@ namespace {
 
 constexpr uint32_t kAgreementMagic = 0x50434341;  // "PCCA"
 
-bool sameArgs(const Announce& x, const Announce& y) {
-  return x.key == y.key && x.occurrence == y.occurrence && x.count == y.count &&
-         x.dtype == y.dtype && x.op == y.op;
-}
-
 // A header of this library and version (its payload may still be of the wrong length).
 bool sound(const AgreementHeader& h) {
   return h.magic == kAgreementMagic && h.version == kControlVersion;
@@ -56,7 +51,7 @@ bool AgreementChunk::Envelope::merge(void* dst, const void* lowerBytes, size_t l
     // A sound header on a message of unexpected length comes from a peer that moves another
     // amount of data in another pattern, i.e. has other arguments: they are worth naming.
     if (sound(upper)) out.b = upper.a;
-  } else if (sameArgs(lower.a, upper.a) && lower.payloadBytes == upper.payloadBytes) {
+  } else if (sameArguments(lower.a, upper.a) && lower.payloadBytes == upper.payloadBytes) {
     agree = true;
   } else {
     out.mismatch = 1;

@@ -1,9 +1,9 @@
 // Agreement on an unnamed op without a coordinator. Unnamed ops match by submission order, so
 // every rank already knows which op is which; what is left to check is that all ranks passed the
-// same count, datatype and reduction op. That check rides in a small header on a recursive
-// doubling exchange, and a small op's data rides along in the same messages: agreement and
-// reduction finish together in ceil(log2 p) rounds, with no round trip through rank 0. A small op
-// whose algorithm is halving-doubling carries its data on that algorithm's scattering rounds
+// same collective, root, count, datatype and reduction op. That check rides in a small header on a
+// recursive doubling exchange, and a small op's data rides along in the same messages: agreement
+// and reduction finish together in ceil(log2 p) rounds, with no round trip through rank 0. A small
+// op whose algorithm is halving-doubling carries its data on that algorithm's scattering rounds
 // instead, which pair the ranks exactly as recursive doubling does (halving_doubling.h).
 //
 // Every rank ends with the same merged header: "all agree" or the first disagreement found (two
@@ -29,7 +29,7 @@ struct AgreementHeader {
   uint64_t payloadBytes = 0;  // data carried after the header (the same for the whole group)
   Announce a{}, b{};
 };
-static_assert(sizeof(AgreementHeader) == 88, "wire layout");
+static_assert(sizeof(AgreementHeader) == 104, "wire layout");
 
 class AgreementChunk final : public ChunkAlgo {
  public:

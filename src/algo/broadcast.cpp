@@ -1,5 +1,6 @@
 #include "algo/broadcast.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "reduce/reduce.h"
@@ -45,6 +46,13 @@ std::vector<int> BroadcastChunk::children(Shape shape, int rank, int root, int n
   for (int bit = v == 0 ? 1 : 2 * highestBit(v); v + bit < nranks; bit *= 2)
     out.push_back(absolute(v + bit, root, nranks));
   return out;
+}
+
+BroadcastChunk::Shape BroadcastChunk::shapeFor(uint64_t chunks, int nranks) {
+  uint64_t rounds = 0;
+  while ((uint64_t{1} << rounds) < static_cast<uint64_t>(nranks)) ++rounds;
+  uint64_t chain = static_cast<uint64_t>(std::max(nranks - 2, 0)) + chunks;
+  return rounds * chunks < chain ? Shape::kBinomial : Shape::kChain;
 }
 
 BroadcastChunk::BroadcastChunk(const ChunkSpec& spec, int root, Shape shape)

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "algo/chunk_algo.h"
@@ -19,6 +20,12 @@ class BroadcastChunk final : public ChunkAlgo {
   enum class Shape { kChain, kBinomial };
 
   BroadcastChunk(const ChunkSpec& spec, int root, Shape shape);
+
+  // The shape for an op cut into `chunks` chunks, from arguments every rank agrees on. Counted in
+  // chunk transfers on the critical path: the chain's last rank has the op after p - 2 + chunks
+  // of them (the pipeline fills, then one per chunk); the binomial tree's root sends every chunk
+  // ceil(log2 p) times. The chain wins from a few chunks up, the tree for a lone small chunk.
+  static Shape shapeFor(uint64_t chunks, int nranks);
 
   // The shape around `rank`: its parent (-1 for the root) and its children, in sending order.
   static int parent(Shape shape, int rank, int root, int nranks);

@@ -26,17 +26,16 @@ capi::HandleTable<Request, capi::kRequestHandle>& requests() {
   return table;
 }
 
-// The body of both async entry points; key == nullptr for an unnamed op.
-void submitAsync(const void* sendbuf, void* recvbuf, size_t count,
-                 const priocclDataType_t& datatype, const priocclRedOp_t& op, int priority,
-                 const char* key, priocclComm_t comm, priocclRequest_t* request) {
+// The body of every async entry point: `submit(communicator)` returns the op's Request, which
+// gets a handle. `op`: priocclSum for ops without a reduction.
+template <typename Submit>
+void submitAsync(priocclComm_t comm, priocclRequest_t* request, const priocclDataType_t& datatype,
+                 const priocclRedOp_t& op, Submit&& submit) {
   if (!request) detail::fail(priocclInvalidArgument, "request is NULL");
   *request = nullptr;
   detail::validateEnums(datatype, op);  // before any C++ load of possibly invalid enum values
   Communicator c = lookup(comm);
-  Request r = key ? c.allReduceAsync(sendbuf, recvbuf, count, datatype, op, priority, key)
-                  : c.allReduceAsync(sendbuf, recvbuf, count, datatype, op, priority);
-  *request = reinterpret_cast<priocclRequest_t>(requests().add(std::move(r)));
+  *request = reinterpret_cast<priocclRequest_t>(requests().add(submit(c)));
 }
 
 priocclComm_t toHandle(uintptr_t id) {
@@ -144,7 +143,9 @@ priocclResult_t priocclAllReduceAsync(const void* sendbuf, void* recvbuf, size_t
                                       priocclDataType_t datatype, priocclRedOp_t op, int priority,
                                       priocclComm_t comm, priocclRequest_t* request) {
   return guarded(__func__, comm, [&] {
-    submitAsync(sendbuf, recvbuf, count, datatype, op, priority, nullptr, comm, request);
+    submitAsync(comm, request, datatype, op, [&](Communicator& c) {
+      return c.allReduceAsync(sendbuf, recvbuf, count, datatype, op, priority);
+    });
   });
 }
 
@@ -155,19 +156,55 @@ priocclResult_t priocclAllReduceNamedAsync(const void* sendbuf, void* recvbuf, s
   return guarded(__func__, comm, [&] {
     if (request) *request = nullptr;  // as every other failure leaves it
     if (!key) detail::fail(priocclInvalidArgument, "key is NULL");
-    submitAsync(sendbuf, recvbuf, count, datatype, op, priority, key, comm, request);
+    submitAsync(comm, request, datatype, op, [&](Communicator& c) {
+      return c.allReduceAsync(sendbuf, recvbuf, count, datatype, op, priority, key);
+    });
   });
+}
+
+priocclResult_t priocclBroadcastAsync(const void* sendbuff, void* recvbuff, size_t count,
+                                      priocclDataType_t datatype, int root, int priority,
+                                      priocclComm_t comm, priocclRequest_t* request) {
+  return guarded(__func__, comm, [&] {
+    submitAsync(comm, request, datatype, priocclSum, [&](Communicator& c) {
+      return c.broadcastAsync(sendbuff, recvbuff, count, datatype, root, priority);
+    });
+  });
+}
+
+priocclResult_t priocclBroadcastNamedAsync(const void* sendbuff, void* recvbuff, size_t count,
+                                           priocclDataType_t datatype, int root, int priority,
+                                           const char* key, priocclComm_t comm,
+                                           priocclRequest_t* request) {
+  return guarded(__func__, comm, [&] {
+    if (request) *request = nullptr;
+    if (!key) detail::fail(priocclInvalidArgument, "key is NULL");
+    submitAsync(comm, request, datatype, priocclSum, [&](Communicator& c) {
+      return c.broadcastAsync(sendbuff, recvbuff, count, datatype, root, priority, key);
+    });
+  });
+}
+
+priocclResult_t priocclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                 priocclDataType_t datatype, int root, priocclComm_t comm) {
+  return guarded(__func__, comm, [&] {
+    detail::validateEnums(datatype, priocclSum);
+    lookup(comm).broadcast(sendbuff, recvbuff, count, datatype, root);
+  });
+}
+
+priocclResult_t priocclBcast(void* buff, size_t count, priocclDataType_t datatype, int root,
+                             priocclComm_t comm) {
+  return priocclBroadcast(buff, buff, count, datatype, root, comm);
 }
 
 priocclResult_t priocclSendAsync(const void* buf, size_t count, priocclDataType_t datatype,
                                  int peer, int tag, int priority, priocclComm_t comm,
                                  priocclRequest_t* request) {
   return guarded(__func__, comm, [&] {
-    if (!request) detail::fail(priocclInvalidArgument, "request is NULL");
-    *request = nullptr;
-    detail::validateEnums(datatype, priocclSum);
-    Request r = lookup(comm).sendAsync(buf, count, datatype, peer, tag, priority);
-    *request = reinterpret_cast<priocclRequest_t>(requests().add(std::move(r)));
+    submitAsync(comm, request, datatype, priocclSum, [&](Communicator& c) {
+      return c.sendAsync(buf, count, datatype, peer, tag, priority);
+    });
   });
 }
 
@@ -175,11 +212,9 @@ priocclResult_t priocclRecvAsync(void* buf, size_t count, priocclDataType_t data
                                  int tag, int priority, priocclComm_t comm,
                                  priocclRequest_t* request) {
   return guarded(__func__, comm, [&] {
-    if (!request) detail::fail(priocclInvalidArgument, "request is NULL");
-    *request = nullptr;
-    detail::validateEnums(datatype, priocclSum);
-    Request r = lookup(comm).recvAsync(buf, count, datatype, peer, tag, priority);
-    *request = reinterpret_cast<priocclRequest_t>(requests().add(std::move(r)));
+    submitAsync(comm, request, datatype, priocclSum, [&](Communicator& c) {
+      return c.recvAsync(buf, count, datatype, peer, tag, priority);
+    });
   });
 }
 

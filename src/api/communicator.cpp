@@ -157,21 +157,36 @@ class CommImpl {
   std::string algorithmModel() const { return selector_.describe(); }
   void recordError(const std::string& message) { errors_->set(message); }
 
-  Request allReduceAsync(const void* send, void* recv, size_t count, priocclDataType_t dtype,
-                         priocclRedOp_t op, int priority, const std::string* key,
-                         bool callerWaits = false) {
+  // A collective: an all-reduce, or a broadcast from `root` (op unused). Checks what this rank
+  // can check alone; the other ranks' arguments are compared when the op is matched.
+  Request collectiveAsync(OpState::Kind kind, const void* send, void* recv, size_t count,
+                          priocclDataType_t dtype, priocclRedOp_t op, int root, int priority,
+                          const std::string* key, bool callerWaits = false) {
+    bool broadcast = kind == OpState::Kind::kBroadcast;
+    const char* what = broadcast ? "broadcast: " : "";
     size_t elem = reduce::dtypeSize(dtype);
     if (count > SIZE_MAX / elem)
-      fail(priocclInvalidArgument, "count ", count, " of ", reduce::dtypeName(dtype),
+      fail(priocclInvalidArgument, what, "count ", count, " of ", reduce::dtypeName(dtype),
            " overflows the address space");
-    if (count > 0 && (!send || !recv))
-      fail(priocclInvalidArgument, send ? "recvbuf" : "sendbuf", " is null with count ", count);
+    if (broadcast && (root < 0 || root >= size_))
+      fail(priocclInvalidArgument, what, "root ", root, " is not a rank of this communicator (",
+           size_, " ranks)");
+    // Only a broadcast's root reads its send buffer (as ncclBroadcast): the others' is ignored.
+    if (broadcast && rank_ != root) send = nullptr;
+    bool reads = !broadcast || rank_ == root;
+    if (count > 0 && !recv)
+      fail(priocclInvalidArgument, what, "recvbuf is null with count ", count);
+    if (count > 0 && reads && !send)
+      fail(priocclInvalidArgument, what, "sendbuf is null with count ", count,
+           broadcast ? " on the root" : "");
     auto s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
     size_t bytes = count * elem;
-    if (count > 0 && s != r && s < r + bytes && r < s + bytes)
-      fail(priocclInvalidArgument,
+    if (count > 0 && reads && s != r && s < r + bytes && r < s + bytes)
+      fail(priocclInvalidArgument, what,
            "sendbuf and recvbuf overlap without being equal; pass the same pointer for in place");
-    auto state = makeOp(send, recv, count, dtype, op);
+    auto state = makeOp(send, recv, count, dtype, broadcast ? priocclSum : op);
+    state->kind = kind;
+    state->root = broadcast ? root : -1;
     state->priority = priority;
     if (key) {
       state->named = true;
@@ -471,14 +486,40 @@ void Communicator::recordError(const std::string& message) const {
 Request Communicator::allReduceAsync(const void* sendbuf, void* recvbuf, size_t count,
                                      priocclDataType_t datatype, priocclRedOp_t op, int priority) {
   detail::validateEnums(datatype, op);  // first: later code loads them as enums
-  return impl().allReduceAsync(sendbuf, recvbuf, count, datatype, op, priority, nullptr);
+  return impl().collectiveAsync(detail::OpState::Kind::kAllReduce, sendbuf, recvbuf, count,
+                                datatype, op, -1, priority, nullptr);
 }
 
 Request Communicator::allReduceAsync(const void* sendbuf, void* recvbuf, size_t count,
                                      priocclDataType_t datatype, priocclRedOp_t op, int priority,
                                      const std::string& key) {
   detail::validateEnums(datatype, op);
-  return impl().allReduceAsync(sendbuf, recvbuf, count, datatype, op, priority, &key);
+  return impl().collectiveAsync(detail::OpState::Kind::kAllReduce, sendbuf, recvbuf, count,
+                                datatype, op, -1, priority, &key);
+}
+
+Request Communicator::broadcastAsync(const void* sendbuf, void* recvbuf, size_t count,
+                                     priocclDataType_t datatype, int root, int priority) {
+  detail::validateEnums(datatype, priocclSum);
+  return impl().collectiveAsync(detail::OpState::Kind::kBroadcast, sendbuf, recvbuf, count,
+                                datatype, priocclSum, root, priority, nullptr);
+}
+
+Request Communicator::broadcastAsync(const void* sendbuf, void* recvbuf, size_t count,
+                                     priocclDataType_t datatype, int root, int priority,
+                                     const std::string& key) {
+  detail::validateEnums(datatype, priocclSum);
+  return impl().collectiveAsync(detail::OpState::Kind::kBroadcast, sendbuf, recvbuf, count,
+                                datatype, priocclSum, root, priority, &key);
+}
+
+void Communicator::broadcast(const void* sendbuf, void* recvbuf, size_t count,
+                             priocclDataType_t datatype, int root) {
+  detail::validateEnums(datatype, priocclSum);
+  impl()
+      .collectiveAsync(detail::OpState::Kind::kBroadcast, sendbuf, recvbuf, count, datatype,
+                       priocclSum, root, 0, nullptr, true)
+      .wait();
 }
 
 Request Communicator::sendAsync(const void* buf, size_t count, priocclDataType_t datatype, int peer,
@@ -503,7 +544,10 @@ priocclCounters_t Communicator::counters() const {
 void Communicator::allReduce(const void* sendbuf, void* recvbuf, size_t count,
                              priocclDataType_t datatype, priocclRedOp_t op) {
   detail::validateEnums(datatype, op);  // before passing them on by value (a load)
-  Request(impl().allReduceAsync(sendbuf, recvbuf, count, datatype, op, 0, nullptr, true)).wait();
+  impl()
+      .collectiveAsync(detail::OpState::Kind::kAllReduce, sendbuf, recvbuf, count, datatype, op, -1,
+                       0, nullptr, true)
+      .wait();
 }
 
 void Communicator::abort() {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "algo/broadcast.h"
 #include "algo/point_to_point.h"
 #include "algo/registry.h"
 #include "common/log.h"
@@ -50,12 +51,13 @@ ChunkRunner::ChunkRunner(const Config& config, int rank, int nranks, uint64_t da
 }
 
 bool ChunkRunner::carries(const OpState& op) {
-  return op.count * reduce::dtypeSize(op.dtype) <= kCarryMaxBytes &&
+  return op.kind == OpState::Kind::kAllReduce &&
+         op.count * reduce::dtypeSize(op.dtype) <= kCarryMaxBytes &&
          algoEntry(op.algorithm).agreementCarries;
 }
 
 void ChunkRunner::add(uint32_t lane, std::shared_ptr<OpState> op) {
-  if (op->kind != OpState::Kind::kAllReduce) {
+  if (op->pointToPoint()) {
     op->algorithm = priocclAlgoRing;  // chunked as a ring op of its size, alike on both ends
     lane = lanes_.pointToPointLane(op->peer, op->kind == OpState::Kind::kSend, op->tag);
   }
@@ -72,24 +74,25 @@ void ChunkRunner::add(uint32_t lane, std::shared_ptr<OpState> op) {
   lanes_.add(lane, std::move(op), chunks, chunkCount, priority, byPriority_);
 }
 
-// Elements per chunk of `op`. A ring or tree op of a few chunks is cut finer (down to
-// kMinChunkBytes) so that several chunks pipeline even then; recursive doubling moves whole
+// Elements per chunk of `op`. A ring or tree op (or a broadcast) of a few chunks is cut finer (down
+// to kMinChunkBytes) so that several chunks pipeline even then; recursive doubling moves whole
 // chunks every round, so it gains nothing from cutting, and halving-doubling, chosen for the
 // middle sizes, would pay its 2 log2(p) rounds once per piece. Depends only on arguments every rank
 // agrees on, so every rank cuts the op alike.
 size_t ChunkRunner::chunkElements(const OpState& op) const {
   size_t elem = reduce::dtypeSize(op.dtype);
   size_t bytes = op.count * elem;
-  size_t chunk = algoEntry(op.algorithm).wholeChunks
-                     ? chunkBytes_
-                     : std::min(chunkBytes_, std::max(kMinChunkBytes, bytes / kMinChunksPerOp));
+  bool whole = op.kind == OpState::Kind::kAllReduce && algoEntry(op.algorithm).wholeChunks;
+  size_t chunk = whole ? chunkBytes_
+                       : std::min(chunkBytes_, std::max(kMinChunkBytes, bytes / kMinChunksPerOp));
   return std::max<size_t>(1, chunk / elem);
 }
 
 ChunkSpec ChunkRunner::chunkSpec(const OpState& op, size_t first, size_t count) const {
   size_t elem = reduce::dtypeSize(op.dtype);
   ChunkSpec spec;
-  spec.send = static_cast<const unsigned char*>(op.send) + first * elem;
+  // A broadcast's non-root ranks may pass no send buffer (only the root's is read).
+  spec.send = op.send ? static_cast<const unsigned char*>(op.send) + first * elem : nullptr;
   spec.recv = static_cast<unsigned char*>(op.recv) + first * elem;
   spec.count = count;
   spec.dtype = op.dtype;
@@ -138,6 +141,9 @@ void ChunkRunner::makeChunk(Slot& slot, const ChunkSpec& spec) {
                                                       op.algorithm == priocclAlgoHalvingDoubling);
     slot.agreement = agreement.get();
     slot.algo = std::move(agreement);
+  } else if (op.kind == OpState::Kind::kBroadcast) {
+    slot.algo = std::make_unique<BroadcastChunk>(
+        spec, op.root, BroadcastChunk::shapeFor(slot.live->chunks, nranks_));
   } else {
     slot.algo = algoEntry(op.algorithm).make(spec, scratch_);
   }
@@ -309,7 +315,7 @@ std::string ChunkRunner::waitingFor(const OpState& op) const {
   // An unnamed op joins the unnamed data lane once agreed, after the older unnamed ops.
   bool moving = false;
   for (const LiveOp& live : lanes_[kUnnamedLane].live) moving |= live.op.get() == &op;
-  return op.kind == OpState::Kind::kAllReduce && !op.named && !moving
+  return !op.pointToPoint() && !op.named && !moving
              ? "waiting for its agreement with the other ranks or for older unnamed ops"
              : "waiting behind older ops on the same ranks";
 }

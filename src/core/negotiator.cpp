@@ -33,8 +33,7 @@ void Negotiator::record(int rank, const Announce& a) {
   if (p.reported == 0) {
     p.firstRank = rank;
     p.first = a;
-  } else if (!p.mismatch &&
-             (a.count != p.first.count || a.dtype != p.first.dtype || a.op != p.first.op)) {
+  } else if (!p.mismatch && !sameArguments(a, p.first)) {
     p.mismatch = true;
     p.otherRank = rank;
     p.other = a;

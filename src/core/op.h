@@ -1,5 +1,5 @@
-// One submitted all-reduce: its arguments (immutable after submit) and its completion state,
-// shared by the engine and every Request handle on it.
+// One submitted op (a collective or a point-to-point send or receive): its arguments (immutable
+// after submit) and its completion state, shared by the engine and every Request handle on it.
 #pragma once
 
 #include <atomic>
@@ -41,11 +41,14 @@ class ErrorLog {
 struct ProgressGate;
 
 struct OpState : std::enable_shared_from_this<OpState> {
-  // An all-reduce, or a point-to-point send to / receive from `peer` with the user's `tag`.
-  enum class Kind : uint8_t { kAllReduce, kSend, kRecv };
+  // A collective (all-reduce; broadcast from `root`), or a point-to-point send to / receive from
+  // `peer` with the user's `tag`. The values travel in Announce::kind: never renumber them.
+  enum class Kind : uint8_t { kAllReduce = 0, kSend = 1, kRecv = 2, kBroadcast = 3 };
   Kind kind = Kind::kAllReduce;
   int peer = -1;
   int tag = 0;
+  int root = -1;  // broadcast: the rank whose send buffer every rank receives
+  bool pointToPoint() const { return kind == Kind::kSend || kind == Kind::kRecv; }
   const void* send = nullptr;
   void* recv = nullptr;
   size_t count = 0;

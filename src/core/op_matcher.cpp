@@ -7,9 +7,32 @@
 namespace prioccl::detail {
 namespace {
 
-std::string describeArgs(const Announce& a) {
-  return concat("count ", a.count, ", ", reduce::dtypeName(static_cast<priocclDataType_t>(a.dtype)),
-                ", ", reduce::opName(static_cast<priocclRedOp_t>(a.op)));
+constexpr auto kAllReduceKind = static_cast<int32_t>(OpState::Kind::kAllReduce);
+constexpr auto kBroadcastKind = static_cast<int32_t>(OpState::Kind::kBroadcast);
+
+// An op kind read off the wire, named ("op" when no kind has that value).
+const char* wireKindName(int32_t kind) {
+  if (kind < 0 || kind > kBroadcastKind) return "op";
+  return kindName(static_cast<OpState::Kind>(kind));
+}
+
+// An all-reduce's arguments as before kinds existed ("count 4, float32, sum"); other kinds, or
+// both sides when the kinds differ, are named ("broadcast from root 1, count 4, float32").
+std::string describeArgs(const Announce& a, bool withKind) {
+  std::string dtype = reduce::dtypeName(static_cast<priocclDataType_t>(a.dtype));
+  if (a.kind == kAllReduceKind)
+    return concat(withKind ? "allreduce, " : "", "count ", a.count, ", ", dtype, ", ",
+                  reduce::opName(static_cast<priocclRedOp_t>(a.op)));
+  if (a.kind == kBroadcastKind)
+    return concat("broadcast from root ", a.root, ", count ", a.count, ", ", dtype);
+  return concat(wireKindName(a.kind), " (kind ", a.kind, "), count ", a.count, ", ", dtype);
+}
+
+// "rank a had ..., but rank b had ...".
+std::string describeSides(int rankA, const Announce& a, int rankB, const Announce& b) {
+  bool withKind = a.kind != b.kind;
+  return concat("rank ", rankA, " had ", describeArgs(a, withKind), ", but rank ", rankB, " had ",
+                describeArgs(b, withKind));
 }
 
 }  // namespace
@@ -19,6 +42,20 @@ uint64_t keyHash(const OpState& op) {
   uint64_t h = 1469598103934665603ULL;
   for (unsigned char c : op.key) h = (h ^ c) * 1099511628211ULL;
   return h | 1;  // never 0
+}
+
+const char* kindName(OpState::Kind kind) {
+  switch (kind) {
+    case OpState::Kind::kAllReduce:
+      return "allreduce";
+    case OpState::Kind::kBroadcast:
+      return "broadcast";
+    case OpState::Kind::kSend:
+      return "send";
+    case OpState::Kind::kRecv:
+      return "recv";
+  }
+  return "op";
 }
 
 std::string describeOp(const OpState& op, uint64_t occurrence) {
@@ -35,7 +72,9 @@ Announce OpMatcher::arguments(const OpState& op) {
   a.key = keyHash(op);
   a.count = op.count;
   a.dtype = enumBits(op.dtype);
-  a.op = enumBits(op.op);
+  a.op = op.kind == OpState::Kind::kAllReduce ? enumBits(op.op) : 0;
+  a.kind = static_cast<int32_t>(op.kind);
+  a.root = op.root;
   a.occurrence = op.named ? op.occurrence : op.globalSeq;
   return a;
 }
@@ -69,23 +108,24 @@ std::shared_ptr<OpState> OpMatcher::decided(const Decision& d, std::string* mism
   op->globalSeq = decided_++;
   mismatch->clear();
   if (!d.ok)
-    *mismatch =
-        concat("Mismatched allreduce ", describeOp(*op, d.occurrence), ": rank ", d.rankA, " had ",
-               describeArgs(d.a), ", but rank ", d.rankB, " had ", describeArgs(d.b));
+    // Named by the first side's kind: every rank gives the same message.
+    *mismatch = concat("Mismatched ", wireKindName(d.a.kind), " ", describeOp(*op, d.occurrence),
+                       ": ", describeSides(d.rankA, d.a, d.rankB, d.b));
   return op;
 }
 
 std::string OpMatcher::verdict(const OpState& op, const AgreementChunk& agreement) const {
   if (agreement.agreed()) return {};
   AgreementHeader h = agreement.verdict();
-  std::string other = h.rankB >= 0 ? concat("rank ", h.rankB, " had ", describeArgs(h.b))
-                                   : std::string("a malformed agreement message arrived");
-  return concat("Mismatched allreduce ", describeOp(op, op.globalSeq - unnamedBase_), ": rank ",
-                h.rankA, " had ", describeArgs(h.a), ", but ", other);
+  std::string sides = h.rankB >= 0 ? describeSides(h.rankA, h.a, h.rankB, h.b)
+                                   : concat("rank ", h.rankA, " had ", describeArgs(h.a, false),
+                                            ", but a malformed agreement message arrived");
+  return concat("Mismatched ", wireKindName(h.a.kind), " ",
+                describeOp(op, op.globalSeq - unnamedBase_), ": ", sides);
 }
 
 void OpMatcher::admit(std::shared_ptr<OpState> op, Negotiator& negotiator, Sink& sink) {
-  if (op->kind != OpState::Kind::kAllReduce) {  // point to point: matched by order per lane
+  if (op->pointToPoint()) {  // matched by order per lane
     if (op->count == 0) {
       sink.end(*op, priocclSuccess, "");
       return;

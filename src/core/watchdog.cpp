@@ -41,7 +41,7 @@ void Watchdog::check(Clock::time_point now) {
 }
 
 std::string Watchdog::describePending(const OpState& op) {
-  return concat(op.kind == OpState::Kind::kAllReduce ? "allreduce " : "",
+  return concat(op.pointToPoint() ? "" : concat(kindName(op.kind), " "),
                 describeOp(op, op.occurrence), " of priority ", op.priority);
 }
 
@@ -50,7 +50,7 @@ std::string Watchdog::describePending(const OpState& op) {
 std::string Watchdog::waitingFor(const OpState& op, Clock::time_point now) const {
   std::string silent = liveness_.report(now, std::chrono::seconds(2) + liveness_.period());
   std::string tail = silent.empty() ? "" : concat("; ", silent);
-  if (op.kind == OpState::Kind::kAllReduce && matcher_.awaitingDecision(op)) {
+  if (!op.pointToPoint() && matcher_.awaitingDecision(op)) {
     if (rank_ != Negotiator::kCoordinator)
       return concat("not every rank has submitted it (rank 0's log names them)", tail);
     std::string ranks;

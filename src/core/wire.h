@@ -11,7 +11,7 @@ namespace prioccl::detail {
 
 constexpr size_t kControlBytes = 4096;
 constexpr uint32_t kControlMagic = 0x50434331;  // "PCC1"
-constexpr uint16_t kControlVersion = 3;
+constexpr uint16_t kControlVersion = 4;         // 4: Announce carries the op's kind and root
 
 // Announce/Decision carry op identities (negotiator.h); the others keep failures loud (liveness.h):
 // a heartbeat says "alive", a goodbye "my communicator is destroyed, do not wait for me", an
@@ -30,8 +30,16 @@ struct Announce {
   uint64_t occurrence = 0;  // how many earlier ops with this key this rank submitted
   uint64_t count = 0;
   int32_t dtype = 0;
-  int32_t op = 0;
+  int32_t op = 0;     // the reduction op (0 for collectives without one)
+  int32_t kind = 0;   // OpState::Kind: ranks must submit the same collective
+  int32_t root = -1;  // the root of a rooted collective (broadcast), else -1
 };
+
+// Whether two announcements describe the same op with the same arguments.
+inline bool sameArguments(const Announce& x, const Announce& y) {
+  return x.key == y.key && x.occurrence == y.occurrence && x.count == y.count &&
+         x.dtype == y.dtype && x.op == y.op && x.kind == y.kind && x.root == y.root;
+}
 
 // The coordinator's verdict on one op. On a mismatch, the two disagreeing announcements.
 struct Decision {
@@ -43,7 +51,7 @@ struct Decision {
   Announce a{}, b{};
 };
 
-static_assert(sizeof(Announce) == 32 && sizeof(Decision) == 96, "wire layout");
+static_assert(sizeof(Announce) == 40 && sizeof(Decision) == 112, "wire layout");
 
 // A failure that ended a rank's communicator: the rank where it happened, its priocclResult_t and
 // the message (at most kAbortTextBytes, cut if longer).
