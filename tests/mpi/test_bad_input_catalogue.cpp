@@ -144,6 +144,14 @@ class Catalogue : public testing::Test {
     finishRequest(rc, req);
     return rc;
   }
+  priocclResult_t broadcastAsync(const void* s, void* r, size_t n, priocclDataType_t t, int root,
+                                 const char* key, priocclComm_t c) {
+    priocclRequest_t req = sentinel<priocclRequest_t>();
+    priocclResult_t rc = key ? priocclBroadcastNamedAsync(s, r, n, t, root, 0, key, c, &req)
+                             : priocclBroadcastAsync(s, r, n, t, root, 0, c, &req);
+    finishRequest(rc, req);
+    return rc;
+  }
   priocclResult_t sendAsync(const void* b, size_t n, priocclDataType_t t, int peer, int tag,
                             priocclComm_t c) {
     priocclRequest_t req = sentinel<priocclRequest_t>();
@@ -424,6 +432,47 @@ TEST_F(Catalogue, AllReduceAsyncAndNamed) {
   EXPECT_EQ(priocclWait(r), priocclSuccess);
   ACCEPTED_CASE(namedAsync(buf, buf, 16, f32, sum, "", comm));
   ACCEPTED_CASE(namedAsync(buf, buf, 16, f32, sum, std::string(10000, 'k').c_str(), comm));
+}
+
+// ---- Broadcast --------------------------------------------------------------------------------
+
+TEST_F(Catalogue, Broadcast) {
+  priocclComm_t dead = deadComm();
+  const auto f32 = priocclFloat32;
+  const char* k = "catalogue.bcast";
+  const int last = size_ - 1;
+  for (const char* key : {static_cast<const char*>(nullptr), k}) {
+    BAD_CASE(broadcastAsync(buf, buf, 4, f32, -1, key, comm), priocclInvalidArgument, "root");
+    BAD_CASE(broadcastAsync(buf, buf, 4, f32, size_, key, comm), priocclInvalidArgument, "root");
+    BAD_CASE(broadcastAsync(buf, buf, 4, f32, INT_MIN, key, comm), priocclInvalidArgument, "root");
+    BAD_CASE(broadcastAsync(buf, nullptr, 4, f32, 0, key, comm), priocclInvalidArgument, "recvbuf");
+    BAD_CASE(broadcastAsync(buf, buf, 4, rawEnum<priocclDataType_t>(42), 0, key, comm),
+             priocclInvalidArgument, "datatype");
+    BAD_CASE(broadcastAsync(buf, buf, SIZE_MAX / 4 + 1, f32, 0, key, comm), priocclInvalidArgument,
+             "count");
+    BAD_CASE(broadcastAsync(buf, buf, 4, f32, 0, key, nullptr), priocclInvalidArgument, "comm");
+    BAD_CASE(broadcastAsync(buf, buf, 4, f32, 0, key, dead), priocclInvalidUsage, "comm");
+  }
+  // Only the root reads its send buffer: a null or overlapping one is the root's error alone.
+  BAD_CASE(priocclBroadcast(nullptr, buf, 4, f32, rank_, comm), priocclInvalidArgument, "sendbuf");
+  BAD_CASE(priocclBroadcast(buf, buf + 1, 4, f32, rank_, comm), priocclInvalidArgument, "overlap");
+  BAD_CASE(priocclBroadcast(buf, buf, 4, f32, size_ + 7, comm), priocclInvalidArgument, "root");
+  BAD_CASE(priocclBroadcast(buf, buf, 4, rawEnum<priocclDataType_t>(-1), 0, comm),
+           priocclInvalidArgument, "datatype");
+  BAD_CASE(priocclBcast(nullptr, 4, f32, 0, comm), priocclInvalidArgument, "recvbuf");
+  BAD_CASE(priocclBcast(buf, 4, f32, -2, comm), priocclInvalidArgument, "root");
+  BAD_CASE(priocclBroadcastAsync(buf, buf, 4, f32, 0, 0, comm, nullptr), priocclInvalidArgument,
+           "request");
+  BAD_CASE(priocclBroadcastNamedAsync(buf, buf, 4, f32, 0, 0, nullptr, comm, nullptr),
+           priocclInvalidArgument, "key");
+  BAD_CASE(broadcastAsync(buf, buf, 4, f32, 0, nullptr, dead), priocclInvalidUsage, "comm");
+  // Accepted: count 0 without buffers; a non-root rank without a send buffer, or one that
+  // overlaps its receive buffer (never read); the in-place form.
+  ACCEPTED_CASE(priocclBroadcast(nullptr, nullptr, 0, f32, last, comm));
+  ACCEPTED_CASE(broadcastAsync(nullptr, nullptr, 0, f32, 0, k, comm));
+  ACCEPTED_CASE(priocclBroadcast(rank_ == last ? buf : nullptr, buf, 16, f32, last, comm));
+  ACCEPTED_CASE(priocclBroadcast(rank_ == 0 ? buf : buf + 1, buf, 8, f32, 0, comm));
+  ACCEPTED_CASE(priocclBcast(buf, 16, f32, last, comm));
 }
 
 // ---- Point to point --------------------------------------------------------------------------
@@ -892,6 +941,7 @@ class Mismatch : public Catalogue {
     size_t count;
     priocclDataType_t dtype;
     priocclRedOp_t op;
+    int root = -1;  // >= 0: a broadcast from this root (op unused)
   };
   static constexpr size_t kMaxBytes = 16384;
 
@@ -904,18 +954,27 @@ class Mismatch : public Catalogue {
     traffic.before();
     std::vector<unsigned char> send(kMaxBytes, 0x5A), recv(kMaxBytes, 0xA5);
     priocclRequest_t r = nullptr;
-    priocclResult_t submitted =
-        key ? priocclAllReduceNamedAsync(send.data(), recv.data(), mine.count, mine.dtype, mine.op,
-                                         0, key, comm, &r)
-            : priocclAllReduceAsync(send.data(), recv.data(), mine.count, mine.dtype, mine.op, 0,
-                                    comm, &r);
+    priocclResult_t submitted;
+    if (mine.root >= 0)
+      submitted = key ? priocclBroadcastNamedAsync(send.data(), recv.data(), mine.count, mine.dtype,
+                                                   mine.root, 0, key, comm, &r)
+                      : priocclBroadcastAsync(send.data(), recv.data(), mine.count, mine.dtype,
+                                              mine.root, 0, comm, &r);
+    else
+      submitted = key ? priocclAllReduceNamedAsync(send.data(), recv.data(), mine.count, mine.dtype,
+                                                   mine.op, 0, key, comm, &r)
+                      : priocclAllReduceAsync(send.data(), recv.data(), mine.count, mine.dtype,
+                                              mine.op, 0, comm, &r);
     EXPECT_EQ(submitted, priocclSuccess) << label << ": " << lastError();
     traffic.after();
     if (submitted == priocclSuccess) {
       EXPECT_EQ(priocclWait(r), priocclInvalidUsage) << label;
     }
     std::string msg = lastError();
-    EXPECT_NE(msg.find("Mismatched allreduce"), std::string::npos) << label << ": " << msg;
+    // Named by the kind of the first side the message names: the same on every rank.
+    EXPECT_TRUE(msg.find("Mismatched allreduce") != std::string::npos ||
+                msg.find("Mismatched broadcast") != std::string::npos)
+        << label << ": " << msg;
     expectSameEverywhere(msg, label);
     EXPECT_EQ(std::count(recv.begin(), recv.end(), 0xA5), static_cast<long>(kMaxBytes))
         << label << ": the mismatched op wrote its receive buffer";
@@ -1016,6 +1075,17 @@ TEST_F(Mismatch, SingleOps) {
     runMismatch(kind + "op sum/avg", key, pick(1, {1000, priocclFloat32, priocclAvg}, f32));
     runMismatch(kind + "count, dtype and op", key,
                 pick(last, {500, priocclFloat64, priocclMin}, f32));
+  }
+  // Broadcasts: root, count, datatype, and a broadcast against an all-reduce.
+  const Args bcast{1000, priocclFloat32, priocclSum, 0};
+  for (const char* key : {static_cast<const char*>(nullptr), "catalogue.bcast.mismatch"}) {
+    std::string kind = key ? "named broadcast: " : "unnamed broadcast: ";
+    runMismatch(kind + "root", key, pick(last, {1000, priocclFloat32, priocclSum, last}, bcast));
+    runMismatch(kind + "root, every rank its own", key, {1000, priocclFloat32, priocclSum, rank_});
+    runMismatch(kind + "count", key, pick(1, {1001, priocclFloat32, priocclSum, 0}, bcast));
+    runMismatch(kind + "dtype", key, pick(last, {1000, priocclInt32, priocclSum, 0}, bcast));
+    runMismatch(kind + "against an all-reduce", key, pick(last, f32, bcast));
+    runMismatch(kind + "all-reduce against it", key, pick(0, bcast, f32));
   }
   // Unnamed ops of count 0 still take part in matching (a named one does not: see above).
   runMismatch("unnamed: count 0 against 1000", nullptr,

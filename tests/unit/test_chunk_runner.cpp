@@ -1,10 +1,12 @@
 // The data path (src/core/chunk_runner.h) without MPI, threads or an engine: N ranks' runners over
 // the in-memory fabric (fabric.h), which moves the first message of each link per tick, in posting
 // order, like a link.
-// Checks the results of every algorithm and that the scheduler lets an urgent op overtake a bulk
-// op that started first (and, in FIFO mode, that it does not).
+// Checks the results of every algorithm and of broadcasts, and that the scheduler lets an urgent op
+// overtake a bulk op that started first, whatever the two ops' kinds (and, in FIFO mode, that it
+// does not).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -79,12 +81,19 @@ Config smallChunks(priocclSchedule_t schedule) {
   return c;
 }
 
-// Rank r contributes r + 1 + i at element i: every result is exact in int32.
+// Rank r contributes r + 1 + i at element i: every result is exact in int32. An all-reduce, or
+// with root >= 0 a broadcast from root.
 struct Op {
   std::vector<int32_t> in, out;
   std::shared_ptr<OpState> state = std::make_shared<OpState>();
-  Op(int rank, size_t count, int priority, priocclAlgorithm_t algorithm) : in(count), out(count) {
+  int root;
+  Op(int rank, size_t count, int priority, priocclAlgorithm_t algorithm, int root = -1)
+      : in(count), out(count), root(root) {
     std::iota(in.begin(), in.end(), rank + 1);
+    if (root >= 0) {
+      state->kind = OpState::Kind::kBroadcast;
+      state->root = root;
+    }
     state->send = in.data();
     state->recv = out.data();
     state->count = count;
@@ -94,10 +103,12 @@ struct Op {
     state->named = true;
     state->algorithm = algorithm;
   }
-  bool summed(int nranks) const {
+  // The sum over nranks ranks, or the root's input.
+  bool correct(int nranks) const {
     for (size_t i = 0; i < out.size(); ++i) {
       int64_t want = 0;
-      for (int r = 0; r < nranks; ++r) want += r + 1 + static_cast<int64_t>(i);
+      for (int r = 0; r < nranks; ++r)
+        if (root < 0 || r == root) want += r + 1 + static_cast<int64_t>(i);
       if (out[i] != want) return false;
     }
     return true;
@@ -134,22 +145,52 @@ TEST(ChunkRunner, EveryAlgorithmSumsExactlyOnThreeRanks) {
     runAll(fabric, ranks);
     for (int r = 0; r < n; ++r) {
       EXPECT_EQ(ranks[r]->done.size(), 1u) << "rank " << r;
-      EXPECT_TRUE(ops[r]->summed(n)) << "rank " << r;
+      EXPECT_TRUE(ops[r]->correct(n)) << "rank " << r;
     }
   }
 }
 
+// Every broadcast root on 2-5 ranks, as one chunk (the binomial tree from 4 ranks up) and as many
+// (the chain): every rank ends with the root's data.
+TEST(ChunkRunner, BroadcastsDeliverTheRootsData) {
+  for (int n = 2; n <= 5; ++n) {
+    for (int root = 0; root < n; ++root) {
+      for (size_t count : {size_t{1000}, size_t{300001}}) {
+        SCOPED_TRACE(testing::Message() << n << " ranks, root " << root << ", count " << count);
+        Fabric fabric;
+        std::vector<std::unique_ptr<Rank>> ranks;
+        std::vector<std::unique_ptr<Op>> ops;
+        for (int r = 0; r < n; ++r) {
+          ranks.push_back(
+              std::make_unique<Rank>(fabric, r, n, smallChunks(priocclSchedulePriority)));
+          ops.push_back(std::make_unique<Op>(r, count, 0, priocclAlgoAuto, root));
+          ranks[r]->add(ops[r]->state);
+        }
+        runAll(fabric, ranks);
+        for (int r = 0; r < n; ++r) {
+          EXPECT_EQ(ranks[r]->done.size(), 1u) << "rank " << r;
+          EXPECT_TRUE(ops[r]->correct(n)) << "rank " << r;
+        }
+      }
+    }
+  }
+}
+
+// The two op kinds of the priority tests: -1 an all-reduce (ring), else a broadcast from that root.
+constexpr int kAllReduce = -1;
+
 // A bulk op of 32 chunks runs for a few ticks, then an urgent one-chunk op joins the same lane.
 // Returns, per rank, how many chunks the rank had completed when the urgent op finished.
-std::vector<uint64_t> urgentAfterBulk(priocclSchedule_t schedule, uint64_t* preemptions) {
-  const int n = 2;
+std::vector<uint64_t> urgentAfterBulk(priocclSchedule_t schedule, uint64_t* preemptions,
+                                      int bulkRoot = kAllReduce, int urgentRoot = kAllReduce,
+                                      int n = 2) {
   Fabric fabric;
   std::vector<std::unique_ptr<Rank>> ranks;
   std::vector<std::unique_ptr<Op>> bulk, urgent;
   for (int r = 0; r < n; ++r) {
     ranks.push_back(std::make_unique<Rank>(fabric, r, n, smallChunks(schedule)));
-    bulk.push_back(std::make_unique<Op>(r, 32 * (16 << 10), 10, priocclAlgoRing));
-    urgent.push_back(std::make_unique<Op>(r, 16 << 10, 0, priocclAlgoRing));
+    bulk.push_back(std::make_unique<Op>(r, 32 * (16 << 10), 10, priocclAlgoRing, bulkRoot));
+    urgent.push_back(std::make_unique<Op>(r, 16 << 10, 0, priocclAlgoRing, urgentRoot));
     ranks[r]->add(bulk[r]->state);
   }
   for (int i = 0; i < 4; ++i) {
@@ -161,7 +202,7 @@ std::vector<uint64_t> urgentAfterBulk(priocclSchedule_t schedule, uint64_t* pree
   std::vector<uint64_t> chunksBefore;
   *preemptions = 0;
   for (int r = 0; r < n; ++r) {
-    EXPECT_TRUE(bulk[r]->summed(n) && urgent[r]->summed(n)) << "rank " << r;
+    EXPECT_TRUE(bulk[r]->correct(n) && urgent[r]->correct(n)) << "rank " << r;
     const auto& done = ranks[r]->done;
     EXPECT_EQ(done.size(), 2u);
     for (size_t i = 0; i < done.size(); ++i)
@@ -185,6 +226,34 @@ TEST(ChunkRunner, FifoModeKeepsTheUrgentOpBehindTheBulkOp) {
   std::vector<uint64_t> chunks = urgentAfterBulk(priocclScheduleFifo, &preemptions);
   ASSERT_EQ(chunks.size(), 2u);
   for (uint64_t c : chunks) EXPECT_GE(c, 30u) << "FIFO mode let the urgent op overtake";
+}
+
+// The same with broadcasts on 3 ranks: an urgent broadcast under a bulk all-reduce, an urgent
+// all-reduce under a bulk broadcast, and a broadcast under a broadcast from another root whose
+// chain crosses the bulk one's busiest link (0 -> 1). Under priority scheduling no rank finishes
+// more than a few bulk chunks before the urgent op; under FIFO some rank finishes nearly all of
+// them first. (Not every rank: FIFO is work-conserving, so a rank whose links the bulk op leaves
+// idle between its chunks passes the urgent op's data in the gaps.)
+TEST(ChunkRunner, UrgentOpOvertakesWhateverTheKinds) {
+  const int n = 3;
+  struct Pair {
+    int bulkRoot, urgentRoot;
+  };
+  for (Pair p : {Pair{kAllReduce, 1}, Pair{0, kAllReduce}, Pair{0, 2}}) {
+    SCOPED_TRACE(testing::Message() << "bulk " << p.bulkRoot << ", urgent " << p.urgentRoot);
+    for (priocclSchedule_t schedule : {priocclSchedulePriority, priocclScheduleFifo}) {
+      uint64_t preemptions = 0;
+      std::vector<uint64_t> chunks =
+          urgentAfterBulk(schedule, &preemptions, p.bulkRoot, p.urgentRoot, n);
+      ASSERT_EQ(chunks.size(), static_cast<size_t>(n));
+      uint64_t most = *std::max_element(chunks.begin(), chunks.end());
+      if (schedule == priocclSchedulePriority) {
+        EXPECT_LE(most, 8u) << "the urgent op waited behind the bulk op";
+      } else {
+        EXPECT_GE(most, 28u) << "FIFO mode let the urgent op overtake on every rank";
+      }
+    }
+  }
 }
 
 }  // namespace
