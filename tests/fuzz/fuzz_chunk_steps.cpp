@@ -1,15 +1,17 @@
 // libFuzzer target: the input is a script that drives one chunk step machine (ring, tree,
-// recursive doubling or the agreement exchange) the way the engine may: take ready sends and
-// receives, complete taken transfers in any order, and deliver whatever bytes the "peers" send
-// (for non-exact receives, any length up to the posted size). The peers are the input, so
-// malformed agreement headers, truncated messages and odd completion orders all occur.
+// recursive doubling, halving-doubling, broadcast or the agreement exchange) the way the engine
+// may: take ready sends and receives, complete taken transfers in any order, and deliver whatever
+// bytes the "peers" send (for non-exact receives, any length up to the posted size). The peers are
+// the input, so malformed agreement headers, truncated messages and odd completion orders all
+// occur.
 //
 // Besides crashes and sanitizer reports, a violation of the engine's contract with a chunk is a
 // finding (abort): a transfer to a bad peer or reusing a (direction, peer, step) wire tag, a
 // posted buffer written by the chunk before its completion, a receive overlapping another posted
 // transfer, a chunk that finishes with transfers outstanding or stalls unfinished, an
 // agreement that reports "agreed" although it received a malformed header, and one that wrote
-// the receive buffer without reducing the op there.
+// the receive buffer without reducing the op there; a broadcast that forwards data before it has
+// it or ends with other bytes than the root's (or its parent's) in the receive buffer.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "algo/agreement.h"
+#include "algo/broadcast.h"
 #include "algo/registry.h"
 #include "common/scratch_pool.h"
 #include "reduce/reduce.h"
@@ -75,12 +78,16 @@ class Script {
 };
 
 // What a run exercises: a row of the algorithm registry (every all-reduce algorithm the engine
-// can choose), or, past the last row, the agreement chunk.
+// can choose), or, past the last row, a broadcast chunk, then the agreement chunk (the last).
 size_t kinds() {
-  return prioccl::algoRegistry().size() + 1;
+  return prioccl::algoRegistry().size() + 2;
+}
+bool isBroadcastKind(size_t kind) {
+  return kind == prioccl::algoRegistry().size();
 }
 const char* kindName(size_t kind) {
-  return kind < prioccl::algoRegistry().size() ? prioccl::algoRegistry()[kind].name : "agreement";
+  if (kind < prioccl::algoRegistry().size()) return prioccl::algoRegistry()[kind].name;
+  return isBroadcastKind(kind) ? "broadcast" : "agreement";
 }
 
 struct Posted {
@@ -129,6 +136,7 @@ class Run {
     if (!posted_.empty()) finding("finished with transfers outstanding");
     if (algo_->recvReady() || algo_->sendReady()) finding("finished with a transfer ready");
     if (isAgreement()) checkVerdict();
+    if (isBroadcast()) checkBroadcast();
   }
 
  private:
@@ -155,9 +163,18 @@ class Run {
     recv_.assign(inPlace ? 0 : chunkBytes, 0xEE);
     spec_.send = send_.data();
     spec_.recv = inPlace ? send_.data() : recv_.data();
+    if (isBroadcast()) {
+      root_ = in_.byte() % spec_.nranks;
+      // As the API passes it: a non-root rank's send buffer is never read (null out of place).
+      if (spec_.rank != root_ && !inPlace) spec_.send = nullptr;
+      shape_ = flags & 8 ? BroadcastChunk::Shape::kBinomial : BroadcastChunk::Shape::kChain;
+      trace("root %d %s\n", root_, flags & 8 ? "binomial" : "chain");
+    }
 
     size_t blockBytes = 0;
-    if (!isAgreement()) {
+    if (isBroadcast()) {
+      blockBytes = 0;  // no scratch
+    } else if (!isAgreement()) {
       blockBytes = prioccl::algoRegistry()[kind_].scratchBytes(chunkBytes, spec_.nranks);
     } else {
       // As the engine: a payload only when carried, and maxPayload (the same on all ranks)
@@ -167,7 +184,10 @@ class Run {
       blockBytes = AgreementChunk::scratchBytes(maxPayload_);
     }
     pool_ = std::make_unique<ScratchPool>(blockBytes);
-    if (!isAgreement()) {
+    if (isBroadcast()) {
+      if (spec_.rank == root_) data_.assign(send_.begin(), send_.end());
+      algo_ = std::make_unique<BroadcastChunk>(spec_, root_, shape_);
+    } else if (!isAgreement()) {
       algo_ = prioccl::algoRegistry()[kind_].make(spec_, *pool_);
     } else {
       own_.key = in_.byte();
@@ -217,6 +237,7 @@ class Run {
       finding("receive into the send buffer: " + what);
     for (const Posted& p : posted_)
       if ((!send || !p.send) && overlap(t, p.t)) finding("overlaps a posted transfer: " + what);
+    if (isBroadcast() && send) checkForwarded(t, what);
     trace("take %s\n", what.c_str());
     // Reading the whole buffer also lets ASan check that it is inside its allocation.
     posted_.push_back({send, t, std::vector<unsigned char>(b, b + t.bytes)});
@@ -241,6 +262,7 @@ class Run {
     } else {
       in_.fill(buf, bytes);
     }
+    if (isBroadcast()) data_.assign(buf, buf + bytes);  // what this rank now holds and passes on
     if (!p.t.exact) algo_->recvLength(p.t.step, bytes);
     algo_->recvDone(p.t.step);
   }
@@ -326,8 +348,23 @@ class Run {
         if (b != 0xEE) finding("receive buffer written by an op it did not reduce");
   }
 
+  // A broadcast passes on only what it holds: the root's data, or its parent's once received.
+  void checkForwarded(const Transfer& t, const std::string& what) {
+    if (data_.empty()) finding("forwarded before its data arrived: " + what);
+    if (t.bytes != data_.size() || std::memcmp(t.buf, data_.data(), t.bytes) != 0)
+      finding("forwards other bytes than it holds: " + what);
+  }
+  // ... and ends with them in the receive buffer.
+  void checkBroadcast() {
+    if (data_.size() != spec_.count * reduce::dtypeSize(spec_.dtype))
+      finding("broadcast finished without its data");
+    if (std::memcmp(spec_.recv, data_.data(), data_.size()) != 0)
+      finding("broadcast's receive buffer differs from the data it got");
+  }
+
   Script& in_;
   bool isAgreement() const { return kind_ == kinds() - 1; }
+  bool isBroadcast() const { return isBroadcastKind(kind_); }
 
   size_t kind_ = 0;
   ChunkSpec spec_;
@@ -339,6 +376,9 @@ class Run {
   AgreementHeader valid_;
   size_t payload_ = 0, maxPayload_ = 0;
   bool halving_ = false;
+  int root_ = 0;  // broadcast
+  BroadcastChunk::Shape shape_ = BroadcastChunk::Shape::kChain;
+  std::vector<unsigned char> data_;  // broadcast: the data this rank holds (empty: none yet)
   std::vector<Posted> posted_;
   std::set<std::tuple<bool, int, int>> tags_;
   std::vector<Arrival> arrivals_;
@@ -350,7 +390,7 @@ void writeSeeds(const char* dir) {
   int n = 0;
   for (size_t kind = 0; kind < kinds(); ++kind)
     for (int p : {2, 3, 5, 8})
-      for (int flags : {0, 1, 2, 10}) {  // 10: carried on halving-doubling
+      for (int flags : {0, 1, 2, 10}) {  // 10: carried on halving-doubling; broadcast: binomial
         std::vector<uint8_t> seed(512, 0);
         const uint8_t head[] = {static_cast<uint8_t>(kind),
                                 static_cast<uint8_t>(p - 1),
