@@ -17,7 +17,7 @@ from . import _lib
 
 __all__ = ["init", "shutdown", "abort", "is_initialized", "rank", "size", "local_rank", "allreduce",
            "allreduce_", "allreduce_async", "allreduce_async_", "synchronize", "poll",
-           "broadcast_", "broadcast_parameters", "send_async", "recv_async", "PriocclError",
+           "broadcast", "broadcast_", "broadcast_async", "broadcast_async_", "broadcast_parameters", "send_async", "recv_async", "PriocclError",
            "Sum", "Prod", "Min", "Max", "Average"]
 
 # priocclRedOp_t
@@ -212,12 +212,41 @@ def allreduce_(tensor, op=Average, priority=0, name=None):
     return synchronize(allreduce_async_(tensor, op, priority, name))
 
 
-def broadcast_(tensor, root_rank=0, name=None):
-    """Overwrites `tensor` with root_rank's: a sum to which the other ranks contribute zeros
-    (exact for every value except -0.0, which arrives as +0.0)."""
-    if rank() != root_rank:
-        tensor[...] = 0
-    return allreduce_(tensor, op=Sum, name=name)
+def _broadcast_async(src, dst, root_rank, priority, name):
+    _require()
+    s_ptr, count, code = _buffer(src, writable=False)
+    d_ptr, d_count, d_code = _buffer(dst)
+    if (count, code) != (d_count, d_code):
+        raise PriocclError("source and destination differ in size or dtype")
+    req = ctypes.c_void_p()
+    if name is None:
+        result = _L.priocclBroadcastAsync(s_ptr, d_ptr, count, code, root_rank, priority, _comm,
+                                          ctypes.byref(req))
+    else:
+        result = _L.priocclBroadcastNamedAsync(s_ptr, d_ptr, count, code, root_rank, priority,
+                                               str(name).encode(), _comm, ctypes.byref(req))
+    _check(result, "broadcast")
+    return Handle(req, (src, dst), dst)
+
+
+def broadcast_async_(tensor, root_rank=0, priority=0, name=None):
+    """Starts overwriting `tensor` with root_rank's, bit for bit; returns a handle."""
+    return _broadcast_async(tensor, tensor, root_rank, priority, name)
+
+
+def broadcast_async(tensor, root_rank=0, priority=0, name=None):
+    """Starts a broadcast into a new tensor (synchronize() returns it); `tensor` is unchanged."""
+    return _broadcast_async(tensor, _empty_like(tensor), root_rank, priority, name)
+
+
+def broadcast(tensor, root_rank=0, priority=0, name=None):
+    """root_rank's `tensor`, as a new tensor on every rank."""
+    return synchronize(broadcast_async(tensor, root_rank, priority, name))
+
+
+def broadcast_(tensor, root_rank=0, priority=0, name=None):
+    """Overwrites `tensor` with root_rank's, bit for bit (-0.0 and NaN payloads included)."""
+    return synchronize(broadcast_async_(tensor, root_rank, priority, name))
 
 
 def broadcast_parameters(params, root_rank=0):
@@ -227,9 +256,7 @@ def broadcast_parameters(params, root_rank=0):
     handles = []
     for name, t in items:
         target = t.data if hasattr(t, "data_ptr") else t  # a Parameter's storage, not autograd's
-        if rank() != root_rank:
-            target[...] = 0
-        handles.append(allreduce_async_(target, op=Sum, name=f"prioccl.broadcast.{name}"))
+        handles.append(broadcast_async_(target, root_rank, name=f"prioccl.broadcast.{name}"))
     for h in handles:
         synchronize(h)
 

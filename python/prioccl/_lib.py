@@ -52,6 +52,8 @@ def _declare(lib):
         "priocclAllReduce": (R, [v, v, sz, i, i, v]),
         "priocclAllReduceAsync": (R, [v, v, sz, i, i, i, v, c_void_pp]),
         "priocclAllReduceNamedAsync": (R, [v, v, sz, i, i, i, ctypes.c_char_p, v, c_void_pp]),
+        "priocclBroadcastAsync": (R, [v, v, sz, i, i, i, v, c_void_pp]),
+        "priocclBroadcastNamedAsync": (R, [v, v, sz, i, i, i, ctypes.c_char_p, v, c_void_pp]),
         "priocclSendAsync": (R, [v, sz, i, i, i, i, v, c_void_pp]),
         "priocclRecvAsync": (R, [v, sz, i, i, i, i, v, c_void_pp]),
         "priocclTest": (R, [v, c_int_p]),

@@ -39,6 +39,28 @@ def numpy_cases(r, p):
     prioccl.broadcast_parameters(state, root_rank=p - 1)
     check((state["w"] == p - 1).all() and (state["b"] == p - 1).all(), "broadcast_parameters")
 
+    # broadcast: the root's bits, -0.0 and a NaN payload included (a sum of zeros loses both)
+    bits = np.arange(5000, dtype=np.uint32) * 2654435761 + r
+    bits[:3] = [0x80000000, 0x7FC01234, 0xFF800001]  # -0.0, quiet NaN with payload, signalling
+    mine = bits.view(np.float32)
+    root = p - 1
+    want_bits = np.arange(5000, dtype=np.uint32) * 2654435761 + root
+    want_bits[:3] = bits[:3]
+    got = prioccl.broadcast(mine, root_rank=root)  # a new array
+    check((got.view(np.uint32) == want_bits).all(), "broadcast bitwise (-0.0, NaN payloads)")
+    check((mine.view(np.uint32) == bits).all(), "broadcast left its input alone")
+    inplace = np.full(70001, r, dtype=np.int64)
+    prioccl.broadcast_(inplace, root_rank=0, name="bcast.inplace")
+    check((inplace == 0).all(), "broadcast_ in place, named")
+    hs = [prioccl.broadcast_async_(np.full(100, r * 10 + k, dtype=np.int8), root_rank=k % p,
+                                   priority=-k) for k in range(4)]
+    for k, h in enumerate(hs):
+        check((prioccl.synchronize(h) == (k % p) * 10 + k).all(), f"async broadcast #{k}")
+    expect_error(lambda: prioccl.broadcast(mine, root_rank=p), "root", "root out of range")
+    if p > 1:  # ranks disagree on the root: every rank gets the same error
+        expect_error(lambda: prioccl.broadcast(mine, root_rank=r, name="badroot"),
+                     "Mismatched broadcast 'badroot'", "root mismatch")
+
     if p > 1:  # each rank sends its rank to the next
         got = np.zeros(5, dtype=np.float32)
         h_recv = prioccl.recv_async(got, (r - 1) % p, tag=3)
@@ -76,6 +98,9 @@ def torch_cases(r, p):
             q.fill_(r)
     prioccl.broadcast_parameters(model.state_dict(), root_rank=0)
     check(all(bool((q == 0).all()) for q in model.parameters()), "torch broadcast_parameters")
+    z = torch.full((33,), -0.0 if r == 0 else 5.0, dtype=torch.bfloat16)
+    prioccl.broadcast_(z, root_rank=0)
+    check(bool(torch.signbit(z).all()) and bool((z == 0).all()), "torch broadcast_ keeps -0.0")
     expect_error(lambda: prioccl.allreduce(torch.zeros(4, 4).t()), "not contiguous",
                  "non-contiguous tensor")
 
