@@ -143,7 +143,7 @@ void ChunkRunner::makeChunk(Slot& slot, const ChunkSpec& spec) {
     slot.algo = std::move(agreement);
   } else if (op.kind == OpState::Kind::kBroadcast) {
     slot.algo = std::make_unique<BroadcastChunk>(
-        spec, op.root, BroadcastChunk::shapeFor(slot.live->chunks, nranks_));
+        spec, op.root, RootTree::shapeFor(slot.live->chunks, nranks_));
   } else {
     slot.algo = algoEntry(op.algorithm).make(spec, scratch_);
   }

@@ -167,7 +167,7 @@ class Run {
       root_ = in_.byte() % spec_.nranks;
       // As the API passes it: a non-root rank's send buffer is never read (null out of place).
       if (spec_.rank != root_ && !inPlace) spec_.send = nullptr;
-      shape_ = flags & 8 ? BroadcastChunk::Shape::kBinomial : BroadcastChunk::Shape::kChain;
+      shape_ = flags & 8 ? RootTree::Shape::kBinomial : RootTree::Shape::kChain;
       trace("root %d %s\n", root_, flags & 8 ? "binomial" : "chain");
     }
 
@@ -377,7 +377,7 @@ class Run {
   size_t payload_ = 0, maxPayload_ = 0;
   bool halving_ = false;
   int root_ = 0;  // broadcast
-  BroadcastChunk::Shape shape_ = BroadcastChunk::Shape::kChain;
+  RootTree::Shape shape_ = RootTree::Shape::kChain;
   std::vector<unsigned char> data_;  // broadcast: the data this rank holds (empty: none yet)
   std::vector<Posted> posted_;
   std::set<std::tuple<bool, int, int>> tags_;

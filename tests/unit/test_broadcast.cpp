@@ -16,8 +16,9 @@ namespace {
 
 using prioccl::BroadcastChunk;
 using prioccl::ChunkSpec;
+using prioccl::RootTree;
 using prioccl::Transfer;
-using Shape = BroadcastChunk::Shape;
+using Shape = RootTree::Shape;
 
 const char* name(Shape s) {
   return s == Shape::kChain ? "chain" : "binomial";
@@ -30,7 +31,7 @@ std::vector<int> rounds(Shape shape, int root, int p) {
   round[root] = 0;
   for (size_t i = 0; i < order.size(); ++i) {
     int r = order[i], k = 0;
-    for (int c : BroadcastChunk::children(shape, r, root, p)) {
+    for (int c : RootTree::children(shape, r, root, p)) {
       round[c] = round[r] + ++k;
       order.push_back(c);
     }
@@ -46,8 +47,8 @@ TEST(Broadcast, ShapesAreTreesOfTheirRounds) {
                      " root=" + std::to_string(root));
         std::vector<int> parentSeen(p, 0);
         for (int r = 0; r < p; ++r)
-          for (int c : BroadcastChunk::children(shape, r, root, p)) {
-            ASSERT_EQ(BroadcastChunk::parent(shape, c, root, p), r);
+          for (int c : RootTree::children(shape, r, root, p)) {
+            ASSERT_EQ(RootTree::parent(shape, c, root, p), r);
             ++parentSeen[c];
           }
         for (int r = 0; r < p; ++r) EXPECT_EQ(parentSeen[r], r == root ? 0 : 1) << "rank " << r;
