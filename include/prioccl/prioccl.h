@@ -198,6 +198,22 @@ PRIOCCL_API priocclResult_t priocclBroadcastNamedAsync(const void* sendbuff, voi
 /* In place, as ncclBcast: priocclBroadcast(buff, buff, ...). */
 PRIOCCL_API priocclResult_t priocclBcast(void* buff, size_t count, priocclDataType_t datatype,
                                          int root, priocclComm_t comm);
+/* Reduce, with ncclReduce's arguments (no stream): root's recvbuff gets the reduction of every
+ * rank's sendbuff (op as in priocclAllReduce, Avg included). Only the root writes recvbuff (the
+ * others may pass NULL); sendbuff == recvbuff works in place on the root. Ranks must agree on root,
+ * count, datatype and op, as for priocclBroadcast. */
+PRIOCCL_API priocclResult_t priocclReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                          priocclDataType_t datatype, priocclRedOp_t op, int root,
+                                          priocclComm_t comm);
+PRIOCCL_API priocclResult_t priocclReduceAsync(const void* sendbuff, void* recvbuff, size_t count,
+                                               priocclDataType_t datatype, priocclRedOp_t op,
+                                               int root, int priority, priocclComm_t comm,
+                                               priocclRequest_t* request);
+PRIOCCL_API priocclResult_t priocclReduceNamedAsync(const void* sendbuff, void* recvbuff,
+                                                    size_t count, priocclDataType_t datatype,
+                                                    priocclRedOp_t op, int root, int priority,
+                                                    const char* key, priocclComm_t comm,
+                                                    priocclRequest_t* request);
 /* Point to point, for pipeline stages: count elements to / from peer, scheduled with the
  * collectives by priority (an urgent activation preempts a less urgent all-reduce at its next
  * step). A send and a receive between two ranks with the same tag match in submission order; both

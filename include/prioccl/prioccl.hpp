@@ -203,6 +203,15 @@ class PRIOCCL_API Communicator {
                          const std::string& key);
   void broadcast(const void* sendbuf, void* recvbuf, size_t count, priocclDataType_t datatype,
                  int root);
+  // Reduce (ncclReduce's arguments, plus a priority): the root's recvbuf gets the reduction of
+  // every rank's sendbuf. Only the root writes recvbuf (others may pass null). Preemptible; ranks
+  // must agree on root, count, datatype and op.
+  Request reduceAsync(const void* sendbuf, void* recvbuf, size_t count, priocclDataType_t datatype,
+                      priocclRedOp_t op, int root, int priority = 0);
+  Request reduceAsync(const void* sendbuf, void* recvbuf, size_t count, priocclDataType_t datatype,
+                      priocclRedOp_t op, int root, int priority, const std::string& key);
+  void reduce(const void* sendbuf, void* recvbuf, size_t count, priocclDataType_t datatype,
+              priocclRedOp_t op, int root);
   // Point to point (pipeline stages): `count` elements to or from `peer`, scheduled with the
   // collectives by priority. Sends and receives between two ranks with the same tag match in
   // submission order; both sides must agree on count and datatype (a size mismatch fails the

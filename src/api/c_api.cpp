@@ -193,6 +193,38 @@ priocclResult_t priocclBroadcast(const void* sendbuff, void* recvbuff, size_t co
   });
 }
 
+priocclResult_t priocclReduceAsync(const void* sendbuff, void* recvbuff, size_t count,
+                                   priocclDataType_t datatype, priocclRedOp_t op, int root,
+                                   int priority, priocclComm_t comm, priocclRequest_t* request) {
+  return guarded(__func__, comm, [&] {
+    submitAsync(comm, request, datatype, op, [&](Communicator& c) {
+      return c.reduceAsync(sendbuff, recvbuff, count, datatype, op, root, priority);
+    });
+  });
+}
+
+priocclResult_t priocclReduceNamedAsync(const void* sendbuff, void* recvbuff, size_t count,
+                                        priocclDataType_t datatype, priocclRedOp_t op, int root,
+                                        int priority, const char* key, priocclComm_t comm,
+                                        priocclRequest_t* request) {
+  return guarded(__func__, comm, [&] {
+    if (request) *request = nullptr;
+    if (!key) detail::fail(priocclInvalidArgument, "key is NULL");
+    submitAsync(comm, request, datatype, op, [&](Communicator& c) {
+      return c.reduceAsync(sendbuff, recvbuff, count, datatype, op, root, priority, key);
+    });
+  });
+}
+
+priocclResult_t priocclReduce(const void* sendbuff, void* recvbuff, size_t count,
+                              priocclDataType_t datatype, priocclRedOp_t op, int root,
+                              priocclComm_t comm) {
+  return guarded(__func__, comm, [&] {
+    detail::validateEnums(datatype, op);
+    lookup(comm).reduce(sendbuff, recvbuff, count, datatype, op, root);
+  });
+}
+
 priocclResult_t priocclBcast(void* buff, size_t count, priocclDataType_t datatype, int root,
                              priocclComm_t comm) {
   return priocclBroadcast(buff, buff, count, datatype, root, comm);

@@ -157,36 +157,42 @@ class CommImpl {
   std::string algorithmModel() const { return selector_.describe(); }
   void recordError(const std::string& message) { errors_->set(message); }
 
-  // A collective: an all-reduce, or a broadcast from `root` (op unused). Checks what this rank
-  // can check alone; the other ranks' arguments are compared when the op is matched.
+  // A collective: an all-reduce, a broadcast from `root` (op unused) or a reduce to `root`.
+  // Checks what this rank can check alone; the other ranks' arguments are compared when the op is
+  // matched. As NCCL's: only a broadcast's root reads its send buffer, only a reduce's root
+  // writes its receive buffer; the others' are ignored (and may be null).
   Request collectiveAsync(OpState::Kind kind, const void* send, void* recv, size_t count,
                           priocclDataType_t dtype, priocclRedOp_t op, int root, int priority,
                           const std::string* key, bool callerWaits = false) {
-    bool broadcast = kind == OpState::Kind::kBroadcast;
-    const char* what = broadcast ? "broadcast: " : "";
+    const bool broadcast = kind == OpState::Kind::kBroadcast,
+               reduceOp = kind == OpState::Kind::kReduce;
+    const bool rooted = broadcast || reduceOp;
+    const std::string what = kind == OpState::Kind::kAllReduce ? "" : concat(kindName(kind), ": ");
     size_t elem = reduce::dtypeSize(dtype);
     if (count > SIZE_MAX / elem)
       fail(priocclInvalidArgument, what, "count ", count, " of ", reduce::dtypeName(dtype),
            " overflows the address space");
-    if (broadcast && (root < 0 || root >= size_))
+    if (rooted && (root < 0 || root >= size_))
       fail(priocclInvalidArgument, what, "root ", root, " is not a rank of this communicator (",
            size_, " ranks)");
-    // Only a broadcast's root reads its send buffer (as ncclBroadcast): the others' is ignored.
-    if (broadcast && rank_ != root) send = nullptr;
-    bool reads = !broadcast || rank_ == root;
-    if (count > 0 && !recv)
-      fail(priocclInvalidArgument, what, "recvbuf is null with count ", count);
+    const bool reads = !broadcast || rank_ == root, writes = !reduceOp || rank_ == root;
+    if (!reads) send = nullptr;
+    if (!writes) recv = nullptr;
+    const char* onRoot = rooted ? " on the root" : "";
+    if (count > 0 && writes && !recv)
+      fail(priocclInvalidArgument, what, "recvbuf is null with count ", count,
+           reduceOp ? onRoot : "");
     if (count > 0 && reads && !send)
       fail(priocclInvalidArgument, what, "sendbuf is null with count ", count,
-           broadcast ? " on the root" : "");
+           broadcast ? onRoot : "");
     auto s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
     size_t bytes = count * elem;
-    if (count > 0 && reads && s != r && s < r + bytes && r < s + bytes)
+    if (count > 0 && reads && writes && s != r && s < r + bytes && r < s + bytes)
       fail(priocclInvalidArgument, what,
            "sendbuf and recvbuf overlap without being equal; pass the same pointer for in place");
     auto state = makeOp(send, recv, count, dtype, broadcast ? priocclSum : op);
     state->kind = kind;
-    state->root = broadcast ? root : -1;
+    state->root = rooted ? root : -1;
     state->priority = priority;
     if (key) {
       state->named = true;
@@ -511,6 +517,31 @@ Request Communicator::broadcastAsync(const void* sendbuf, void* recvbuf, size_t 
   detail::validateEnums(datatype, priocclSum);
   return impl().collectiveAsync(detail::OpState::Kind::kBroadcast, sendbuf, recvbuf, count,
                                 datatype, priocclSum, root, priority, &key);
+}
+
+Request Communicator::reduceAsync(const void* sendbuf, void* recvbuf, size_t count,
+                                  priocclDataType_t datatype, priocclRedOp_t op, int root,
+                                  int priority) {
+  detail::validateEnums(datatype, op);
+  return impl().collectiveAsync(detail::OpState::Kind::kReduce, sendbuf, recvbuf, count, datatype,
+                                op, root, priority, nullptr);
+}
+
+Request Communicator::reduceAsync(const void* sendbuf, void* recvbuf, size_t count,
+                                  priocclDataType_t datatype, priocclRedOp_t op, int root,
+                                  int priority, const std::string& key) {
+  detail::validateEnums(datatype, op);
+  return impl().collectiveAsync(detail::OpState::Kind::kReduce, sendbuf, recvbuf, count, datatype,
+                                op, root, priority, &key);
+}
+
+void Communicator::reduce(const void* sendbuf, void* recvbuf, size_t count,
+                          priocclDataType_t datatype, priocclRedOp_t op, int root) {
+  detail::validateEnums(datatype, op);
+  impl()
+      .collectiveAsync(detail::OpState::Kind::kReduce, sendbuf, recvbuf, count, datatype, op, root,
+                       0, nullptr, true)
+      .wait();
 }
 
 void Communicator::broadcast(const void* sendbuf, void* recvbuf, size_t count,

@@ -5,6 +5,7 @@
 
 #include "algo/broadcast.h"
 #include "algo/point_to_point.h"
+#include "algo/reduce_to_root.h"
 #include "algo/registry.h"
 #include "common/log.h"
 #include "core/op_matcher.h"
@@ -17,14 +18,14 @@ constexpr size_t kMinChunksPerOp = 4, kMinChunkBytes = 64 << 10;
 
 // The most step ids a chunk of any algorithm uses: the tag layout reserves bits for them.
 uint64_t maxSteps(int nranks) {
-  int most = 1;
+  int most = ReduceChunk::steps(nranks);  // broadcast: 1
   for (const AlgoEntry& e : algoRegistry()) most = std::max(most, e.steps(nranks));
   return static_cast<uint64_t>(most);
 }
 
 // The scratch of the largest chunk of any algorithm: one pool serves them all.
 size_t maxScratchBytes(size_t chunkBytes, int nranks) {
-  size_t most = 0;
+  size_t most = chunkBytes;  // a reduce's blocks hold a chunk
   for (const AlgoEntry& e : algoRegistry())
     most = std::max(most, e.scratchBytes(chunkBytes, nranks));
   return most;
@@ -91,9 +92,10 @@ size_t ChunkRunner::chunkElements(const OpState& op) const {
 ChunkSpec ChunkRunner::chunkSpec(const OpState& op, size_t first, size_t count) const {
   size_t elem = reduce::dtypeSize(op.dtype);
   ChunkSpec spec;
-  // A broadcast's non-root ranks may pass no send buffer (only the root's is read).
+  // A broadcast's non-root ranks have no send buffer (only the root's is read), a reduce's no
+  // receive buffer (only the root's is written).
   spec.send = op.send ? static_cast<const unsigned char*>(op.send) + first * elem : nullptr;
-  spec.recv = static_cast<unsigned char*>(op.recv) + first * elem;
+  spec.recv = op.recv ? static_cast<unsigned char*>(op.recv) + first * elem : nullptr;
   spec.count = count;
   spec.dtype = op.dtype;
   spec.op = op.op;
@@ -142,8 +144,11 @@ void ChunkRunner::makeChunk(Slot& slot, const ChunkSpec& spec) {
     slot.agreement = agreement.get();
     slot.algo = std::move(agreement);
   } else if (op.kind == OpState::Kind::kBroadcast) {
-    slot.algo = std::make_unique<BroadcastChunk>(
-        spec, op.root, RootTree::shapeFor(slot.live->chunks, nranks_));
+    slot.algo = std::make_unique<BroadcastChunk>(spec, op.root,
+                                                 RootTree::shapeFor(slot.live->chunks, nranks_));
+  } else if (op.kind == OpState::Kind::kReduce) {
+    slot.algo = std::make_unique<ReduceChunk>(spec, scratch_, op.root,
+                                              RootTree::shapeFor(slot.live->chunks, nranks_));
   } else {
     slot.algo = algoEntry(op.algorithm).make(spec, scratch_);
   }

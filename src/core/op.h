@@ -41,13 +41,15 @@ class ErrorLog {
 struct ProgressGate;
 
 struct OpState : std::enable_shared_from_this<OpState> {
-  // A collective (all-reduce; broadcast from `root`), or a point-to-point send to / receive from
-  // `peer` with the user's `tag`. The values travel in Announce::kind: never renumber them.
-  enum class Kind : uint8_t { kAllReduce = 0, kSend = 1, kRecv = 2, kBroadcast = 3 };
+  // A collective (all-reduce; broadcast from or reduce to `root`), or a point-to-point send to /
+  // receive from `peer` with the user's `tag`. The values travel in Announce::kind: never
+  // renumber them.
+  enum class Kind : uint8_t { kAllReduce = 0, kSend = 1, kRecv = 2, kBroadcast = 3, kReduce = 4 };
+  static constexpr int kKinds = 5;
   Kind kind = Kind::kAllReduce;
   int peer = -1;
   int tag = 0;
-  int root = -1;  // broadcast: the rank whose send buffer every rank receives
+  int root = -1;  // broadcast: the rank whose data every rank receives; reduce: the one receiving
   bool pointToPoint() const { return kind == Kind::kSend || kind == Kind::kRecv; }
   const void* send = nullptr;
   void* recv = nullptr;

@@ -9,10 +9,11 @@ namespace {
 
 constexpr auto kAllReduceKind = static_cast<int32_t>(OpState::Kind::kAllReduce);
 constexpr auto kBroadcastKind = static_cast<int32_t>(OpState::Kind::kBroadcast);
+constexpr auto kReduceKind = static_cast<int32_t>(OpState::Kind::kReduce);
 
 // An op kind read off the wire, named ("op" when no kind has that value).
 const char* wireKindName(int32_t kind) {
-  if (kind < 0 || kind > kBroadcastKind) return "op";
+  if (kind < 0 || kind >= OpState::kKinds) return "op";
   return kindName(static_cast<OpState::Kind>(kind));
 }
 
@@ -25,6 +26,9 @@ std::string describeArgs(const Announce& a, bool withKind) {
                   reduce::opName(static_cast<priocclRedOp_t>(a.op)));
   if (a.kind == kBroadcastKind)
     return concat("broadcast from root ", a.root, ", count ", a.count, ", ", dtype);
+  if (a.kind == kReduceKind)
+    return concat("reduce to root ", a.root, ", count ", a.count, ", ", dtype, ", ",
+                  reduce::opName(static_cast<priocclRedOp_t>(a.op)));
   return concat(wireKindName(a.kind), " (kind ", a.kind, "), count ", a.count, ", ", dtype);
 }
 
@@ -50,6 +54,8 @@ const char* kindName(OpState::Kind kind) {
       return "allreduce";
     case OpState::Kind::kBroadcast:
       return "broadcast";
+    case OpState::Kind::kReduce:
+      return "reduce";
     case OpState::Kind::kSend:
       return "send";
     case OpState::Kind::kRecv:
@@ -72,7 +78,7 @@ Announce OpMatcher::arguments(const OpState& op) {
   a.key = keyHash(op);
   a.count = op.count;
   a.dtype = enumBits(op.dtype);
-  a.op = op.kind == OpState::Kind::kAllReduce ? enumBits(op.op) : 0;
+  a.op = op.kind == OpState::Kind::kBroadcast ? 0 : enumBits(op.op);
   a.kind = static_cast<int32_t>(op.kind);
   a.root = op.root;
   a.occurrence = op.named ? op.occurrence : op.globalSeq;

@@ -1,5 +1,5 @@
-// Multi-rank correctness of the collectives beside all-reduce (broadcast so far): every dtype x
-// root x size x placement against MPI's own collective on the same bytes, bitwise; named ops
+// Multi-rank correctness of the collectives beside all-reduce (broadcast, reduce): every dtype x
+// (op x) root x size x placement against MPI's own collective on the same bytes, bitwise; named ops
 // submitted in different orders on different ranks; collectives mixed with all-reduces of other
 // priorities, each as the urgent and as the bulk op.
 //
@@ -17,6 +17,7 @@
 
 #include "mpi_test_util.h"
 #include "prioccl/prioccl.hpp"
+#include "reduce/half.h"
 
 namespace {
 
@@ -76,6 +77,81 @@ long firstDifference(const std::vector<unsigned char>& a, const unsigned char* b
   return -1;
 }
 
+// Small positive integers in `dt` (1..3; 1..2 for Prod): exact in every type, so any order of
+// reduction gives the same bits, and MPI's reduction can be compared bitwise.
+std::vector<unsigned char> smallValues(priocclDataType_t dt, priocclRedOp_t op, int rank,
+                                       size_t count) {
+  std::vector<unsigned char> v(count * sizeOf(dt));
+  for (size_t i = 0; i < count; ++i) {
+    int x = static_cast<int>((static_cast<size_t>(rank) * 7 + i) % (op == priocclProd ? 2 : 3)) + 1;
+    unsigned char* p = v.data() + i * sizeOf(dt);
+    switch (dt) {
+      case priocclFloat16: {
+        uint16_t h = prioccl::reduce::floatToHalf(static_cast<float>(x));
+        std::memcpy(p, &h, 2);
+        break;
+      }
+      case priocclBfloat16: {
+        uint16_t b = prioccl::reduce::floatToBf16(static_cast<float>(x));
+        std::memcpy(p, &b, 2);
+        break;
+      }
+      case priocclFloat32: {
+        float f = static_cast<float>(x);
+        std::memcpy(p, &f, 4);
+        break;
+      }
+      case priocclFloat64: {
+        double d = x;
+        std::memcpy(p, &d, 8);
+        break;
+      }
+      default:  // integers, little-endian
+        std::memset(p, 0, sizeOf(dt));
+        p[0] = static_cast<unsigned char>(x);
+    }
+  }
+  return v;
+}
+
+MPI_Datatype mpiType(priocclDataType_t dt) {
+  switch (dt) {
+    case priocclInt8:
+      return MPI_INT8_T;
+    case priocclUint8:
+      return MPI_UINT8_T;
+    case priocclInt32:
+      return MPI_INT32_T;
+    case priocclUint32:
+      return MPI_UINT32_T;
+    case priocclInt64:
+      return MPI_INT64_T;
+    case priocclUint64:
+      return MPI_UINT64_T;
+    case priocclFloat32:
+      return MPI_FLOAT;
+    case priocclFloat64:
+      return MPI_DOUBLE;
+    default:
+      return MPI_DATATYPE_NULL;  // 16-bit floats: MPI has none
+  }
+}
+
+MPI_Op mpiOp(priocclRedOp_t op) {
+  switch (op) {
+    case priocclSum:
+      return MPI_SUM;
+    case priocclProd:
+      return MPI_PROD;
+    case priocclMin:
+      return MPI_MIN;
+    case priocclMax:
+      return MPI_MAX;
+    default:
+      return MPI_OP_NULL;  // Avg: MPI has none
+  }
+}
+
 class Collectives : public testing::Test {
  protected:
   void SetUp() override {
@@ -121,10 +197,61 @@ TEST_F(Collectives, BroadcastMatchesMpiBcast) {
   }
 }
 
+// Every dtype, op, root, size and placement: the root's receive buffer holds MPI_Reduce's result
+// bitwise (where MPI has the type and op), else the all-reduce's (Avg, 16-bit floats; the
+// all-reduce is checked against an independent reference in test_allreduce); the inputs are
+// exact, so every order of reduction gives these bits. Non-root ranks' receive buffers (null, or
+// a buffer the root alone may write) and every send buffer stay untouched.
+TEST_F(Collectives, ReduceMatchesMpiReduce) {
+  const size_t counts[] = {1, 4099, 300000 / kSanitizerShrink};
+  const priocclRedOp_t ops[] = {priocclSum, priocclProd, priocclMin, priocclMax, priocclAvg};
+  for (priocclDataType_t dt : kDtypes) {
+    for (priocclRedOp_t op : ops) {
+      for (int root = 0; root < size_; ++root) {
+        for (size_t count : counts) {
+          for (bool inPlace : {false, true}) {
+            const size_t bytes = count * sizeOf(dt);
+            std::string label = "dtype " + std::to_string(dt) + " op " + std::to_string(op) +
+                                " root " + std::to_string(root) + " count " +
+                                std::to_string(count) + (inPlace ? " in place" : "");
+            std::vector<unsigned char> mine = smallValues(dt, op, rank_, count);
+            std::vector<unsigned char> want(bytes, 0);
+            if (mpiType(dt) != MPI_DATATYPE_NULL && mpiOp(op) != MPI_OP_NULL) {
+              MPI_Reduce(mine.data(), want.data(), static_cast<int>(count), mpiType(dt), mpiOp(op),
+                         root, MPI_COMM_WORLD);
+            } else {
+              comm_.allReduce(mine.data(), want.data(), count, dt, op);
+            }
+            std::vector<unsigned char> send = mine, recv(bytes, 0xCD);
+            if (inPlace) recv = mine;
+            void* recvbuf = recv.data();
+            if (rank_ != root && count > 1000) recvbuf = nullptr;  // never written there
+            comm_.reduce(inPlace ? recv.data() : send.data(), recvbuf, count, dt, op, root);
+            if (rank_ == root) {
+              EXPECT_EQ(firstDifference(want, recv.data()), -1) << label;
+            } else if (!inPlace) {
+              EXPECT_EQ(std::count(recv.begin(), recv.end(), 0xCD), static_cast<long>(bytes))
+                  << label << ": a non-root rank's receive buffer was written";
+            }
+            if (!inPlace) {
+              EXPECT_EQ(firstDifference(mine, send.data()), -1) << label << ": send buffer written";
+            } else if (rank_ != root) {
+              EXPECT_EQ(firstDifference(mine, recv.data()), -1)
+                  << label << ": in-place input written";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Count 0 succeeds at once with no buffers, as for all-reduce.
 TEST_F(Collectives, BroadcastOfNothing) {
   comm_.broadcast(nullptr, nullptr, 0, priocclFloat32, size_ - 1);
   comm_.broadcastAsync(nullptr, nullptr, 0, priocclFloat32, 0, 0, "empty").wait();
+  comm_.reduce(nullptr, nullptr, 0, priocclFloat32, priocclSum, 0);
+  comm_.reduceAsync(nullptr, nullptr, 0, priocclInt8, priocclMax, size_ - 1, 3, "empty").wait();
 }
 
 // Named broadcasts match by key, whatever order each rank submits them in; unnamed ones by order.
