@@ -1,9 +1,9 @@
 // libFuzzer target: the input is a script that drives one chunk step machine (ring, tree,
-// recursive doubling, halving-doubling, broadcast or the agreement exchange) the way the engine
-// may: take ready sends and receives, complete taken transfers in any order, and deliver whatever
-// bytes the "peers" send (for non-exact receives, any length up to the posted size). The peers are
-// the input, so malformed agreement headers, truncated messages and odd completion orders all
-// occur.
+// recursive doubling, halving-doubling, broadcast, reduce or the agreement exchange) the way the
+// engine may: take ready sends and receives, complete taken transfers in any order, and deliver
+// whatever bytes the "peers" send (for non-exact receives, any length up to the posted size). The
+// peers are the input, so malformed agreement headers, truncated messages and odd completion orders
+// all occur.
 //
 // Besides crashes and sanitizer reports, a violation of the engine's contract with a chunk is a
 // finding (abort): a transfer to a bad peer or reusing a (direction, peer, step) wire tag, a
@@ -11,11 +11,14 @@
 // transfer, a chunk that finishes with transfers outstanding or stalls unfinished, an
 // agreement that reports "agreed" although it received a malformed header, and one that wrote
 // the receive buffer without reducing the op there; a broadcast that forwards data before it has
-// it or ends with other bytes than the root's (or its parent's) in the receive buffer.
+// it or ends with other bytes than the root's (or its parent's) in the receive buffer; a reduce
+// that sends its partial result before every child's data is in, or sends (or leaves at the root)
+// other bytes than its contribution reduced with its children's in their order.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -24,6 +27,7 @@
 
 #include "algo/agreement.h"
 #include "algo/broadcast.h"
+#include "algo/reduce_to_root.h"
 #include "algo/registry.h"
 #include "common/scratch_pool.h"
 #include "reduce/reduce.h"
@@ -78,16 +82,20 @@ class Script {
 };
 
 // What a run exercises: a row of the algorithm registry (every all-reduce algorithm the engine
-// can choose), or, past the last row, a broadcast chunk, then the agreement chunk (the last).
+// can choose), or, past the last row, a broadcast chunk, a reduce chunk, then the agreement chunk
+// (the last).
 size_t kinds() {
-  return prioccl::algoRegistry().size() + 2;
+  return prioccl::algoRegistry().size() + 3;
 }
 bool isBroadcastKind(size_t kind) {
   return kind == prioccl::algoRegistry().size();
 }
+bool isReduceKind(size_t kind) {
+  return kind == prioccl::algoRegistry().size() + 1;
+}
 const char* kindName(size_t kind) {
   if (kind < prioccl::algoRegistry().size()) return prioccl::algoRegistry()[kind].name;
-  return isBroadcastKind(kind) ? "broadcast" : "agreement";
+  return isBroadcastKind(kind) ? "broadcast" : isReduceKind(kind) ? "reduce" : "agreement";
 }
 
 struct Posted {
@@ -137,6 +145,9 @@ class Run {
     if (algo_->recvReady() || algo_->sendReady()) finding("finished with a transfer ready");
     if (isAgreement()) checkVerdict();
     if (isBroadcast()) checkBroadcast();
+    if (isReduce() && spec_.rank == root_ &&
+        std::memcmp(spec_.recv, partial(true).data(), send_.size()) != 0)
+      finding("reduce's root ends with other bytes than the reduction");
   }
 
  private:
@@ -163,17 +174,22 @@ class Run {
     recv_.assign(inPlace ? 0 : chunkBytes, 0xEE);
     spec_.send = send_.data();
     spec_.recv = inPlace ? send_.data() : recv_.data();
-    if (isBroadcast()) {
+    if (isBroadcast() || isReduce()) {
       root_ = in_.byte() % spec_.nranks;
-      // As the API passes it: a non-root rank's send buffer is never read (null out of place).
-      if (spec_.rank != root_ && !inPlace) spec_.send = nullptr;
+      // As the API passes them: a broadcast's non-root ranks have no send buffer (out of place),
+      // a reduce's no receive buffer.
+      if (isBroadcast() && spec_.rank != root_ && !inPlace) spec_.send = nullptr;
+      if (isReduce() && spec_.rank != root_) spec_.recv = nullptr;
       shape_ = flags & 8 ? RootTree::Shape::kBinomial : RootTree::Shape::kChain;
+      children_ = RootTree::children(shape_, spec_.rank, root_, spec_.nranks).size();
       trace("root %d %s\n", root_, flags & 8 ? "binomial" : "chain");
     }
 
     size_t blockBytes = 0;
     if (isBroadcast()) {
       blockBytes = 0;  // no scratch
+    } else if (isReduce()) {
+      blockBytes = chunkBytes;  // the engine's blocks hold at least a chunk
     } else if (!isAgreement()) {
       blockBytes = prioccl::algoRegistry()[kind_].scratchBytes(chunkBytes, spec_.nranks);
     } else {
@@ -187,6 +203,9 @@ class Run {
     if (isBroadcast()) {
       if (spec_.rank == root_) data_.assign(send_.begin(), send_.end());
       algo_ = std::make_unique<BroadcastChunk>(spec_, root_, shape_);
+    } else if (isReduce()) {
+      contribution_ = send_;  // (in place, the root's result overwrites send_)
+      algo_ = std::make_unique<ReduceChunk>(spec_, *pool_, root_, shape_);
     } else if (!isAgreement()) {
       algo_ = prioccl::algoRegistry()[kind_].make(spec_, *pool_);
     } else {
@@ -238,6 +257,9 @@ class Run {
     for (const Posted& p : posted_)
       if ((!send || !p.send) && overlap(t, p.t)) finding("overlaps a posted transfer: " + what);
     if (isBroadcast() && send) checkForwarded(t, what);
+    if (isReduce() && send &&
+        (t.bytes != send_.size() || std::memcmp(t.buf, partial(false).data(), t.bytes) != 0))
+      finding("reduce sends other bytes than its partial result: " + what);
     trace("take %s\n", what.c_str());
     // Reading the whole buffer also lets ASan check that it is inside its allocation.
     posted_.push_back({send, t, std::vector<unsigned char>(b, b + t.bytes)});
@@ -263,6 +285,7 @@ class Run {
       in_.fill(buf, bytes);
     }
     if (isBroadcast()) data_.assign(buf, buf + bytes);  // what this rank now holds and passes on
+    if (isReduce()) childData_[p.t.step].assign(buf, buf + bytes);
     if (!p.t.exact) algo_->recvLength(p.t.step, bytes);
     algo_->recvDone(p.t.step);
   }
@@ -362,8 +385,24 @@ class Run {
       finding("broadcast's receive buffer differs from the data it got");
   }
 
+  // A reduce's partial result: its own contribution reduced with every child's, in the children's
+  // order (at the root, an Avg divides at the last); finding if a child's data is missing.
+  std::vector<unsigned char> partial(bool atRoot) {
+    std::vector<unsigned char> acc(contribution_);
+    for (size_t c = 0; c < children_; ++c) {
+      auto it = childData_.find(static_cast<int>(c));
+      if (it == childData_.end())
+        finding("reduce sent before child " + std::to_string(c) + "'s data arrived");
+      int divisor = atRoot && c + 1 == children_ && spec_.op == priocclAvg ? spec_.nranks : 1;
+      reduce::apply(acc.data(), it->second.data(), acc.data(), spec_.count, spec_.dtype, spec_.op,
+                    divisor);
+    }
+    return acc;
+  }
+
   Script& in_;
   bool isAgreement() const { return kind_ == kinds() - 1; }
+  bool isReduce() const { return isReduceKind(kind_); }
   bool isBroadcast() const { return isBroadcastKind(kind_); }
 
   size_t kind_ = 0;
@@ -379,6 +418,9 @@ class Run {
   int root_ = 0;  // broadcast
   RootTree::Shape shape_ = RootTree::Shape::kChain;
   std::vector<unsigned char> data_;  // broadcast: the data this rank holds (empty: none yet)
+  size_t children_ = 0;              // broadcast, reduce: this rank's children in the tree
+  std::map<int, std::vector<unsigned char>> childData_;  // reduce: what each child sent
+  std::vector<unsigned char> contribution_;              // reduce: this rank's input
   std::vector<Posted> posted_;
   std::set<std::tuple<bool, int, int>> tags_;
   std::vector<Arrival> arrivals_;

@@ -152,6 +152,14 @@ class Catalogue : public testing::Test {
     finishRequest(rc, req);
     return rc;
   }
+  priocclResult_t reduceAsync(const void* s, void* r, size_t n, priocclDataType_t t,
+                              priocclRedOp_t o, int root, const char* key, priocclComm_t c) {
+    priocclRequest_t req = sentinel<priocclRequest_t>();
+    priocclResult_t rc = key ? priocclReduceNamedAsync(s, r, n, t, o, root, 0, key, c, &req)
+                             : priocclReduceAsync(s, r, n, t, o, root, 0, c, &req);
+    finishRequest(rc, req);
+    return rc;
+  }
   priocclResult_t sendAsync(const void* b, size_t n, priocclDataType_t t, int peer, int tag,
                             priocclComm_t c) {
     priocclRequest_t req = sentinel<priocclRequest_t>();
@@ -473,6 +481,47 @@ TEST_F(Catalogue, Broadcast) {
   ACCEPTED_CASE(priocclBroadcast(rank_ == last ? buf : nullptr, buf, 16, f32, last, comm));
   ACCEPTED_CASE(priocclBroadcast(rank_ == 0 ? buf : buf + 1, buf, 8, f32, 0, comm));
   ACCEPTED_CASE(priocclBcast(buf, 16, f32, last, comm));
+}
+
+// ---- Reduce -----------------------------------------------------------------------------------
+
+TEST_F(Catalogue, Reduce) {
+  priocclComm_t dead = deadComm();
+  const auto f32 = priocclFloat32;
+  const auto sum = priocclSum;
+  const int last = size_ - 1;
+  for (const char* key : {static_cast<const char*>(nullptr), "catalogue.reduce"}) {
+    BAD_CASE(reduceAsync(buf, buf, 4, f32, sum, -1, key, comm), priocclInvalidArgument, "root");
+    BAD_CASE(reduceAsync(buf, buf, 4, f32, sum, size_, key, comm), priocclInvalidArgument, "root");
+    BAD_CASE(reduceAsync(nullptr, buf, 4, f32, sum, 0, key, comm), priocclInvalidArgument,
+             "sendbuf");
+    BAD_CASE(reduceAsync(buf, buf, 4, rawEnum<priocclDataType_t>(42), sum, 0, key, comm),
+             priocclInvalidArgument, "datatype");
+    BAD_CASE(reduceAsync(buf, buf, 4, f32, rawEnum<priocclRedOp_t>(9), 0, key, comm),
+             priocclInvalidArgument, "op");
+    BAD_CASE(reduceAsync(buf, buf, SIZE_MAX / 4 + 1, f32, sum, 0, key, comm),
+             priocclInvalidArgument, "count");
+    BAD_CASE(reduceAsync(buf, buf, 4, f32, sum, 0, key, nullptr), priocclInvalidArgument, "comm");
+    BAD_CASE(reduceAsync(buf, buf, 4, f32, sum, 0, key, dead), priocclInvalidUsage, "comm");
+  }
+  // Only the root writes its receive buffer: a null or overlapping one is the root's error alone.
+  BAD_CASE(priocclReduce(buf, nullptr, 4, f32, sum, rank_, comm), priocclInvalidArgument,
+           "recvbuf");
+  BAD_CASE(priocclReduce(buf, buf + 1, 4, f32, sum, rank_, comm), priocclInvalidArgument,
+           "overlap");
+  BAD_CASE(priocclReduce(buf, buf, 4, f32, rawEnum<priocclRedOp_t>(-1), 0, comm),
+           priocclInvalidArgument, "op");
+  BAD_CASE(priocclReduceAsync(buf, buf, 4, f32, sum, 0, 0, comm, nullptr), priocclInvalidArgument,
+           "request");
+  BAD_CASE(priocclReduceNamedAsync(buf, buf, 4, f32, sum, 0, 0, nullptr, comm, nullptr),
+           priocclInvalidArgument, "key");
+  // Accepted: count 0 without buffers; a non-root rank without a receive buffer, or one that
+  // overlaps its send buffer (never written); in place.
+  ACCEPTED_CASE(priocclReduce(nullptr, nullptr, 0, f32, sum, last, comm));
+  ACCEPTED_CASE(reduceAsync(nullptr, nullptr, 0, f32, sum, 0, "catalogue.reduce", comm));
+  ACCEPTED_CASE(priocclReduce(buf, rank_ == last ? buf + 8 : nullptr, 8, f32, sum, last, comm));
+  ACCEPTED_CASE(priocclReduce(buf, rank_ == 0 ? buf + 8 : buf + 1, 8, f32, priocclMax, 0, comm));
+  ACCEPTED_CASE(priocclReduce(buf, buf, 16, f32, priocclAvg, last, comm));
 }
 
 // ---- Point to point --------------------------------------------------------------------------
@@ -941,7 +990,8 @@ class Mismatch : public Catalogue {
     size_t count;
     priocclDataType_t dtype;
     priocclRedOp_t op;
-    int root = -1;  // >= 0: a broadcast from this root (op unused)
+    int root = -1;        // >= 0: a broadcast from this root (op unused), or ...
+    bool reduce = false;  // ... a reduce to it
   };
   static constexpr size_t kMaxBytes = 16384;
 
@@ -955,7 +1005,12 @@ class Mismatch : public Catalogue {
     std::vector<unsigned char> send(kMaxBytes, 0x5A), recv(kMaxBytes, 0xA5);
     priocclRequest_t r = nullptr;
     priocclResult_t submitted;
-    if (mine.root >= 0)
+    if (mine.reduce)
+      submitted = key ? priocclReduceNamedAsync(send.data(), recv.data(), mine.count, mine.dtype,
+                                                mine.op, mine.root, 0, key, comm, &r)
+                      : priocclReduceAsync(send.data(), recv.data(), mine.count, mine.dtype,
+                                           mine.op, mine.root, 0, comm, &r);
+    else if (mine.root >= 0)
       submitted = key ? priocclBroadcastNamedAsync(send.data(), recv.data(), mine.count, mine.dtype,
                                                    mine.root, 0, key, comm, &r)
                       : priocclBroadcastAsync(send.data(), recv.data(), mine.count, mine.dtype,
@@ -973,7 +1028,8 @@ class Mismatch : public Catalogue {
     std::string msg = lastError();
     // Named by the kind of the first side the message names: the same on every rank.
     EXPECT_TRUE(msg.find("Mismatched allreduce") != std::string::npos ||
-                msg.find("Mismatched broadcast") != std::string::npos)
+                msg.find("Mismatched broadcast") != std::string::npos ||
+                msg.find("Mismatched reduce") != std::string::npos)
         << label << ": " << msg;
     expectSameEverywhere(msg, label);
     EXPECT_EQ(std::count(recv.begin(), recv.end(), 0xA5), static_cast<long>(kMaxBytes))
@@ -1086,6 +1142,16 @@ TEST_F(Mismatch, SingleOps) {
     runMismatch(kind + "dtype", key, pick(last, {1000, priocclInt32, priocclSum, 0}, bcast));
     runMismatch(kind + "against an all-reduce", key, pick(last, f32, bcast));
     runMismatch(kind + "all-reduce against it", key, pick(0, bcast, f32));
+  }
+  // Reduces: root, op, count, and a reduce against a broadcast from the same root.
+  const Args red{1000, priocclFloat32, priocclSum, 0, true};
+  for (const char* key : {static_cast<const char*>(nullptr), "catalogue.reduce.mismatch"}) {
+    std::string kind = key ? "named reduce: " : "unnamed reduce: ";
+    runMismatch(kind + "root", key,
+                pick(last, {1000, priocclFloat32, priocclSum, last, true}, red));
+    runMismatch(kind + "op", key, pick(1, {1000, priocclFloat32, priocclMax, 0, true}, red));
+    runMismatch(kind + "count", key, pick(last, {999, priocclFloat32, priocclSum, 0, true}, red));
+    runMismatch(kind + "against a broadcast", key, pick(last, bcast, red));
   }
   // Unnamed ops of count 0 still take part in matching (a named one does not: see above).
   runMismatch("unnamed: count 0 against 1000", nullptr,

@@ -15,6 +15,7 @@
 
 #include "algo/registry.h"
 #include "core/chunk_runner.h"
+#include "core/op_matcher.h"
 #include "fabric.h"
 #include "prioccl/prioccl.hpp"
 
@@ -81,21 +82,34 @@ Config smallChunks(priocclSchedule_t schedule) {
   return c;
 }
 
-// Rank r contributes r + 1 + i at element i: every result is exact in int32. An all-reduce, or
-// with root >= 0 a broadcast from root.
+// Which collective an Op is: an all-reduce, or a broadcast from / a reduce to `root`.
+struct What {
+  OpState::Kind kind = OpState::Kind::kAllReduce;
+  int root = -1;
+};
+const What kAllReduce{};
+What broadcastFrom(int root) {
+  return {OpState::Kind::kBroadcast, root};
+}
+What reduceTo(int root) {
+  return {OpState::Kind::kReduce, root};
+}
+
+// Rank r contributes r + 1 + i at element i: every result is exact in int32.
 struct Op {
   std::vector<int32_t> in, out;
   std::shared_ptr<OpState> state = std::make_shared<OpState>();
-  int root;
-  Op(int rank, size_t count, int priority, priocclAlgorithm_t algorithm, int root = -1)
-      : in(count), out(count), root(root) {
+  What what;
+  int rank;
+  Op(int rank, size_t count, int priority, priocclAlgorithm_t algorithm, What what = kAllReduce)
+      : in(count), out(count), what(what), rank(rank) {
     std::iota(in.begin(), in.end(), rank + 1);
-    if (root >= 0) {
-      state->kind = OpState::Kind::kBroadcast;
-      state->root = root;
-    }
+    state->kind = what.kind;
+    state->root = what.root;
     state->send = in.data();
-    state->recv = out.data();
+    // As the API passes it: only a reduce's root has a receive buffer.
+    bool receives = what.kind != OpState::Kind::kReduce || rank == what.root;
+    state->recv = receives ? out.data() : nullptr;
     state->count = count;
     state->dtype = priocclInt32;
     state->op = priocclSum;
@@ -103,12 +117,15 @@ struct Op {
     state->named = true;
     state->algorithm = algorithm;
   }
-  // The sum over nranks ranks, or the root's input.
+  // The sum over nranks ranks (an all-reduce, a reduce's root), the root's input (a broadcast),
+  // or nothing written (a reduce's other ranks).
   bool correct(int nranks) const {
+    bool untouched = what.kind == OpState::Kind::kReduce && rank != what.root;
     for (size_t i = 0; i < out.size(); ++i) {
       int64_t want = 0;
-      for (int r = 0; r < nranks; ++r)
-        if (root < 0 || r == root) want += r + 1 + static_cast<int64_t>(i);
+      for (int r = 0; r < nranks && !untouched; ++r)
+        if (what.kind != OpState::Kind::kBroadcast || r == what.root)
+          want += r + 1 + static_cast<int64_t>(i);
       if (out[i] != want) return false;
     }
     return true;
@@ -150,47 +167,46 @@ TEST(ChunkRunner, EveryAlgorithmSumsExactlyOnThreeRanks) {
   }
 }
 
-// Every broadcast root on 2-5 ranks, as one chunk (the binomial tree from 4 ranks up) and as many
-// (the chain): every rank ends with the root's data.
-TEST(ChunkRunner, BroadcastsDeliverTheRootsData) {
+// Broadcasts and reduces from every root on 2-5 ranks, as one chunk (the binomial tree from 4 ranks
+// up) and as many (the chain): every rank ends with the root's data, the root with the sum.
+TEST(ChunkRunner, RootedCollectivesFromEveryRoot) {
   for (int n = 2; n <= 5; ++n) {
     for (int root = 0; root < n; ++root) {
-      for (size_t count : {size_t{1000}, size_t{300001}}) {
-        SCOPED_TRACE(testing::Message() << n << " ranks, root " << root << ", count " << count);
-        Fabric fabric;
-        std::vector<std::unique_ptr<Rank>> ranks;
-        std::vector<std::unique_ptr<Op>> ops;
-        for (int r = 0; r < n; ++r) {
-          ranks.push_back(
-              std::make_unique<Rank>(fabric, r, n, smallChunks(priocclSchedulePriority)));
-          ops.push_back(std::make_unique<Op>(r, count, 0, priocclAlgoAuto, root));
-          ranks[r]->add(ops[r]->state);
+      for (size_t count : {size_t{1000}, size_t{300001}})
+        for (What what : {broadcastFrom(root), reduceTo(root)}) {
+          SCOPED_TRACE(testing::Message() << n << " ranks, " << kindName(what.kind) << " root "
+                                          << root << ", count " << count);
+          Fabric fabric;
+          std::vector<std::unique_ptr<Rank>> ranks;
+          std::vector<std::unique_ptr<Op>> ops;
+          for (int r = 0; r < n; ++r) {
+            ranks.push_back(
+                std::make_unique<Rank>(fabric, r, n, smallChunks(priocclSchedulePriority)));
+            ops.push_back(std::make_unique<Op>(r, count, 0, priocclAlgoAuto, what));
+            ranks[r]->add(ops[r]->state);
+          }
+          runAll(fabric, ranks);
+          for (int r = 0; r < n; ++r) {
+            EXPECT_EQ(ranks[r]->done.size(), 1u) << "rank " << r;
+            EXPECT_TRUE(ops[r]->correct(n)) << "rank " << r;
+          }
         }
-        runAll(fabric, ranks);
-        for (int r = 0; r < n; ++r) {
-          EXPECT_EQ(ranks[r]->done.size(), 1u) << "rank " << r;
-          EXPECT_TRUE(ops[r]->correct(n)) << "rank " << r;
-        }
-      }
     }
   }
 }
 
-// The two op kinds of the priority tests: -1 an all-reduce (ring), else a broadcast from that root.
-constexpr int kAllReduce = -1;
-
 // A bulk op of 32 chunks runs for a few ticks, then an urgent one-chunk op joins the same lane.
 // Returns, per rank, how many chunks the rank had completed when the urgent op finished.
 std::vector<uint64_t> urgentAfterBulk(priocclSchedule_t schedule, uint64_t* preemptions,
-                                      int bulkRoot = kAllReduce, int urgentRoot = kAllReduce,
+                                      What bulkWhat = kAllReduce, What urgentWhat = kAllReduce,
                                       int n = 2) {
   Fabric fabric;
   std::vector<std::unique_ptr<Rank>> ranks;
   std::vector<std::unique_ptr<Op>> bulk, urgent;
   for (int r = 0; r < n; ++r) {
     ranks.push_back(std::make_unique<Rank>(fabric, r, n, smallChunks(schedule)));
-    bulk.push_back(std::make_unique<Op>(r, 32 * (16 << 10), 10, priocclAlgoRing, bulkRoot));
-    urgent.push_back(std::make_unique<Op>(r, 16 << 10, 0, priocclAlgoRing, urgentRoot));
+    bulk.push_back(std::make_unique<Op>(r, 32 * (16 << 10), 10, priocclAlgoRing, bulkWhat));
+    urgent.push_back(std::make_unique<Op>(r, 16 << 10, 0, priocclAlgoRing, urgentWhat));
     ranks[r]->add(bulk[r]->state);
   }
   for (int i = 0; i < 4; ++i) {
@@ -228,23 +244,27 @@ TEST(ChunkRunner, FifoModeKeepsTheUrgentOpBehindTheBulkOp) {
   for (uint64_t c : chunks) EXPECT_GE(c, 30u) << "FIFO mode let the urgent op overtake";
 }
 
-// The same with broadcasts on 3 ranks: an urgent broadcast under a bulk all-reduce, an urgent
-// all-reduce under a bulk broadcast, and a broadcast under a broadcast from another root whose
-// chain crosses the bulk one's busiest link (0 -> 1). Under priority scheduling no rank finishes
+// The same with rooted collectives on 3 ranks: an urgent broadcast under a bulk all-reduce, an
+// urgent all-reduce under a bulk broadcast, a broadcast under a broadcast from another root whose
+// chain crosses the bulk one's busiest link (0 -> 1), a reduce under an all-reduce and an
+// all-reduce under a reduce. Under priority scheduling no rank finishes
 // more than a few bulk chunks before the urgent op; under FIFO some rank finishes nearly all of
 // them first. (Not every rank: FIFO is work-conserving, so a rank whose links the bulk op leaves
 // idle between its chunks passes the urgent op's data in the gaps.)
 TEST(ChunkRunner, UrgentOpOvertakesWhateverTheKinds) {
   const int n = 3;
   struct Pair {
-    int bulkRoot, urgentRoot;
+    What bulk, urgent;
   };
-  for (Pair p : {Pair{kAllReduce, 1}, Pair{0, kAllReduce}, Pair{0, 2}}) {
-    SCOPED_TRACE(testing::Message() << "bulk " << p.bulkRoot << ", urgent " << p.urgentRoot);
+  for (Pair p : {Pair{kAllReduce, broadcastFrom(1)}, Pair{broadcastFrom(0), kAllReduce},
+                 Pair{broadcastFrom(0), broadcastFrom(2)}, Pair{kAllReduce, reduceTo(1)},
+                 Pair{reduceTo(0), kAllReduce}}) {
+    SCOPED_TRACE(testing::Message()
+                 << "bulk " << kindName(p.bulk.kind) << " " << p.bulk.root << ", urgent "
+                 << kindName(p.urgent.kind) << " " << p.urgent.root);
     for (priocclSchedule_t schedule : {priocclSchedulePriority, priocclScheduleFifo}) {
       uint64_t preemptions = 0;
-      std::vector<uint64_t> chunks =
-          urgentAfterBulk(schedule, &preemptions, p.bulkRoot, p.urgentRoot, n);
+      std::vector<uint64_t> chunks = urgentAfterBulk(schedule, &preemptions, p.bulk, p.urgent, n);
       ASSERT_EQ(chunks.size(), static_cast<size_t>(n));
       uint64_t most = *std::max_element(chunks.begin(), chunks.end());
       if (schedule == priocclSchedulePriority) {
