@@ -214,6 +214,37 @@ PRIOCCL_API priocclResult_t priocclReduceNamedAsync(const void* sendbuff, void* 
                                                     priocclRedOp_t op, int root, int priority,
                                                     const char* key, priocclComm_t comm,
                                                     priocclRequest_t* request);
+/* All-gather, with ncclAllGather's arguments (no stream): recvbuff (nranks * sendcount elements)
+ * gets every rank's sendbuff, rank r's at element r * sendcount. In place: sendbuff == recvbuff +
+ * rank * sendcount elements. Ranks must agree on sendcount and datatype. */
+PRIOCCL_API priocclResult_t priocclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                             priocclDataType_t datatype, priocclComm_t comm);
+PRIOCCL_API priocclResult_t priocclAllGatherAsync(const void* sendbuff, void* recvbuff,
+                                                  size_t sendcount, priocclDataType_t datatype,
+                                                  int priority, priocclComm_t comm,
+                                                  priocclRequest_t* request);
+PRIOCCL_API priocclResult_t priocclAllGatherNamedAsync(const void* sendbuff, void* recvbuff,
+                                                       size_t sendcount, priocclDataType_t datatype,
+                                                       int priority, const char* key,
+                                                       priocclComm_t comm,
+                                                       priocclRequest_t* request);
+/* Reduce-scatter, with ncclReduceScatter's arguments (no stream): sendbuff holds nranks blocks of
+ * recvcount elements; rank r's recvbuff gets the reduction of every rank's block r. In place:
+ * recvbuff == sendbuff + rank * recvcount elements. Ranks must agree on recvcount, datatype, op. */
+PRIOCCL_API priocclResult_t priocclReduceScatter(const void* sendbuff, void* recvbuff,
+                                                 size_t recvcount, priocclDataType_t datatype,
+                                                 priocclRedOp_t op, priocclComm_t comm);
+PRIOCCL_API priocclResult_t priocclReduceScatterAsync(const void* sendbuff, void* recvbuff,
+                                                      size_t recvcount, priocclDataType_t datatype,
+                                                      priocclRedOp_t op, int priority,
+                                                      priocclComm_t comm,
+                                                      priocclRequest_t* request);
+PRIOCCL_API priocclResult_t priocclReduceScatterNamedAsync(const void* sendbuff, void* recvbuff,
+                                                           size_t recvcount,
+                                                           priocclDataType_t datatype,
+                                                           priocclRedOp_t op, int priority,
+                                                           const char* key, priocclComm_t comm,
+                                                           priocclRequest_t* request);
 /* Point to point, for pipeline stages: count elements to / from peer, scheduled with the
  * collectives by priority (an urgent activation preempts a less urgent all-reduce at its next
  * step). A send and a receive between two ranks with the same tag match in submission order; both

@@ -212,6 +212,24 @@ class PRIOCCL_API Communicator {
                       priocclRedOp_t op, int root, int priority, const std::string& key);
   void reduce(const void* sendbuf, void* recvbuf, size_t count, priocclDataType_t datatype,
               priocclRedOp_t op, int root);
+  // All-gather (ncclAllGather's arguments, plus a priority): recvbuf (size() * sendcount
+  // elements) gets every rank's sendbuf, rank r's at element r * sendcount. In place: sendbuf ==
+  // recvbuf + rank() * sendcount elements. Ranks must agree on sendcount and datatype.
+  Request allGatherAsync(const void* sendbuf, void* recvbuf, size_t sendcount,
+                         priocclDataType_t datatype, int priority = 0);
+  Request allGatherAsync(const void* sendbuf, void* recvbuf, size_t sendcount,
+                         priocclDataType_t datatype, int priority, const std::string& key);
+  void allGather(const void* sendbuf, void* recvbuf, size_t sendcount, priocclDataType_t datatype);
+  // Reduce-scatter (ncclReduceScatter's arguments, plus a priority): sendbuf holds size() blocks
+  // of recvcount elements; rank r's recvbuf gets the reduction of every rank's block r. In place:
+  // recvbuf == sendbuf + rank() * recvcount elements. Ranks must agree on recvcount, datatype, op.
+  Request reduceScatterAsync(const void* sendbuf, void* recvbuf, size_t recvcount,
+                             priocclDataType_t datatype, priocclRedOp_t op, int priority = 0);
+  Request reduceScatterAsync(const void* sendbuf, void* recvbuf, size_t recvcount,
+                             priocclDataType_t datatype, priocclRedOp_t op, int priority,
+                             const std::string& key);
+  void reduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount,
+                     priocclDataType_t datatype, priocclRedOp_t op);
   // Point to point (pipeline stages): `count` elements to or from `peer`, scheduled with the
   // collectives by priority. Sends and receives between two ranks with the same tag match in
   // submission order; both sides must agree on count and datatype (a size mismatch fails the

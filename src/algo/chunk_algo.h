@@ -1,5 +1,5 @@
 // The step-machine interface every per-chunk algorithm implements (ring, tree, recursive doubling,
-// halving-doubling, point to point).
+// halving-doubling, broadcast, reduce, all-gather, reduce-scatter, point to point).
 //
 // The engine drives a chunk purely through these calls: it asks what may be posted, posts it on
 // the transport when the scheduler allows, and reports completions back. A chunk never touches the
@@ -34,6 +34,10 @@ struct ChunkSpec {
   priocclRedOp_t op = priocclSum;
   int rank = 0;
   int nranks = 1;
+  // All-gather and reduce-scatter: the buffer with one block per rank (all-gather: recv;
+  // reduce-scatter: send) points at this chunk's slice of rank 0's block, and rank b's slice is
+  // b * blockStride elements further on.
+  size_t blockStride = 0;
 };
 
 class ChunkAlgo {

@@ -225,6 +225,70 @@ priocclResult_t priocclReduce(const void* sendbuff, void* recvbuff, size_t count
   });
 }
 
+priocclResult_t priocclAllGatherAsync(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                      priocclDataType_t datatype, int priority, priocclComm_t comm,
+                                      priocclRequest_t* request) {
+  return guarded(__func__, comm, [&] {
+    submitAsync(comm, request, datatype, priocclSum, [&](Communicator& c) {
+      return c.allGatherAsync(sendbuff, recvbuff, sendcount, datatype, priority);
+    });
+  });
+}
+
+priocclResult_t priocclAllGatherNamedAsync(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                           priocclDataType_t datatype, int priority,
+                                           const char* key, priocclComm_t comm,
+                                           priocclRequest_t* request) {
+  return guarded(__func__, comm, [&] {
+    if (request) *request = nullptr;
+    if (!key) detail::fail(priocclInvalidArgument, "key is NULL");
+    submitAsync(comm, request, datatype, priocclSum, [&](Communicator& c) {
+      return c.allGatherAsync(sendbuff, recvbuff, sendcount, datatype, priority, key);
+    });
+  });
+}
+
+priocclResult_t priocclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                 priocclDataType_t datatype, priocclComm_t comm) {
+  return guarded(__func__, comm, [&] {
+    detail::validateEnums(datatype, priocclSum);
+    lookup(comm).allGather(sendbuff, recvbuff, sendcount, datatype);
+  });
+}
+
+priocclResult_t priocclReduceScatterAsync(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                          priocclDataType_t datatype, priocclRedOp_t op,
+                                          int priority, priocclComm_t comm,
+                                          priocclRequest_t* request) {
+  return guarded(__func__, comm, [&] {
+    submitAsync(comm, request, datatype, op, [&](Communicator& c) {
+      return c.reduceScatterAsync(sendbuff, recvbuff, recvcount, datatype, op, priority);
+    });
+  });
+}
+
+priocclResult_t priocclReduceScatterNamedAsync(const void* sendbuff, void* recvbuff,
+                                               size_t recvcount, priocclDataType_t datatype,
+                                               priocclRedOp_t op, int priority, const char* key,
+                                               priocclComm_t comm, priocclRequest_t* request) {
+  return guarded(__func__, comm, [&] {
+    if (request) *request = nullptr;
+    if (!key) detail::fail(priocclInvalidArgument, "key is NULL");
+    submitAsync(comm, request, datatype, op, [&](Communicator& c) {
+      return c.reduceScatterAsync(sendbuff, recvbuff, recvcount, datatype, op, priority, key);
+    });
+  });
+}
+
+priocclResult_t priocclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                     priocclDataType_t datatype, priocclRedOp_t op,
+                                     priocclComm_t comm) {
+  return guarded(__func__, comm, [&] {
+    detail::validateEnums(datatype, op);
+    lookup(comm).reduceScatter(sendbuff, recvbuff, recvcount, datatype, op);
+  });
+}
+
 priocclResult_t priocclBcast(void* buff, size_t count, priocclDataType_t datatype, int root,
                              priocclComm_t comm) {
   return priocclBroadcast(buff, buff, count, datatype, root, comm);

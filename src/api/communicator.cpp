@@ -157,21 +157,30 @@ class CommImpl {
   std::string algorithmModel() const { return selector_.describe(); }
   void recordError(const std::string& message) { errors_->set(message); }
 
-  // A collective: an all-reduce, a broadcast from `root` (op unused) or a reduce to `root`.
+  // A collective: an all-reduce, a broadcast from `root` (op unused), a reduce to `root`, an
+  // all-gather (count: each rank's; op unused) or a reduce-scatter (count: each rank's result).
   // Checks what this rank can check alone; the other ranks' arguments are compared when the op is
   // matched. As NCCL's: only a broadcast's root reads its send buffer, only a reduce's root
-  // writes its receive buffer; the others' are ignored (and may be null).
+  // writes its receive buffer; the others' are ignored (and may be null). In place: the same
+  // pointer, or for an all-gather sendbuf at this rank's block of recvbuf, for a reduce-scatter
+  // recvbuf at this rank's block of sendbuf.
   Request collectiveAsync(OpState::Kind kind, const void* send, void* recv, size_t count,
                           priocclDataType_t dtype, priocclRedOp_t op, int root, int priority,
                           const std::string* key, bool callerWaits = false) {
-    const bool broadcast = kind == OpState::Kind::kBroadcast,
-               reduceOp = kind == OpState::Kind::kReduce;
+    using Kind = OpState::Kind;
+    const bool broadcast = kind == Kind::kBroadcast, reduceOp = kind == Kind::kReduce;
     const bool rooted = broadcast || reduceOp;
-    const std::string what = kind == OpState::Kind::kAllReduce ? "" : concat(kindName(kind), ": ");
-    size_t elem = reduce::dtypeSize(dtype);
-    if (count > SIZE_MAX / elem)
+    const std::string what = kind == Kind::kAllReduce ? "" : concat(kindName(kind), ": ");
+    const size_t elem = reduce::dtypeSize(dtype);
+    // Elements of the send and receive buffers: count, or count per rank in the blocked one.
+    size_t blocks = kind == Kind::kAllGather || kind == Kind::kReduceScatter ? size_ : 1;
+    if (count > SIZE_MAX / elem / blocks)
       fail(priocclInvalidArgument, what, "count ", count, " of ", reduce::dtypeName(dtype),
+           blocks > 1 ? concat(" per rank (", blocks, " ranks)") : std::string(),
            " overflows the address space");
+    const size_t bytes = count * elem;
+    const size_t sendBytes = kind == Kind::kReduceScatter ? bytes * blocks : bytes;
+    const size_t recvBytes = kind == Kind::kAllGather ? bytes * blocks : bytes;
     if (rooted && (root < 0 || root >= size_))
       fail(priocclInvalidArgument, what, "root ", root, " is not a rank of this communicator (",
            size_, " ranks)");
@@ -186,10 +195,16 @@ class CommImpl {
       fail(priocclInvalidArgument, what, "sendbuf is null with count ", count,
            broadcast ? onRoot : "");
     auto s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
-    size_t bytes = count * elem;
-    if (count > 0 && reads && writes && s != r && s < r + bytes && r < s + bytes)
-      fail(priocclInvalidArgument, what,
-           "sendbuf and recvbuf overlap without being equal; pass the same pointer for in place");
+    const size_t ownBlock = static_cast<size_t>(rank_) * bytes;
+    const bool inPlace = kind == Kind::kAllGather       ? s == r + ownBlock
+                         : kind == Kind::kReduceScatter ? r == s + ownBlock
+                                                        : s == r;
+    if (count > 0 && reads && writes && !inPlace && s < r + recvBytes && r < s + sendBytes)
+      fail(priocclInvalidArgument, what, "sendbuf and recvbuf overlap without being in place (",
+           kind == Kind::kAllGather       ? "sendbuf at this rank's block of recvbuf"
+           : kind == Kind::kReduceScatter ? "recvbuf at this rank's block of sendbuf"
+                                          : "the same pointer",
+           ")");
     auto state = makeOp(send, recv, count, dtype, broadcast ? priocclSum : op);
     state->kind = kind;
     state->root = rooted ? root : -1;
@@ -541,6 +556,55 @@ void Communicator::reduce(const void* sendbuf, void* recvbuf, size_t count,
   impl()
       .collectiveAsync(detail::OpState::Kind::kReduce, sendbuf, recvbuf, count, datatype, op, root,
                        0, nullptr, true)
+      .wait();
+}
+
+Request Communicator::allGatherAsync(const void* sendbuf, void* recvbuf, size_t sendcount,
+                                     priocclDataType_t datatype, int priority) {
+  detail::validateEnums(datatype, priocclSum);
+  return impl().collectiveAsync(detail::OpState::Kind::kAllGather, sendbuf, recvbuf, sendcount,
+                                datatype, priocclSum, -1, priority, nullptr);
+}
+
+Request Communicator::allGatherAsync(const void* sendbuf, void* recvbuf, size_t sendcount,
+                                     priocclDataType_t datatype, int priority,
+                                     const std::string& key) {
+  detail::validateEnums(datatype, priocclSum);
+  return impl().collectiveAsync(detail::OpState::Kind::kAllGather, sendbuf, recvbuf, sendcount,
+                                datatype, priocclSum, -1, priority, &key);
+}
+
+void Communicator::allGather(const void* sendbuf, void* recvbuf, size_t sendcount,
+                             priocclDataType_t datatype) {
+  detail::validateEnums(datatype, priocclSum);
+  impl()
+      .collectiveAsync(detail::OpState::Kind::kAllGather, sendbuf, recvbuf, sendcount, datatype,
+                       priocclSum, -1, 0, nullptr, true)
+      .wait();
+}
+
+Request Communicator::reduceScatterAsync(const void* sendbuf, void* recvbuf, size_t recvcount,
+                                         priocclDataType_t datatype, priocclRedOp_t op,
+                                         int priority) {
+  detail::validateEnums(datatype, op);
+  return impl().collectiveAsync(detail::OpState::Kind::kReduceScatter, sendbuf, recvbuf, recvcount,
+                                datatype, op, -1, priority, nullptr);
+}
+
+Request Communicator::reduceScatterAsync(const void* sendbuf, void* recvbuf, size_t recvcount,
+                                         priocclDataType_t datatype, priocclRedOp_t op,
+                                         int priority, const std::string& key) {
+  detail::validateEnums(datatype, op);
+  return impl().collectiveAsync(detail::OpState::Kind::kReduceScatter, sendbuf, recvbuf, recvcount,
+                                datatype, op, -1, priority, &key);
+}
+
+void Communicator::reduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount,
+                                 priocclDataType_t datatype, priocclRedOp_t op) {
+  detail::validateEnums(datatype, op);
+  impl()
+      .collectiveAsync(detail::OpState::Kind::kReduceScatter, sendbuf, recvbuf, recvcount, datatype,
+                       op, -1, 0, nullptr, true)
       .wait();
 }
 

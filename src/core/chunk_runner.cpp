@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <map>
 
+#include "algo/all_gather.h"
 #include "algo/broadcast.h"
 #include "algo/point_to_point.h"
+#include "algo/reduce_scatter.h"
 #include "algo/reduce_to_root.h"
 #include "algo/registry.h"
 #include "common/log.h"
@@ -18,14 +20,16 @@ constexpr size_t kMinChunksPerOp = 4, kMinChunkBytes = 64 << 10;
 
 // The most step ids a chunk of any algorithm uses: the tag layout reserves bits for them.
 uint64_t maxSteps(int nranks) {
-  int most = ReduceChunk::steps(nranks);  // broadcast: 1
+  // The collectives beside all-reduce (broadcast: 1).
+  int most = std::max({ReduceChunk::steps(nranks), AllGatherChunk::steps(nranks),
+                       ReduceScatterChunk::steps(nranks)});
   for (const AlgoEntry& e : algoRegistry()) most = std::max(most, e.steps(nranks));
   return static_cast<uint64_t>(most);
 }
 
 // The scratch of the largest chunk of any algorithm: one pool serves them all.
 size_t maxScratchBytes(size_t chunkBytes, int nranks) {
-  size_t most = chunkBytes;  // a reduce's blocks hold a chunk
+  size_t most = chunkBytes;  // a reduce's and a reduce-scatter's blocks hold a chunk
   for (const AlgoEntry& e : algoRegistry())
     most = std::max(most, e.scratchBytes(chunkBytes, nranks));
   return most;
@@ -101,6 +105,8 @@ ChunkSpec ChunkRunner::chunkSpec(const OpState& op, size_t first, size_t count) 
   spec.op = op.op;
   spec.rank = rank_;
   spec.nranks = nranks_;
+  if (op.kind == OpState::Kind::kAllGather || op.kind == OpState::Kind::kReduceScatter)
+    spec.blockStride = op.count;  // one block of count elements per rank
   return spec;
 }
 
@@ -143,14 +149,30 @@ void ChunkRunner::makeChunk(Slot& slot, const ChunkSpec& spec) {
                                                       op.algorithm == priocclAlgoHalvingDoubling);
     slot.agreement = agreement.get();
     slot.algo = std::move(agreement);
-  } else if (op.kind == OpState::Kind::kBroadcast) {
-    slot.algo = std::make_unique<BroadcastChunk>(spec, op.root,
-                                                 RootTree::shapeFor(slot.live->chunks, nranks_));
-  } else if (op.kind == OpState::Kind::kReduce) {
-    slot.algo = std::make_unique<ReduceChunk>(spec, scratch_, op.root,
-                                              RootTree::shapeFor(slot.live->chunks, nranks_));
   } else {
-    slot.algo = algoEntry(op.algorithm).make(spec, scratch_);
+    makeDataChunk(slot, spec);
+  }
+}
+
+void ChunkRunner::makeDataChunk(Slot& slot, const ChunkSpec& spec) {
+  const OpState& op = *slot.live->op;
+  switch (op.kind) {
+    case OpState::Kind::kBroadcast:
+      slot.algo = std::make_unique<BroadcastChunk>(spec, op.root,
+                                                   RootTree::shapeFor(slot.live->chunks, nranks_));
+      return;
+    case OpState::Kind::kReduce:
+      slot.algo = std::make_unique<ReduceChunk>(spec, scratch_, op.root,
+                                                RootTree::shapeFor(slot.live->chunks, nranks_));
+      return;
+    case OpState::Kind::kAllGather:
+      slot.algo = std::make_unique<AllGatherChunk>(spec);
+      return;
+    case OpState::Kind::kReduceScatter:
+      slot.algo = std::make_unique<ReduceScatterChunk>(spec, scratch_);
+      return;
+    default:  // all-reduce (point to point has its own lanes)
+      slot.algo = algoEntry(op.algorithm).make(spec, scratch_);
   }
 }
 

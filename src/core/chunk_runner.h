@@ -93,7 +93,8 @@ class ChunkRunner {
   size_t chunkElements(const OpState& op) const;
   ChunkSpec chunkSpec(const OpState& op, size_t first, size_t count) const;
   void activateChunk(uint32_t lane, LiveOp& live);
-  void makeChunk(Slot& slot, const ChunkSpec& spec);  // its algorithm (an agreement too)
+  void makeChunk(Slot& slot, const ChunkSpec& spec);      // its algorithm (an agreement too)
+  void makeDataChunk(Slot& slot, const ChunkSpec& spec);  // ... by the op's kind
   // Posts what a chunk can post without the scheduler (receives), queues its ready send, and
   // retires it when done.
   void pump(Slot& slot);

@@ -41,11 +41,19 @@ class ErrorLog {
 struct ProgressGate;
 
 struct OpState : std::enable_shared_from_this<OpState> {
-  // A collective (all-reduce; broadcast from or reduce to `root`), or a point-to-point send to /
-  // receive from `peer` with the user's `tag`. The values travel in Announce::kind: never
-  // renumber them.
-  enum class Kind : uint8_t { kAllReduce = 0, kSend = 1, kRecv = 2, kBroadcast = 3, kReduce = 4 };
-  static constexpr int kKinds = 5;
+  // A collective (all-reduce; broadcast from or reduce to `root`; all-gather, reduce-scatter), or
+  // a point-to-point send to / receive from `peer` with the user's `tag`. The values travel in
+  // Announce::kind: never renumber them.
+  enum class Kind : uint8_t {
+    kAllReduce = 0,
+    kSend = 1,
+    kRecv = 2,
+    kBroadcast = 3,
+    kReduce = 4,
+    kAllGather = 5,
+    kReduceScatter = 6
+  };
+  static constexpr int kKinds = 7;
   Kind kind = Kind::kAllReduce;
   int peer = -1;
   int tag = 0;
@@ -53,7 +61,8 @@ struct OpState : std::enable_shared_from_this<OpState> {
   bool pointToPoint() const { return kind == Kind::kSend || kind == Kind::kRecv; }
   const void* send = nullptr;
   void* recv = nullptr;
-  size_t count = 0;
+  size_t count =
+      0;  // all-gather: each rank's (sendcount); reduce-scatter: each result's (recvcount)
   priocclDataType_t dtype = priocclFloat32;
   priocclRedOp_t op = priocclSum;
   int priority = 0;

@@ -10,6 +10,8 @@ namespace {
 constexpr auto kAllReduceKind = static_cast<int32_t>(OpState::Kind::kAllReduce);
 constexpr auto kBroadcastKind = static_cast<int32_t>(OpState::Kind::kBroadcast);
 constexpr auto kReduceKind = static_cast<int32_t>(OpState::Kind::kReduce);
+constexpr auto kAllGatherKind = static_cast<int32_t>(OpState::Kind::kAllGather);
+constexpr auto kReduceScatterKind = static_cast<int32_t>(OpState::Kind::kReduceScatter);
 
 // An op kind read off the wire, named ("op" when no kind has that value).
 const char* wireKindName(int32_t kind) {
@@ -28,6 +30,10 @@ std::string describeArgs(const Announce& a, bool withKind) {
     return concat("broadcast from root ", a.root, ", count ", a.count, ", ", dtype);
   if (a.kind == kReduceKind)
     return concat("reduce to root ", a.root, ", count ", a.count, ", ", dtype, ", ",
+                  reduce::opName(static_cast<priocclRedOp_t>(a.op)));
+  if (a.kind == kAllGatherKind) return concat("allgather, count ", a.count, " per rank, ", dtype);
+  if (a.kind == kReduceScatterKind)
+    return concat("reducescatter, count ", a.count, " per rank, ", dtype, ", ",
                   reduce::opName(static_cast<priocclRedOp_t>(a.op)));
   return concat(wireKindName(a.kind), " (kind ", a.kind, "), count ", a.count, ", ", dtype);
 }
@@ -56,6 +62,10 @@ const char* kindName(OpState::Kind kind) {
       return "broadcast";
     case OpState::Kind::kReduce:
       return "reduce";
+    case OpState::Kind::kAllGather:
+      return "allgather";
+    case OpState::Kind::kReduceScatter:
+      return "reducescatter";
     case OpState::Kind::kSend:
       return "send";
     case OpState::Kind::kRecv:
@@ -78,7 +88,8 @@ Announce OpMatcher::arguments(const OpState& op) {
   a.key = keyHash(op);
   a.count = op.count;
   a.dtype = enumBits(op.dtype);
-  a.op = op.kind == OpState::Kind::kBroadcast ? 0 : enumBits(op.op);
+  bool reduces = op.kind != OpState::Kind::kBroadcast && op.kind != OpState::Kind::kAllGather;
+  a.op = reduces ? enumBits(op.op) : 0;
   a.kind = static_cast<int32_t>(op.kind);
   a.root = op.root;
   a.occurrence = op.named ? op.occurrence : op.globalSeq;

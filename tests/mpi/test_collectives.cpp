@@ -1,4 +1,5 @@
-// Multi-rank correctness of the collectives beside all-reduce (broadcast, reduce): every dtype x
+// Multi-rank correctness of the collectives beside all-reduce (broadcast, reduce, all-gather,
+// reduce-scatter): every dtype x
 // (op x) root x size x placement against MPI's own collective on the same bytes, bitwise; named ops
 // submitted in different orders on different ranks; collectives mixed with all-reduces of other
 // priorities, each as the urgent and as the bulk op.
@@ -246,12 +247,77 @@ TEST_F(Collectives, ReduceMatchesMpiReduce) {
   }
 }
 
+// Every dtype, size and placement: every rank's receive buffer holds MPI_Allgather's result of the
+// same bytes, bitwise; send buffers untouched.
+TEST_F(Collectives, AllGatherMatchesMpiAllgather) {
+  const size_t counts[] = {1, 13, 4099, 100000 / kSanitizerShrink};
+  uint64_t seed = 500;
+  for (priocclDataType_t dt : kDtypes) {
+    for (size_t count : counts) {
+      for (bool inPlace : {false, true}) {
+        ++seed;
+        const size_t bytes = count * sizeOf(dt), all = bytes * static_cast<size_t>(size_);
+        std::string label = "dtype " + std::to_string(dt) + " count " + std::to_string(count) +
+                            (inPlace ? " in place" : "");
+        std::vector<unsigned char> mine = bytesOf(seed * 64 + rank_, bytes), want(all);
+        MPI_Allgather(mine.data(), static_cast<int>(bytes), MPI_BYTE, want.data(),
+                      static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD);
+        std::vector<unsigned char> send = mine, recv(all, 0xCD);
+        unsigned char* own = recv.data() + static_cast<size_t>(rank_) * bytes;
+        if (inPlace) std::memcpy(own, mine.data(), bytes);
+        comm_.allGather(inPlace ? own : send.data(), recv.data(), count, dt);
+        EXPECT_EQ(firstDifference(want, recv.data()), -1) << label;
+        if (!inPlace) {
+          EXPECT_EQ(firstDifference(mine, send.data()), -1) << label << ": send buffer written";
+        }
+      }
+    }
+  }
+}
+
+// Every dtype, op, size and placement: each rank's block holds MPI_Reduce_scatter_block's result
+// bitwise (where MPI has the type and op), else its block of the all-reduce's (exact inputs).
+TEST_F(Collectives, ReduceScatterMatchesMpi) {
+  const size_t counts[] = {1, 4099, 100000 / kSanitizerShrink};
+  const priocclRedOp_t ops[] = {priocclSum, priocclProd, priocclMin, priocclMax, priocclAvg};
+  for (priocclDataType_t dt : kDtypes) {
+    for (priocclRedOp_t op : ops) {
+      for (size_t count : counts) {
+        for (bool inPlace : {false, true}) {
+          const size_t bytes = count * sizeOf(dt), all = bytes * static_cast<size_t>(size_);
+          std::string label = "dtype " + std::to_string(dt) + " op " + std::to_string(op) +
+                              " count " + std::to_string(count) + (inPlace ? " in place" : "");
+          std::vector<unsigned char> mine = smallValues(dt, op, rank_, count * size_);
+          std::vector<unsigned char> want(bytes);
+          if (mpiType(dt) != MPI_DATATYPE_NULL && mpiOp(op) != MPI_OP_NULL) {
+            MPI_Reduce_scatter_block(mine.data(), want.data(), static_cast<int>(count), mpiType(dt),
+                                     mpiOp(op), MPI_COMM_WORLD);
+          } else {
+            std::vector<unsigned char> full(all);
+            comm_.allReduce(mine.data(), full.data(), count * size_, dt, op);
+            std::memcpy(want.data(), full.data() + static_cast<size_t>(rank_) * bytes, bytes);
+          }
+          std::vector<unsigned char> send = mine, recv(bytes, 0xCD);
+          unsigned char* own = send.data() + static_cast<size_t>(rank_) * bytes;
+          comm_.reduceScatter(send.data(), inPlace ? own : recv.data(), count, dt, op);
+          EXPECT_EQ(firstDifference(want, inPlace ? own : recv.data()), -1) << label;
+          if (!inPlace) {
+            EXPECT_EQ(firstDifference(mine, send.data()), -1) << label << ": send buffer written";
+          }
+        }
+      }
+    }
+  }
+}
+
 // Count 0 succeeds at once with no buffers, as for all-reduce.
 TEST_F(Collectives, BroadcastOfNothing) {
   comm_.broadcast(nullptr, nullptr, 0, priocclFloat32, size_ - 1);
   comm_.broadcastAsync(nullptr, nullptr, 0, priocclFloat32, 0, 0, "empty").wait();
   comm_.reduce(nullptr, nullptr, 0, priocclFloat32, priocclSum, 0);
   comm_.reduceAsync(nullptr, nullptr, 0, priocclInt8, priocclMax, size_ - 1, 3, "empty").wait();
+  comm_.allGather(nullptr, nullptr, 0, priocclFloat64);
+  comm_.reduceScatter(nullptr, nullptr, 0, priocclFloat64, priocclAvg);
 }
 
 // Named broadcasts match by key, whatever order each rank submits them in; unnamed ones by order.
