@@ -524,6 +524,68 @@ TEST_F(Catalogue, Reduce) {
   ACCEPTED_CASE(priocclReduce(buf, buf, 16, f32, priocclAvg, last, comm));
 }
 
+// ---- All-gather and reduce-scatter ------------------------------------------------------------
+
+TEST_F(Catalogue, AllGatherAndReduceScatter) {
+  priocclComm_t dead = deadComm();
+  const auto f32 = priocclFloat32;
+  const auto sum = priocclSum;
+  const size_t n = static_cast<size_t>(size_);
+  std::vector<float> big(4 * n + 8, 1.0f);  // room for size() blocks of 4
+  float* blocks = big.data();
+  float* own = blocks + 4 * static_cast<size_t>(rank_);  // this rank's block: in place
+  const char* k = "catalogue.gather";
+  for (const char* key : {static_cast<const char*>(nullptr), k}) {
+    priocclRequest_t r = sentinel<priocclRequest_t>();
+    auto gather = [&](const void* s, void* d, size_t c, priocclDataType_t t, priocclComm_t cm) {
+      r = sentinel<priocclRequest_t>();
+      priocclResult_t rc = key ? priocclAllGatherNamedAsync(s, d, c, t, 0, key, cm, &r)
+                               : priocclAllGatherAsync(s, d, c, t, 0, cm, &r);
+      finishRequest(rc, r);
+      return rc;
+    };
+    auto scatter = [&](const void* s, void* d, size_t c, priocclRedOp_t o, priocclComm_t cm) {
+      r = sentinel<priocclRequest_t>();
+      priocclResult_t rc = key ? priocclReduceScatterNamedAsync(s, d, c, f32, o, 0, key, cm, &r)
+                               : priocclReduceScatterAsync(s, d, c, f32, o, 0, cm, &r);
+      finishRequest(rc, r);
+      return rc;
+    };
+    BAD_CASE(gather(nullptr, blocks, 4, f32, comm), priocclInvalidArgument, "sendbuf");
+    BAD_CASE(gather(buf, nullptr, 4, f32, comm), priocclInvalidArgument, "recvbuf");
+    BAD_CASE(gather(buf, blocks, 4, rawEnum<priocclDataType_t>(42), comm), priocclInvalidArgument,
+             "datatype");
+    // sendbuf inside recvbuf, but not at this rank's block.
+    BAD_CASE(gather(own + 1, blocks, 4, f32, comm), priocclInvalidArgument, "overlap");
+    BAD_CASE(gather(buf, blocks, SIZE_MAX / 4 / n + 1, f32, comm), priocclInvalidArgument, "count");
+    BAD_CASE(gather(buf, blocks, 4, f32, nullptr), priocclInvalidArgument, "comm");
+    BAD_CASE(gather(buf, blocks, 4, f32, dead), priocclInvalidUsage, "comm");
+    BAD_CASE(scatter(nullptr, buf, 4, sum, comm), priocclInvalidArgument, "sendbuf");
+    BAD_CASE(scatter(blocks, nullptr, 4, sum, comm), priocclInvalidArgument, "recvbuf");
+    BAD_CASE(scatter(blocks, buf, 4, rawEnum<priocclRedOp_t>(9), comm), priocclInvalidArgument,
+             "op");
+    BAD_CASE(scatter(blocks, own + 1, 4, sum, comm), priocclInvalidArgument, "overlap");
+    BAD_CASE(scatter(blocks, buf, SIZE_MAX / 4 / n + 1, sum, comm), priocclInvalidArgument,
+             "count");
+    BAD_CASE(scatter(blocks, buf, 4, sum, dead), priocclInvalidUsage, "comm");
+    // In place (this rank's block) and count 0 without buffers are fine.
+    ACCEPTED_CASE(gather(own, blocks, 4, f32, comm));
+    ACCEPTED_CASE(scatter(blocks, own, 4, priocclAvg, comm));
+    ACCEPTED_CASE(gather(nullptr, nullptr, 0, f32, comm));
+    ACCEPTED_CASE(scatter(nullptr, nullptr, 0, sum, comm));
+  }
+  BAD_CASE(priocclAllGatherAsync(buf, blocks, 4, f32, 0, comm, nullptr), priocclInvalidArgument,
+           "request");
+  BAD_CASE(priocclReduceScatterNamedAsync(blocks, buf, 4, f32, sum, 0, nullptr, comm, nullptr),
+           priocclInvalidArgument, "key");
+  BAD_CASE(priocclAllGather(buf, blocks, 4, rawEnum<priocclDataType_t>(-1), comm),
+           priocclInvalidArgument, "datatype");
+  BAD_CASE(priocclReduceScatter(blocks, own + 2, 4, f32, sum, comm), priocclInvalidArgument,
+           "overlap");
+  ACCEPTED_CASE(priocclAllGather(buf, blocks, 4, f32, comm));
+  ACCEPTED_CASE(priocclReduceScatter(blocks, buf, 4, f32, priocclMin, comm));
+}
+
 // ---- Point to point --------------------------------------------------------------------------
 
 TEST_F(Catalogue, PointToPoint) {
@@ -992,6 +1054,7 @@ class Mismatch : public Catalogue {
     priocclRedOp_t op;
     int root = -1;        // >= 0: a broadcast from this root (op unused), or ...
     bool reduce = false;  // ... a reduce to it
+    bool allGather = false, reduceScatter = false;
   };
   static constexpr size_t kMaxBytes = 16384;
 
@@ -1005,7 +1068,22 @@ class Mismatch : public Catalogue {
     std::vector<unsigned char> send(kMaxBytes, 0x5A), recv(kMaxBytes, 0xA5);
     priocclRequest_t r = nullptr;
     priocclResult_t submitted;
-    if (mine.reduce)
+    // Room for size() blocks of the largest count either way.
+    if (mine.allGather || mine.reduceScatter) {
+      send.assign(kMaxBytes * static_cast<size_t>(size_), 0x5A);
+      recv.assign(kMaxBytes * static_cast<size_t>(size_), 0xA5);
+    }
+    if (mine.allGather)
+      submitted = key ? priocclAllGatherNamedAsync(send.data(), recv.data(), mine.count, mine.dtype,
+                                                   0, key, comm, &r)
+                      : priocclAllGatherAsync(send.data(), recv.data(), mine.count, mine.dtype, 0,
+                                              comm, &r);
+    else if (mine.reduceScatter)
+      submitted = key ? priocclReduceScatterNamedAsync(send.data(), recv.data(), mine.count,
+                                                       mine.dtype, mine.op, 0, key, comm, &r)
+                      : priocclReduceScatterAsync(send.data(), recv.data(), mine.count, mine.dtype,
+                                                  mine.op, 0, comm, &r);
+    else if (mine.reduce)
       submitted = key ? priocclReduceNamedAsync(send.data(), recv.data(), mine.count, mine.dtype,
                                                 mine.op, mine.root, 0, key, comm, &r)
                       : priocclReduceAsync(send.data(), recv.data(), mine.count, mine.dtype,
@@ -1029,10 +1107,11 @@ class Mismatch : public Catalogue {
     // Named by the kind of the first side the message names: the same on every rank.
     EXPECT_TRUE(msg.find("Mismatched allreduce") != std::string::npos ||
                 msg.find("Mismatched broadcast") != std::string::npos ||
-                msg.find("Mismatched reduce") != std::string::npos)
+                msg.find("Mismatched reduce") != std::string::npos ||
+                msg.find("Mismatched allgather") != std::string::npos)
         << label << ": " << msg;
     expectSameEverywhere(msg, label);
-    EXPECT_EQ(std::count(recv.begin(), recv.end(), 0xA5), static_cast<long>(kMaxBytes))
+    EXPECT_EQ(std::count(recv.begin(), recv.end(), 0xA5), static_cast<long>(recv.size()))
         << label << ": the mismatched op wrote its receive buffer";
     traffic.finish(label);
   }
@@ -1145,6 +1224,20 @@ TEST_F(Mismatch, SingleOps) {
   }
   // Reduces: root, op, count, and a reduce against a broadcast from the same root.
   const Args red{1000, priocclFloat32, priocclSum, 0, true};
+  // All-gathers and reduce-scatters: count, op, and one against the other.
+  const Args gather{100, priocclFloat32, priocclSum, -1, false, true};
+  const Args scatter{100, priocclFloat32, priocclSum, -1, false, false, true};
+  for (const char* key : {static_cast<const char*>(nullptr), "catalogue.blocks.mismatch"}) {
+    std::string kind = key ? "named " : "unnamed ";
+    runMismatch(kind + "allgather: count", key,
+                pick(last, {101, priocclFloat32, priocclSum, -1, false, true}, gather));
+    runMismatch(kind + "allgather: dtype", key,
+                pick(1, {100, priocclInt32, priocclSum, -1, false, true}, gather));
+    runMismatch(kind + "reducescatter: op", key,
+                pick(last, {100, priocclFloat32, priocclMax, -1, false, false, true}, scatter));
+    runMismatch(kind + "allgather against reducescatter", key, pick(0, gather, scatter));
+    runMismatch(kind + "reducescatter against allreduce", key, pick(last, f32, scatter));
+  }
   for (const char* key : {static_cast<const char*>(nullptr), "catalogue.reduce.mismatch"}) {
     std::string kind = key ? "named reduce: " : "unnamed reduce: ";
     runMismatch(kind + "root", key,
