@@ -82,12 +82,15 @@ Config smallChunks(priocclSchedule_t schedule) {
   return c;
 }
 
-// Which collective an Op is: an all-reduce, or a broadcast from / a reduce to `root`.
+// Which collective an Op is: an all-reduce, a broadcast from / a reduce to `root`, an all-gather
+// or a reduce-scatter.
 struct What {
   OpState::Kind kind = OpState::Kind::kAllReduce;
   int root = -1;
 };
 const What kAllReduce{};
+const What kAllGather{OpState::Kind::kAllGather, -1};
+const What kReduceScatter{OpState::Kind::kReduceScatter, -1};
 What broadcastFrom(int root) {
   return {OpState::Kind::kBroadcast, root};
 }
@@ -95,14 +98,21 @@ What reduceTo(int root) {
   return {OpState::Kind::kReduce, root};
 }
 
-// Rank r contributes r + 1 + i at element i: every result is exact in int32.
+// Rank r contributes r + 1 + j at element j of its input: every result is exact in int32. `count`
+// is per rank for an all-gather and a reduce-scatter (nranks blocks of it in recv / send).
 struct Op {
   std::vector<int32_t> in, out;
   std::shared_ptr<OpState> state = std::make_shared<OpState>();
   What what;
   int rank;
-  Op(int rank, size_t count, int priority, priocclAlgorithm_t algorithm, What what = kAllReduce)
-      : in(count), out(count), what(what), rank(rank) {
+  size_t count;
+  Op(int rank, size_t count, int priority, priocclAlgorithm_t algorithm, What what = kAllReduce,
+     int nranks = 1)
+      : in(count * (what.kind == OpState::Kind::kReduceScatter ? nranks : 1)),
+        out(count * (what.kind == OpState::Kind::kAllGather ? nranks : 1)),
+        what(what),
+        rank(rank),
+        count(count) {
     std::iota(in.begin(), in.end(), rank + 1);
     state->kind = what.kind;
     state->root = what.root;
@@ -117,16 +127,36 @@ struct Op {
     state->named = true;
     state->algorithm = algorithm;
   }
-  // The sum over nranks ranks (an all-reduce, a reduce's root), the root's input (a broadcast),
-  // or nothing written (a reduce's other ranks).
+  // Element k of the result: the sum of the contributing ranks' inputs at the matching index (an
+  // all-reduce, a reduce's root, a reduce-scatter's block), the root's input (a broadcast), each
+  // rank's input in its block (an all-gather), or nothing written (a reduce's other ranks).
   bool correct(int nranks) const {
-    bool untouched = what.kind == OpState::Kind::kReduce && rank != what.root;
-    for (size_t i = 0; i < out.size(); ++i) {
+    using Kind = OpState::Kind;
+    for (size_t k = 0; k < out.size(); ++k) {
       int64_t want = 0;
-      for (int r = 0; r < nranks && !untouched; ++r)
-        if (what.kind != OpState::Kind::kBroadcast || r == what.root)
-          want += r + 1 + static_cast<int64_t>(i);
-      if (out[i] != want) return false;
+      for (int r = 0; r < nranks; ++r) {
+        int64_t at = static_cast<int64_t>(k);  // the index into rank r's input
+        bool contributes = true;
+        switch (what.kind) {
+          case Kind::kBroadcast:
+            contributes = r == what.root;
+            break;
+          case Kind::kReduce:
+            contributes = rank == what.root;
+            break;
+          case Kind::kAllGather:
+            contributes = static_cast<size_t>(r) == k / count;
+            at = static_cast<int64_t>(k % count);
+            break;
+          case Kind::kReduceScatter:
+            at = static_cast<int64_t>(static_cast<size_t>(rank) * count + k);
+            break;
+          default:
+            break;
+        }
+        if (contributes) want += r + 1 + at;
+      }
+      if (out[k] != want) return false;
     }
     return true;
   }
@@ -164,6 +194,31 @@ TEST(ChunkRunner, EveryAlgorithmSumsExactlyOnThreeRanks) {
       EXPECT_EQ(ranks[r]->done.size(), 1u) << "rank " << r;
       EXPECT_TRUE(ops[r]->correct(n)) << "rank " << r;
     }
+  }
+}
+
+// All-gathers and reduce-scatters on 1-5 ranks, as one chunk and as many (the last one short).
+TEST(ChunkRunner, AllGatherAndReduceScatter) {
+  for (int n = 1; n <= 5; ++n) {
+    for (size_t count : {size_t{1}, size_t{1000}, size_t{100001}})
+      for (What what : {kAllGather, kReduceScatter}) {
+        SCOPED_TRACE(testing::Message()
+                     << n << " ranks, " << kindName(what.kind) << ", count " << count);
+        Fabric fabric;
+        std::vector<std::unique_ptr<Rank>> ranks;
+        std::vector<std::unique_ptr<Op>> ops;
+        for (int r = 0; r < n; ++r) {
+          ranks.push_back(
+              std::make_unique<Rank>(fabric, r, n, smallChunks(priocclSchedulePriority)));
+          ops.push_back(std::make_unique<Op>(r, count, 0, priocclAlgoAuto, what, n));
+          ranks[r]->add(ops[r]->state);
+        }
+        runAll(fabric, ranks);
+        for (int r = 0; r < n; ++r) {
+          EXPECT_EQ(ranks[r]->done.size(), 1u) << "rank " << r;
+          EXPECT_TRUE(ops[r]->correct(n)) << "rank " << r;
+        }
+      }
   }
 }
 
@@ -205,8 +260,8 @@ std::vector<uint64_t> urgentAfterBulk(priocclSchedule_t schedule, uint64_t* pree
   std::vector<std::unique_ptr<Op>> bulk, urgent;
   for (int r = 0; r < n; ++r) {
     ranks.push_back(std::make_unique<Rank>(fabric, r, n, smallChunks(schedule)));
-    bulk.push_back(std::make_unique<Op>(r, 32 * (16 << 10), 10, priocclAlgoRing, bulkWhat));
-    urgent.push_back(std::make_unique<Op>(r, 16 << 10, 0, priocclAlgoRing, urgentWhat));
+    bulk.push_back(std::make_unique<Op>(r, 32 * (16 << 10), 10, priocclAlgoRing, bulkWhat, n));
+    urgent.push_back(std::make_unique<Op>(r, 16 << 10, 0, priocclAlgoRing, urgentWhat, n));
     ranks[r]->add(bulk[r]->state);
   }
   for (int i = 0; i < 4; ++i) {
@@ -246,8 +301,9 @@ TEST(ChunkRunner, FifoModeKeepsTheUrgentOpBehindTheBulkOp) {
 
 // The same with rooted collectives on 3 ranks: an urgent broadcast under a bulk all-reduce, an
 // urgent all-reduce under a bulk broadcast, a broadcast under a broadcast from another root whose
-// chain crosses the bulk one's busiest link (0 -> 1), a reduce under an all-reduce and an
-// all-reduce under a reduce. Under priority scheduling no rank finishes
+// chain crosses the bulk one's busiest link (0 -> 1), a reduce under an all-reduce and the
+// reverse, a broadcast under an all-gather and the reverse (the target pair), an
+// all-gather under a reduce-scatter and the reverse. Under priority scheduling no rank finishes
 // more than a few bulk chunks before the urgent op; under FIFO some rank finishes nearly all of
 // them first. (Not every rank: FIFO is work-conserving, so a rank whose links the bulk op leaves
 // idle between its chunks passes the urgent op's data in the gaps.)
@@ -258,7 +314,9 @@ TEST(ChunkRunner, UrgentOpOvertakesWhateverTheKinds) {
   };
   for (Pair p : {Pair{kAllReduce, broadcastFrom(1)}, Pair{broadcastFrom(0), kAllReduce},
                  Pair{broadcastFrom(0), broadcastFrom(2)}, Pair{kAllReduce, reduceTo(1)},
-                 Pair{reduceTo(0), kAllReduce}}) {
+                 Pair{reduceTo(0), kAllReduce}, Pair{kAllGather, broadcastFrom(1)},
+                 Pair{broadcastFrom(0), kAllGather}, Pair{kReduceScatter, kAllGather},
+                 Pair{kAllGather, kReduceScatter}}) {
     SCOPED_TRACE(testing::Message()
                  << "bulk " << kindName(p.bulk.kind) << " " << p.bulk.root << ", urgent "
                  << kindName(p.urgent.kind) << " " << p.urgent.root);
