@@ -50,7 +50,7 @@ struct Extreme {
 
 }  // namespace
 
-long long compareAlgorithms(const AllReduceOptions& o, int rank, int p) {
+long long compareAlgorithms(const BenchOptions& o, int rank, int p) {
   const DtypeInfo& dt = *o.dtype;
   const OpInfo& op = *o.op;
   // The auto communicator first: the fixed ones take its resolved tuning (chunk and credit

@@ -10,6 +10,6 @@ namespace perf {
 // and times them and MPI_Allreduce interleaved at every size; rank 0 prints one row per size and a
 // summary. Collective over MPI_COMM_WORLD. Returns the number of wrong elements (all variants,
 // all sizes, all ranks; 0 when not checked). Throws prioccl::Error.
-long long compareAlgorithms(const AllReduceOptions& o, int rank, int p);
+long long compareAlgorithms(const BenchOptions& o, int rank, int p);
 
 }  // namespace perf

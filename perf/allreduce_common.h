@@ -1,6 +1,7 @@
 // What allreduce_perf.cpp and the compare modes (algo_compare.cpp, transport_compare.cpp) share:
-// the options, inputs whose all-reduce result is known exactly, the result check, and the compare
-// modes' interleaved timing.
+// inputs whose all-reduce result is known exactly, the result check, the MPI_Allreduce baseline,
+// the all-reduce bus bandwidth, and the compare modes' interleaved timing. The options and the
+// rest of the driver are every perf tool's (nccl_perf.h).
 #pragma once
 
 #include <algorithm>
@@ -8,30 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "perf_common.h"
+#include "nccl_perf.h"
 
 namespace perf {
-
-struct AllReduceOptions {
-  long long minBytes = 1 << 10, maxBytes = 64 << 20, factor = 4;
-  long long stepBytes = 0;  // -i: sizes grow by this many bytes instead of by -f
-  // -d / -o (several with "all"); dtype and op: the combination being run now.
-  std::vector<const DtypeInfo*> dtypes{findDtype("float")};
-  std::vector<const OpInfo*> ops{findOp("sum")};
-  const DtypeInfo* dtype = dtypes[0];
-  const OpInfo* op = ops[0];
-  int iters = 20, warmup = 5;
-  int check = 1;         // -c: checked iterations per size and placement (0: none)
-  int aggIters = 1;      // -m: ops back to back per timed iteration
-  int average = 3;       // -a: the rank-0 (0), mean (1), min (2) or max (3) time over ranks
-  bool blocking = true;  // -z 1: one blocking call per op; -z 0: submit all, then wait
-  bool osu = false;      // --osu: OSU osu_allreduce's latency layout
-  std::string jsonFile, csvFile, commandLine;
-  bool mpiBaseline = true;
-  bool compareAlgorithms = false;  // --algo all: see algo_compare.h
-  bool compareTransports = false;  // --transport all: see transport_compare.h
-  prioccl::Config config;
-};
 
 // Inputs are small non-negative integers, a function of (rank, index), chosen so that every
 // dtype -- int8 (<= 127) and bfloat16 (integers <= 256) included -- holds every input, every
@@ -98,12 +78,6 @@ inline long long countWrong(const Inputs& in, priocclDataType_t type, const void
   return wrong;
 }
 
-// Poison for receive buffers (0xFF: NaN for floats, -1/255 for integers -- never an expected
-// value), so an element the reduction never writes is caught.
-inline void poison(void* buf, size_t nbytes) {
-  std::memset(buf, 0xff, nbytes);
-}
-
 // The MPI baseline's avg: MPI_SUM, then a local divide (inside the timed loop).
 inline void divideInPlace(priocclDataType_t type, void* buf, size_t count, int p) {
   withCodec(type, [&](auto codec) {
@@ -122,27 +96,6 @@ inline void mpiAllReduce(const DtypeInfo& dt, const OpInfo& op, const void* send
   if (op.op == priocclAvg) divideInPlace(dt.type, recv, count, p);
 }
 
-// "N/A" when not checked (w < 0).
-inline std::string wrongText(long long w) {
-  return w < 0 ? "N/A" : std::to_string(w);
-}
-
-// The sweep's next size after `bytes` (-i steps, else -f factors); > maxBytes ends the sweep.
-inline long long nextBytes(const AllReduceOptions& o, long long bytes) {
-  if (o.stepBytes > 0) return bytes + o.stepBytes;
-  return o.factor >= 2 ? bytes * o.factor : o.maxBytes + 1;  // -b == -e: one size
-}
-
-// The closing line, as nccl-tests prints it ("N OK" / "N FAILED", N = wrong elements).
-inline void printOutOfBounds(int check, long long wrongTotal) {
-  if (!check)
-    std::printf("# Out of bounds values : 0 OK (not checked: -c 0)\n");
-  else if (wrongTotal)
-    std::printf("# Out of bounds values : %lld FAILED\n", wrongTotal);
-  else
-    std::printf("# Out of bounds values : 0 OK\n");
-}
-
 // nccl-tests' bus bandwidth (GB/s): algbw * 2(p-1)/p, so it is comparable across rank counts
 // (0 when p = 1: nothing crosses a link).
 inline double busBandwidth(size_t nbytes, double seconds, int p) {
@@ -153,7 +106,7 @@ inline double busBandwidth(size_t nbytes, double seconds, int p) {
 // untimed run(v), then count wrong elements. Returns each variant's count summed over ranks (all
 // 0 when o.check is off). Collective.
 template <typename Run>
-std::vector<long long> warmUpAndCheck(const AllReduceOptions& o, const Inputs& in, void* recv,
+std::vector<long long> warmUpAndCheck(const BenchOptions& o, const Inputs& in, void* recv,
                                       size_t count, int variants, Run&& run) {
   std::vector<long long> wrongs(variants);
   for (int v = 0; v < variants; ++v) {
@@ -209,7 +162,7 @@ struct SweepBuffers {
   Inputs in;
   std::vector<unsigned char> send, recv;
   bool mpiOk;
-  SweepBuffers(const AllReduceOptions& o, int rank, int p)
+  SweepBuffers(const BenchOptions& o, int rank, int p)
       : in(o.op->op, p),
         send(std::max<size_t>(1, o.maxBytes / o.dtype->size) * o.dtype->size),
         recv(send.size()),

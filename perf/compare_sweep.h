@@ -23,8 +23,8 @@ struct SizeResult {
 class CompareSweep {
  public:
   // `names`: one per communicator, for the "wrong" lines.
-  CompareSweep(const AllReduceOptions& o, int rank, int p,
-               std::vector<prioccl::Communicator>& comms, std::vector<std::string> names)
+  CompareSweep(const BenchOptions& o, int rank, int p, std::vector<prioccl::Communicator>& comms,
+               std::vector<std::string> names)
       : o_(o),
         rank_(rank),
         p_(p),
@@ -90,7 +90,7 @@ class CompareSweep {
     return r;
   }
 
-  const AllReduceOptions& o_;
+  const BenchOptions& o_;
   int rank_, p_;
   std::vector<prioccl::Communicator>& comms_;
   std::vector<std::string> names_;

@@ -21,7 +21,7 @@ constexpr size_t kLarge = 1 << 20;  // the summary's "large" sizes: bandwidth, n
 
 }  // namespace
 
-long long compareTransports(const AllReduceOptions& o, int rank, int p) {
+long long compareTransports(const BenchOptions& o, int rank, int p) {
   const DtypeInfo& dt = *o.dtype;
   const OpInfo& op = *o.op;
   // Each communicator resolves its own auto chunk and credit sizes from its own transport's

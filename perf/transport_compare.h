@@ -11,6 +11,6 @@ namespace perf {
 // and a summary. Collective over MPI_COMM_WORLD. Returns the number of wrong elements (all
 // variants, all sizes, all ranks; 0 when not checked). Throws prioccl::Error, e.g. when prioccl
 // was built without UCX.
-long long compareTransports(const AllReduceOptions& o, int rank, int p);
+long long compareTransports(const BenchOptions& o, int rank, int p);
 
 }  // namespace perf
