@@ -1,5 +1,6 @@
 // libFuzzer target: the input is a script that drives one chunk step machine (ring, tree,
-// recursive doubling, halving-doubling, broadcast, reduce or the agreement exchange) the way the
+// recursive doubling, halving-doubling, broadcast, reduce, all-gather, reduce-scatter or the
+// agreement exchange) the way the
 // engine may: take ready sends and receives, complete taken transfers in any order, and deliver
 // whatever bytes the "peers" send (for non-exact receives, any length up to the posted size). The
 // peers are the input, so malformed agreement headers, truncated messages and odd completion orders
@@ -13,7 +14,9 @@
 // the receive buffer without reducing the op there; a broadcast that forwards data before it has
 // it or ends with other bytes than the root's (or its parent's) in the receive buffer; a reduce
 // that sends its partial result before every child's data is in, or sends (or leaves at the root)
-// other bytes than its contribution reduced with its children's in their order.
+// other bytes than its contribution reduced with its children's in their order; an all-gather or
+// reduce-scatter that forwards a block before it has it, forwards other bytes than the block (or
+// partial sum) it holds, or ends with other bytes in its receive buffer.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -26,7 +29,9 @@
 #include <vector>
 
 #include "algo/agreement.h"
+#include "algo/all_gather.h"
 #include "algo/broadcast.h"
+#include "algo/reduce_scatter.h"
 #include "algo/reduce_to_root.h"
 #include "algo/registry.h"
 #include "common/scratch_pool.h"
@@ -82,10 +87,16 @@ class Script {
 };
 
 // What a run exercises: a row of the algorithm registry (every all-reduce algorithm the engine
-// can choose), or, past the last row, a broadcast chunk, a reduce chunk, then the agreement chunk
-// (the last).
+// can choose), or, past the last row, a broadcast chunk, a reduce chunk, an all-gather chunk, a
+// reduce-scatter chunk, then the agreement chunk (the last).
 size_t kinds() {
-  return prioccl::algoRegistry().size() + 3;
+  return prioccl::algoRegistry().size() + 5;
+}
+bool isAllGatherKind(size_t kind) {
+  return kind == prioccl::algoRegistry().size() + 2;
+}
+bool isReduceScatterKind(size_t kind) {
+  return kind == prioccl::algoRegistry().size() + 3;
 }
 bool isBroadcastKind(size_t kind) {
   return kind == prioccl::algoRegistry().size();
@@ -95,7 +106,10 @@ bool isReduceKind(size_t kind) {
 }
 const char* kindName(size_t kind) {
   if (kind < prioccl::algoRegistry().size()) return prioccl::algoRegistry()[kind].name;
-  return isBroadcastKind(kind) ? "broadcast" : isReduceKind(kind) ? "reduce" : "agreement";
+  if (isBroadcastKind(kind)) return "broadcast";
+  if (isReduceKind(kind)) return "reduce";
+  if (isAllGatherKind(kind)) return "allgather";
+  return isReduceScatterKind(kind) ? "reducescatter" : "agreement";
 }
 
 struct Posted {
@@ -145,6 +159,7 @@ class Run {
     if (algo_->recvReady() || algo_->sendReady()) finding("finished with a transfer ready");
     if (isAgreement()) checkVerdict();
     if (isBroadcast()) checkBroadcast();
+    if (isBlocked()) checkBlocksAtEnd();
     if (isReduce() && spec_.rank == root_ &&
         std::memcmp(spec_.recv, partial(true).data(), send_.size()) != 0)
       finding("reduce's root ends with other bytes than the reduction");
@@ -174,6 +189,7 @@ class Run {
     recv_.assign(inPlace ? 0 : chunkBytes, 0xEE);
     spec_.send = send_.data();
     spec_.recv = inPlace ? send_.data() : recv_.data();
+    if (isBlocked()) setUpBlocks(chunkBytes, inPlace);
     if (isBroadcast() || isReduce()) {
       root_ = in_.byte() % spec_.nranks;
       // As the API passes them: a broadcast's non-root ranks have no send buffer (out of place),
@@ -186,9 +202,9 @@ class Run {
     }
 
     size_t blockBytes = 0;
-    if (isBroadcast()) {
+    if (isBroadcast() || isAllGather()) {
       blockBytes = 0;  // no scratch
-    } else if (isReduce()) {
+    } else if (isReduce() || isReduceScatter()) {
       blockBytes = chunkBytes;  // the engine's blocks hold at least a chunk
     } else if (!isAgreement()) {
       blockBytes = prioccl::algoRegistry()[kind_].scratchBytes(chunkBytes, spec_.nranks);
@@ -203,6 +219,10 @@ class Run {
     if (isBroadcast()) {
       if (spec_.rank == root_) data_.assign(send_.begin(), send_.end());
       algo_ = std::make_unique<BroadcastChunk>(spec_, root_, shape_);
+    } else if (isAllGather()) {
+      algo_ = std::make_unique<AllGatherChunk>(spec_);
+    } else if (isReduceScatter()) {
+      algo_ = std::make_unique<ReduceScatterChunk>(spec_, *pool_);
     } else if (isReduce()) {
       contribution_ = send_;  // (in place, the root's result overwrites send_)
       algo_ = std::make_unique<ReduceChunk>(spec_, *pool_, root_, shape_);
@@ -257,6 +277,7 @@ class Run {
     for (const Posted& p : posted_)
       if ((!send || !p.send) && overlap(t, p.t)) finding("overlaps a posted transfer: " + what);
     if (isBroadcast() && send) checkForwarded(t, what);
+    if (isBlocked() && send) checkBlockSent(t, what);
     if (isReduce() && send &&
         (t.bytes != send_.size() || std::memcmp(t.buf, partial(false).data(), t.bytes) != 0))
       finding("reduce sends other bytes than its partial result: " + what);
@@ -286,6 +307,7 @@ class Run {
     }
     if (isBroadcast()) data_.assign(buf, buf + bytes);  // what this rank now holds and passes on
     if (isReduce()) childData_[p.t.step].assign(buf, buf + bytes);
+    if (isBlocked()) blockArrived(p.t.step, buf, bytes);
     if (!p.t.exact) algo_->recvLength(p.t.step, bytes);
     algo_->recvDone(p.t.step);
   }
@@ -400,8 +422,84 @@ class Run {
     return acc;
   }
 
+  // All-gather and reduce-scatter: one block of `slice` bytes per rank, in the receive (all-gather)
+  // or send (reduce-scatter) buffer; in place, the other buffer is this rank's block.
+  void setUpBlocks(size_t slice, bool inPlace) {
+    const size_t p = static_cast<size_t>(spec_.nranks), r = static_cast<size_t>(spec_.rank);
+    slice_ = slice;
+    spec_.blockStride = spec_.count;
+    std::vector<unsigned char> own(send_);  // what the input made: this rank's data
+    if (isAllGather()) {
+      recv_.assign(p * slice, 0xEE);
+      if (inPlace) std::memcpy(recv_.data() + r * slice, own.data(), slice);
+      spec_.recv = recv_.data();
+      spec_.send = inPlace ? recv_.data() + r * slice : send_.data();
+      known_.assign(p, {});
+      known_[r] = own;
+      return;
+    }
+    send_.resize(p * slice);
+    for (size_t i = slice; i < send_.size(); ++i) send_[i] = static_cast<unsigned char>(i * 97 + 5);
+    contribution_ = send_;
+    recv_.assign(slice, 0xEE);
+    spec_.send = send_.data();
+    spec_.recv = inPlace ? send_.data() + r * slice : recv_.data();
+    known_.assign(p, {});  // per step: the partial sum this rank holds after it
+  }
+  int mod(int x) const { return ((x % spec_.nranks) + spec_.nranks) % spec_.nranks; }
+  const unsigned char* contributionOf(int block) const {
+    return contribution_.data() + static_cast<size_t>(block) * slice_;
+  }
+  // What the send of step s must carry. All-gather: block r - s, known once it arrived (own at
+  // s = 0). Reduce-scatter: the own contribution to block r - 1 at s = 0, then the partial sum
+  // made at step s - 1.
+  const std::vector<unsigned char>* expectedSend(int s) {
+    if (isAllGather()) return &known_[static_cast<size_t>(mod(spec_.rank - s))];
+    if (s == 0) {
+      firstSend_.assign(contributionOf(mod(spec_.rank - 1)),
+                        contributionOf(mod(spec_.rank - 1)) + slice_);
+      return &firstSend_;
+    }
+    return &known_[static_cast<size_t>(s - 1)];
+  }
+  void checkBlockSent(const Transfer& t, const std::string& what) {
+    const std::vector<unsigned char>* want = expectedSend(t.step);
+    if (want->empty()) finding("forwards a block it does not hold yet: " + what);
+    if (t.bytes != want->size() || std::memcmp(t.buf, want->data(), t.bytes) != 0)
+      finding("forwards other bytes than the block it holds: " + what);
+  }
+  void blockArrived(int step, const unsigned char* buf, size_t bytes) {
+    std::vector<unsigned char> got(buf, buf + bytes);
+    if (isAllGather()) {
+      known_[static_cast<size_t>(mod(spec_.rank - step - 1))] = got;
+      return;
+    }
+    const bool last = step == spec_.nranks - 2;
+    const int divisor = last && spec_.op == priocclAvg ? spec_.nranks : 1;
+    reduce::apply(got.data(), got.data(), contributionOf(mod(spec_.rank - step - 2)), spec_.count,
+                  spec_.dtype, spec_.op, divisor);
+    known_[static_cast<size_t>(step)] = got;
+  }
+  void checkBlocksAtEnd() {
+    if (isAllGather()) {
+      for (size_t b = 0; b < known_.size(); ++b)
+        if (known_[b].size() != slice_ ||
+            std::memcmp(static_cast<unsigned char*>(spec_.recv) + b * slice_, known_[b].data(),
+                        slice_) != 0)
+          finding("all-gather's block " + std::to_string(b) + " differs from what arrived");
+      return;
+    }
+    std::vector<unsigned char> want(contributionOf(0), contributionOf(0) + slice_);
+    if (spec_.nranks > 1) want = known_[static_cast<size_t>(spec_.nranks - 2)];
+    if (want.size() != slice_ || std::memcmp(spec_.recv, want.data(), slice_) != 0)
+      finding("reduce-scatter's result differs from the sum of what arrived and its contribution");
+  }
+
   Script& in_;
   bool isAgreement() const { return kind_ == kinds() - 1; }
+  bool isAllGather() const { return isAllGatherKind(kind_); }
+  bool isReduceScatter() const { return isReduceScatterKind(kind_); }
+  bool isBlocked() const { return isAllGather() || isReduceScatter(); }
   bool isReduce() const { return isReduceKind(kind_); }
   bool isBroadcast() const { return isBroadcastKind(kind_); }
 
@@ -420,7 +518,11 @@ class Run {
   std::vector<unsigned char> data_;  // broadcast: the data this rank holds (empty: none yet)
   size_t children_ = 0;              // broadcast, reduce: this rank's children in the tree
   std::map<int, std::vector<unsigned char>> childData_;  // reduce: what each child sent
-  std::vector<unsigned char> contribution_;              // reduce: this rank's input
+  std::vector<unsigned char> contribution_;  // reduce, reduce-scatter: this rank's input
+  size_t slice_ = 0;                         // all-gather, reduce-scatter: one block
+  // All-gather: each block as this rank knows it; reduce-scatter: its partial sum after each step.
+  std::vector<std::vector<unsigned char>> known_;
+  std::vector<unsigned char> firstSend_;
   std::vector<Posted> posted_;
   std::set<std::tuple<bool, int, int>> tags_;
   std::vector<Arrival> arrivals_;
