@@ -245,6 +245,24 @@ PRIOCCL_API priocclResult_t priocclReduceScatterNamedAsync(const void* sendbuff,
                                                            priocclRedOp_t op, int priority,
                                                            const char* key, priocclComm_t comm,
                                                            priocclRequest_t* request);
+/* All-to-all, as MPI_Alltoall with equal counts (NCCL has no such call): sendbuff and recvbuff
+ * hold nranks blocks of count elements; block j of rank i's sendbuff lands in block i of rank j's
+ * recvbuff. Never in place: the buffers must not overlap. Ranks must agree on count and datatype.
+ */
+PRIOCCL_API priocclResult_t priocclAllToAll(const void* sendbuff, void* recvbuff, size_t count,
+                                            priocclDataType_t datatype, priocclComm_t comm);
+PRIOCCL_API priocclResult_t priocclAllToAllAsync(const void* sendbuff, void* recvbuff, size_t count,
+                                                 priocclDataType_t datatype, int priority,
+                                                 priocclComm_t comm, priocclRequest_t* request);
+PRIOCCL_API priocclResult_t priocclAllToAllNamedAsync(const void* sendbuff, void* recvbuff,
+                                                      size_t count, priocclDataType_t datatype,
+                                                      int priority, const char* key,
+                                                      priocclComm_t comm,
+                                                      priocclRequest_t* request);
+/* Barrier: returns (completes) on a rank once every rank has called it. */
+PRIOCCL_API priocclResult_t priocclBarrier(priocclComm_t comm);
+PRIOCCL_API priocclResult_t priocclBarrierAsync(int priority, priocclComm_t comm,
+                                                priocclRequest_t* request);
 /* Point to point, for pipeline stages: count elements to / from peer, scheduled with the
  * collectives by priority (an urgent activation preempts a less urgent all-reduce at its next
  * step). A send and a receive between two ranks with the same tag match in submission order; both

@@ -230,6 +230,19 @@ class PRIOCCL_API Communicator {
                              const std::string& key);
   void reduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount,
                      priocclDataType_t datatype, priocclRedOp_t op);
+  // All-to-all (MPI_Alltoall with equal counts, plus a priority): sendbuf and recvbuf hold size()
+  // blocks of `count` elements; block j of rank i's sendbuf lands in block i of rank j's recvbuf.
+  // Never in place (the buffers must not overlap). Ranks must agree on count and datatype.
+  Request allToAllAsync(const void* sendbuf, void* recvbuf, size_t count,
+                        priocclDataType_t datatype, int priority = 0);
+  Request allToAllAsync(const void* sendbuf, void* recvbuf, size_t count,
+                        priocclDataType_t datatype, int priority, const std::string& key);
+  void allToAll(const void* sendbuf, void* recvbuf, size_t count, priocclDataType_t datatype);
+  // Barrier: completes on a rank once every rank has submitted it. Scheduled by priority like the
+  // others; a named barrier matches by key.
+  Request barrierAsync(int priority = 0);
+  Request barrierAsync(int priority, const std::string& key);
+  void barrier();
   // Point to point (pipeline stages): `count` elements to or from `peer`, scheduled with the
   // collectives by priority. Sends and receives between two ranks with the same tag match in
   // submission order; both sides must agree on count and datatype (a size mismatch fails the

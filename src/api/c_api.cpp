@@ -289,6 +289,47 @@ priocclResult_t priocclReduceScatter(const void* sendbuff, void* recvbuff, size_
   });
 }
 
+priocclResult_t priocclAllToAllAsync(const void* sendbuff, void* recvbuff, size_t count,
+                                     priocclDataType_t datatype, int priority, priocclComm_t comm,
+                                     priocclRequest_t* request) {
+  return guarded(__func__, comm, [&] {
+    submitAsync(comm, request, datatype, priocclSum, [&](Communicator& c) {
+      return c.allToAllAsync(sendbuff, recvbuff, count, datatype, priority);
+    });
+  });
+}
+
+priocclResult_t priocclAllToAllNamedAsync(const void* sendbuff, void* recvbuff, size_t count,
+                                          priocclDataType_t datatype, int priority, const char* key,
+                                          priocclComm_t comm, priocclRequest_t* request) {
+  return guarded(__func__, comm, [&] {
+    if (request) *request = nullptr;
+    if (!key) detail::fail(priocclInvalidArgument, "key is NULL");
+    submitAsync(comm, request, datatype, priocclSum, [&](Communicator& c) {
+      return c.allToAllAsync(sendbuff, recvbuff, count, datatype, priority, key);
+    });
+  });
+}
+
+priocclResult_t priocclAllToAll(const void* sendbuff, void* recvbuff, size_t count,
+                                priocclDataType_t datatype, priocclComm_t comm) {
+  return guarded(__func__, comm, [&] {
+    detail::validateEnums(datatype, priocclSum);
+    lookup(comm).allToAll(sendbuff, recvbuff, count, datatype);
+  });
+}
+
+priocclResult_t priocclBarrierAsync(int priority, priocclComm_t comm, priocclRequest_t* request) {
+  return guarded(__func__, comm, [&] {
+    submitAsync(comm, request, priocclUint8, priocclSum,
+                [&](Communicator& c) { return c.barrierAsync(priority); });
+  });
+}
+
+priocclResult_t priocclBarrier(priocclComm_t comm) {
+  return guarded(__func__, comm, [&] { lookup(comm).barrier(); });
+}
+
 priocclResult_t priocclBcast(void* buff, size_t count, priocclDataType_t datatype, int root,
                              priocclComm_t comm) {
   return priocclBroadcast(buff, buff, count, datatype, root, comm);

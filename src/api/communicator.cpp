@@ -158,7 +158,8 @@ class CommImpl {
   void recordError(const std::string& message) { errors_->set(message); }
 
   // A collective: an all-reduce, a broadcast from `root` (op unused), a reduce to `root`, an
-  // all-gather (count: each rank's; op unused) or a reduce-scatter (count: each rank's result).
+  // all-gather (count: each rank's; op unused), a reduce-scatter (count: each rank's result), an
+  // all-to-all (count: each block's; op unused; never in place) or a barrier (count 0).
   // Checks what this rank can check alone; the other ranks' arguments are compared when the op is
   // matched. As NCCL's: only a broadcast's root reads its send buffer, only a reduce's root
   // writes its receive buffer; the others' are ignored (and may be null). In place: the same
@@ -173,14 +174,16 @@ class CommImpl {
     const std::string what = kind == Kind::kAllReduce ? "" : concat(kindName(kind), ": ");
     const size_t elem = reduce::dtypeSize(dtype);
     // Elements of the send and receive buffers: count, or count per rank in the blocked one.
-    size_t blocks = kind == Kind::kAllGather || kind == Kind::kReduceScatter ? size_ : 1;
+    size_t blocks =
+        kind == Kind::kAllGather || kind == Kind::kReduceScatter || kind == Kind::kAllToAll ? size_
+                                                                                            : 1;
     if (count > SIZE_MAX / elem / blocks)
       fail(priocclInvalidArgument, what, "count ", count, " of ", reduce::dtypeName(dtype),
            blocks > 1 ? concat(" per rank (", blocks, " ranks)") : std::string(),
            " overflows the address space");
     const size_t bytes = count * elem;
-    const size_t sendBytes = kind == Kind::kReduceScatter ? bytes * blocks : bytes;
-    const size_t recvBytes = kind == Kind::kAllGather ? bytes * blocks : bytes;
+    const size_t sendBytes = kind == Kind::kAllGather ? bytes : bytes * blocks;
+    const size_t recvBytes = kind == Kind::kReduceScatter ? bytes : bytes * blocks;
     if (rooted && (root < 0 || root >= size_))
       fail(priocclInvalidArgument, what, "root ", root, " is not a rank of this communicator (",
            size_, " ranks)");
@@ -198,11 +201,13 @@ class CommImpl {
     const size_t ownBlock = static_cast<size_t>(rank_) * bytes;
     const bool inPlace = kind == Kind::kAllGather       ? s == r + ownBlock
                          : kind == Kind::kReduceScatter ? r == s + ownBlock
+                         : kind == Kind::kAllToAll      ? false
                                                         : s == r;
     if (count > 0 && reads && writes && !inPlace && s < r + recvBytes && r < s + sendBytes)
       fail(priocclInvalidArgument, what, "sendbuf and recvbuf overlap without being in place (",
            kind == Kind::kAllGather       ? "sendbuf at this rank's block of recvbuf"
            : kind == Kind::kReduceScatter ? "recvbuf at this rank's block of sendbuf"
+           : kind == Kind::kAllToAll      ? "an all-to-all is never in place"
                                           : "the same pointer",
            ")");
     auto state = makeOp(send, recv, count, dtype, broadcast ? priocclSum : op);
@@ -605,6 +610,47 @@ void Communicator::reduceScatter(const void* sendbuf, void* recvbuf, size_t recv
   impl()
       .collectiveAsync(detail::OpState::Kind::kReduceScatter, sendbuf, recvbuf, recvcount, datatype,
                        op, -1, 0, nullptr, true)
+      .wait();
+}
+
+Request Communicator::allToAllAsync(const void* sendbuf, void* recvbuf, size_t count,
+                                    priocclDataType_t datatype, int priority) {
+  detail::validateEnums(datatype, priocclSum);
+  return impl().collectiveAsync(detail::OpState::Kind::kAllToAll, sendbuf, recvbuf, count, datatype,
+                                priocclSum, -1, priority, nullptr);
+}
+
+Request Communicator::allToAllAsync(const void* sendbuf, void* recvbuf, size_t count,
+                                    priocclDataType_t datatype, int priority,
+                                    const std::string& key) {
+  detail::validateEnums(datatype, priocclSum);
+  return impl().collectiveAsync(detail::OpState::Kind::kAllToAll, sendbuf, recvbuf, count, datatype,
+                                priocclSum, -1, priority, &key);
+}
+
+void Communicator::allToAll(const void* sendbuf, void* recvbuf, size_t count,
+                            priocclDataType_t datatype) {
+  detail::validateEnums(datatype, priocclSum);
+  impl()
+      .collectiveAsync(detail::OpState::Kind::kAllToAll, sendbuf, recvbuf, count, datatype,
+                       priocclSum, -1, 0, nullptr, true)
+      .wait();
+}
+
+Request Communicator::barrierAsync(int priority) {
+  return impl().collectiveAsync(detail::OpState::Kind::kBarrier, nullptr, nullptr, 0, priocclUint8,
+                                priocclSum, -1, priority, nullptr);
+}
+
+Request Communicator::barrierAsync(int priority, const std::string& key) {
+  return impl().collectiveAsync(detail::OpState::Kind::kBarrier, nullptr, nullptr, 0, priocclUint8,
+                                priocclSum, -1, priority, &key);
+}
+
+void Communicator::barrier() {
+  impl()
+      .collectiveAsync(detail::OpState::Kind::kBarrier, nullptr, nullptr, 0, priocclUint8,
+                       priocclSum, -1, 0, nullptr, true)
       .wait();
 }
 

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "algo/all_gather.h"
+#include "algo/all_to_all.h"
 #include "algo/broadcast.h"
 #include "algo/point_to_point.h"
 #include "algo/reduce_scatter.h"
@@ -22,7 +23,7 @@ constexpr size_t kMinChunksPerOp = 4, kMinChunkBytes = 64 << 10;
 uint64_t maxSteps(int nranks) {
   // The collectives beside all-reduce (broadcast: 1).
   int most = std::max({ReduceChunk::steps(nranks), AllGatherChunk::steps(nranks),
-                       ReduceScatterChunk::steps(nranks)});
+                       ReduceScatterChunk::steps(nranks), AllToAllChunk::steps(nranks)});
   for (const AlgoEntry& e : algoRegistry()) most = std::max(most, e.steps(nranks));
   return static_cast<uint64_t>(most);
 }
@@ -105,7 +106,8 @@ ChunkSpec ChunkRunner::chunkSpec(const OpState& op, size_t first, size_t count) 
   spec.op = op.op;
   spec.rank = rank_;
   spec.nranks = nranks_;
-  if (op.kind == OpState::Kind::kAllGather || op.kind == OpState::Kind::kReduceScatter)
+  if (op.kind == OpState::Kind::kAllGather || op.kind == OpState::Kind::kReduceScatter ||
+      op.kind == OpState::Kind::kAllToAll)
     spec.blockStride = op.count;  // one block of count elements per rank
   return spec;
 }
@@ -170,6 +172,9 @@ void ChunkRunner::makeDataChunk(Slot& slot, const ChunkSpec& spec) {
       return;
     case OpState::Kind::kReduceScatter:
       slot.algo = std::make_unique<ReduceScatterChunk>(spec, scratch_);
+      return;
+    case OpState::Kind::kAllToAll:
+      slot.algo = std::make_unique<AllToAllChunk>(spec);
       return;
     default:  // all-reduce (point to point has its own lanes)
       slot.algo = algoEntry(op.algorithm).make(spec, scratch_);

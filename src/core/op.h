@@ -41,7 +41,8 @@ class ErrorLog {
 struct ProgressGate;
 
 struct OpState : std::enable_shared_from_this<OpState> {
-  // A collective (all-reduce; broadcast from or reduce to `root`; all-gather, reduce-scatter), or
+  // A collective (all-reduce; broadcast from or reduce to `root`; all-gather, reduce-scatter,
+  // all-to-all; a barrier: count 0, matched and checked like the others, no data), or
   // a point-to-point send to / receive from `peer` with the user's `tag`. The values travel in
   // Announce::kind: never renumber them.
   enum class Kind : uint8_t {
@@ -51,9 +52,11 @@ struct OpState : std::enable_shared_from_this<OpState> {
     kBroadcast = 3,
     kReduce = 4,
     kAllGather = 5,
-    kReduceScatter = 6
+    kReduceScatter = 6,
+    kAllToAll = 7,
+    kBarrier = 8
   };
-  static constexpr int kKinds = 7;
+  static constexpr int kKinds = 9;
   Kind kind = Kind::kAllReduce;
   int peer = -1;
   int tag = 0;

@@ -12,6 +12,8 @@ constexpr auto kBroadcastKind = static_cast<int32_t>(OpState::Kind::kBroadcast);
 constexpr auto kReduceKind = static_cast<int32_t>(OpState::Kind::kReduce);
 constexpr auto kAllGatherKind = static_cast<int32_t>(OpState::Kind::kAllGather);
 constexpr auto kReduceScatterKind = static_cast<int32_t>(OpState::Kind::kReduceScatter);
+constexpr auto kAllToAllKind = static_cast<int32_t>(OpState::Kind::kAllToAll);
+constexpr auto kBarrierKind = static_cast<int32_t>(OpState::Kind::kBarrier);
 
 // An op kind read off the wire, named ("op" when no kind has that value).
 const char* wireKindName(int32_t kind) {
@@ -32,6 +34,8 @@ std::string describeArgs(const Announce& a, bool withKind) {
     return concat("reduce to root ", a.root, ", count ", a.count, ", ", dtype, ", ",
                   reduce::opName(static_cast<priocclRedOp_t>(a.op)));
   if (a.kind == kAllGatherKind) return concat("allgather, count ", a.count, " per rank, ", dtype);
+  if (a.kind == kAllToAllKind) return concat("alltoall, count ", a.count, " per rank, ", dtype);
+  if (a.kind == kBarrierKind) return "barrier";
   if (a.kind == kReduceScatterKind)
     return concat("reducescatter, count ", a.count, " per rank, ", dtype, ", ",
                   reduce::opName(static_cast<priocclRedOp_t>(a.op)));
@@ -66,6 +70,10 @@ const char* kindName(OpState::Kind kind) {
       return "allgather";
     case OpState::Kind::kReduceScatter:
       return "reducescatter";
+    case OpState::Kind::kAllToAll:
+      return "alltoall";
+    case OpState::Kind::kBarrier:
+      return "barrier";
     case OpState::Kind::kSend:
       return "send";
     case OpState::Kind::kRecv:
@@ -88,7 +96,8 @@ Announce OpMatcher::arguments(const OpState& op) {
   a.key = keyHash(op);
   a.count = op.count;
   a.dtype = enumBits(op.dtype);
-  bool reduces = op.kind != OpState::Kind::kBroadcast && op.kind != OpState::Kind::kAllGather;
+  bool reduces = op.kind == OpState::Kind::kAllReduce || op.kind == OpState::Kind::kReduce ||
+                 op.kind == OpState::Kind::kReduceScatter;
   a.op = reduces ? enumBits(op.op) : 0;
   a.kind = static_cast<int32_t>(op.kind);
   a.root = op.root;

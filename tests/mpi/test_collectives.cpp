@@ -1,5 +1,5 @@
 // Multi-rank correctness of the collectives beside all-reduce (broadcast, reduce, all-gather,
-// reduce-scatter): every dtype x
+// reduce-scatter, all-to-all, barrier): every dtype x
 // (op x) root x size x placement against MPI's own collective on the same bytes, bitwise; named ops
 // submitted in different orders on different ranks; collectives mixed with all-reduces of other
 // priorities, each as the urgent and as the bulk op.
@@ -11,9 +11,11 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mpi_test_util.h"
@@ -310,6 +312,41 @@ TEST_F(Collectives, ReduceScatterMatchesMpi) {
   }
 }
 
+// Every dtype and size: every rank's receive buffer holds MPI_Alltoall's result of the same bytes.
+TEST_F(Collectives, AllToAllMatchesMpiAlltoall) {
+  const size_t counts[] = {1, 13, 4099, 100000 / kSanitizerShrink};
+  uint64_t seed = 900;
+  for (priocclDataType_t dt : kDtypes) {
+    for (size_t count : counts) {
+      ++seed;
+      const size_t bytes = count * sizeOf(dt), all = bytes * static_cast<size_t>(size_);
+      std::string label = "dtype " + std::to_string(dt) + " count " + std::to_string(count);
+      std::vector<unsigned char> mine = bytesOf(seed * 64 + rank_, all), want(all);
+      MPI_Alltoall(mine.data(), static_cast<int>(bytes), MPI_BYTE, want.data(),
+                   static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD);
+      std::vector<unsigned char> recv(all, 0xCD);
+      comm_.allToAll(mine.data(), recv.data(), count, dt);
+      EXPECT_EQ(firstDifference(want, recv.data()), -1) << label;
+    }
+  }
+}
+
+// A barrier returns on no rank before the last rank has entered it (rank 0 enters 300 ms late),
+// unnamed and named, blocking and async.
+TEST_F(Collectives, BarrierWaitsForTheLastRank) {
+  using Clock = std::chrono::steady_clock;
+  for (int form = 0; form < 3; ++form) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    auto start = Clock::now();
+    if (rank_ == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    if (form == 0) comm_.barrier();
+    if (form == 1) comm_.barrierAsync(0, "named.barrier").wait();
+    if (form == 2) comm_.barrierAsync(-3).wait();
+    double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    EXPECT_GE(ms, 250.0) << "form " << form << ": left the barrier before rank 0 entered it";
+  }
+}
+
 // Count 0 succeeds at once with no buffers, as for all-reduce.
 TEST_F(Collectives, BroadcastOfNothing) {
   comm_.broadcast(nullptr, nullptr, 0, priocclFloat32, size_ - 1);
@@ -318,6 +355,7 @@ TEST_F(Collectives, BroadcastOfNothing) {
   comm_.reduceAsync(nullptr, nullptr, 0, priocclInt8, priocclMax, size_ - 1, 3, "empty").wait();
   comm_.allGather(nullptr, nullptr, 0, priocclFloat64);
   comm_.reduceScatter(nullptr, nullptr, 0, priocclFloat64, priocclAvg);
+  comm_.allToAll(nullptr, nullptr, 0, priocclInt32);
 }
 
 // Named broadcasts match by key, whatever order each rank submits them in; unnamed ones by order.
