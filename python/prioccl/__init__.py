@@ -17,7 +17,9 @@ from . import _lib
 
 __all__ = ["init", "shutdown", "abort", "is_initialized", "rank", "size", "local_rank", "allreduce",
            "allreduce_", "allreduce_async", "allreduce_async_", "synchronize", "poll",
-           "broadcast", "broadcast_", "broadcast_async", "broadcast_async_", "broadcast_parameters", "send_async", "recv_async", "PriocclError",
+           "broadcast", "broadcast_", "broadcast_async", "broadcast_async_", "broadcast_parameters",
+           "reduce", "reduce_async", "allgather", "allgather_async", "reducescatter",
+           "reducescatter_async", "alltoall", "alltoall_async", "barrier", "send_async", "recv_async", "PriocclError",
            "Sum", "Prod", "Min", "Max", "Average"]
 
 # priocclRedOp_t
@@ -259,6 +261,134 @@ def broadcast_parameters(params, root_rank=0):
         handles.append(broadcast_async_(target, root_rank, name=f"prioccl.broadcast.{name}"))
     for h in handles:
         synchronize(h)
+
+
+def _submit(what, name, unnamed, named):
+    """Runs the C call (unnamed(req) or named(key, req)); returns the request."""
+    _require()
+    req = ctypes.c_void_p()
+    if name is None:
+        result = unnamed(ctypes.byref(req))
+    else:
+        result = named(str(name).encode(), ctypes.byref(req))
+    _check(result, what)
+    return req
+
+
+def _new_empty(t, count):
+    """A new contiguous 1-D tensor/array of t's dtype with `count` elements."""
+    if hasattr(t, "data_ptr"):
+        import torch
+        return torch.empty(count, dtype=t.dtype)
+    import numpy
+    return numpy.empty(count, dtype=t.dtype)
+
+
+def _rows(t):
+    """Elements per first-dimension row (1 for a 1-D or 0-D tensor)."""
+    shape = tuple(t.shape)
+    n = 1
+    for d in shape[1:]:
+        n *= d
+    return n
+
+
+def _reshape_rows(flat, like, rows):
+    """`flat` as `rows` rows shaped like `like`'s trailing dimensions."""
+    return flat.reshape((rows,) + tuple(like.shape)[1:])
+
+
+def reduce_async(tensor, root_rank=0, op=Average, priority=0, name=None):
+    """Starts a reduce of `tensor` to root_rank; synchronize() returns the result there (a new
+    tensor) and None on the other ranks. `tensor` is unchanged."""
+    s_ptr, count, code = _buffer(tensor, writable=False)
+    out = _empty_like(tensor) if rank() == root_rank else None
+    d_ptr = _buffer(out)[0] if out is not None else None
+    req = _submit("reduce", name,
+                  lambda r: _L.priocclReduceAsync(s_ptr, d_ptr, count, code, op, root_rank,
+                                                  priority, _comm, r),
+                  lambda k, r: _L.priocclReduceNamedAsync(s_ptr, d_ptr, count, code, op,
+                                                          root_rank, priority, k, _comm, r))
+    return Handle(req, (tensor, out), out)
+
+
+def reduce(tensor, root_rank=0, op=Average, priority=0, name=None):
+    return synchronize(reduce_async(tensor, root_rank, op, priority, name))
+
+
+def allgather_async(tensor, priority=0, name=None):
+    """Starts gathering every rank's `tensor` into one, concatenated along the first dimension in
+    rank order (every rank must pass the same shape: ranks that differ all get a PriocclError)."""
+    s_ptr, count, code = _buffer(tensor, writable=False)
+    p = size()
+    flat = _new_empty(tensor, count * p)
+    d_ptr = _buffer(flat)[0]
+    req = _submit("allgather", name,
+                  lambda r: _L.priocclAllGatherAsync(s_ptr, d_ptr, count, code, priority, _comm, r),
+                  lambda k, r: _L.priocclAllGatherNamedAsync(s_ptr, d_ptr, count, code, priority,
+                                                             k, _comm, r))
+    rows = tuple(tensor.shape)[0] * p if len(tuple(tensor.shape)) > 0 else p
+    return Handle(req, (tensor, flat), _reshape_rows(flat, tensor, rows))
+
+
+def allgather(tensor, priority=0, name=None):
+    return synchronize(allgather_async(tensor, priority, name))
+
+
+def reducescatter_async(tensor, op=Average, priority=0, name=None):
+    """Starts a reduce-scatter: `tensor`'s first dimension is cut into size() equal parts; rank r
+    gets the reduction of every rank's part r (a new tensor)."""
+    s_ptr, count, code = _buffer(tensor, writable=False)
+    p = size()
+    shape = tuple(tensor.shape)
+    if not shape or shape[0] % p:
+        raise PriocclError(f"reducescatter: the first dimension ({shape[0] if shape else 'none'}) "
+                           f"must divide into {p} equal parts, one per rank")
+    part = count // p
+    flat = _new_empty(tensor, part)
+    d_ptr = _buffer(flat)[0]
+    req = _submit("reducescatter", name,
+                  lambda r: _L.priocclReduceScatterAsync(s_ptr, d_ptr, part, code, op, priority,
+                                                         _comm, r),
+                  lambda k, r: _L.priocclReduceScatterNamedAsync(s_ptr, d_ptr, part, code, op,
+                                                                 priority, k, _comm, r))
+    return Handle(req, (tensor, flat), _reshape_rows(flat, tensor, shape[0] // p))
+
+
+def reducescatter(tensor, op=Average, priority=0, name=None):
+    return synchronize(reducescatter_async(tensor, op, priority, name))
+
+
+def alltoall_async(tensor, priority=0, name=None):
+    """Starts an all-to-all with equal splits: `tensor`'s first dimension is cut into size()
+    equal parts; part j goes to rank j, and the result holds every rank's part for this rank, in
+    rank order (a new tensor of the same shape)."""
+    s_ptr, count, code = _buffer(tensor, writable=False)
+    p = size()
+    shape = tuple(tensor.shape)
+    if not shape or shape[0] % p:
+        raise PriocclError(f"alltoall: the first dimension ({shape[0] if shape else 'none'}) "
+                           f"must divide into {p} equal parts (uneven splits: not yet)")
+    out = _empty_like(tensor)
+    d_ptr = _buffer(out)[0]
+    req = _submit("alltoall", name,
+                  lambda r: _L.priocclAllToAllAsync(s_ptr, d_ptr, count // p, code, priority,
+                                                    _comm, r),
+                  lambda k, r: _L.priocclAllToAllNamedAsync(s_ptr, d_ptr, count // p, code,
+                                                            priority, k, _comm, r))
+    return Handle(req, (tensor, out), out)
+
+
+def alltoall(tensor, priority=0, name=None):
+    return synchronize(alltoall_async(tensor, priority, name))
+
+
+def barrier(priority=0):
+    """Returns once every rank has called barrier()."""
+    _require()
+    req = ctypes.c_void_p()
+    _check(_L.priocclBarrierAsync(priority, _comm, ctypes.byref(req)), "barrier")
+    synchronize(Handle(req, (), None))
 
 
 def send_async(tensor, peer, tag=0, priority=0):

@@ -61,6 +61,31 @@ def numpy_cases(r, p):
         expect_error(lambda: prioccl.broadcast(mine, root_rank=r, name="badroot"),
                      "Mismatched broadcast 'badroot'", "root mismatch")
 
+    # reduce: the root gets the sum; the others None
+    x = np.arange(3001, dtype=np.int32) + r
+    got = prioccl.reduce(x, root_rank=p - 1, op=prioccl.Sum)
+    if r == p - 1:
+        check((got == p * np.arange(3001) + p * (p - 1) // 2).all(), "reduce sum at the root")
+    else:
+        check(got is None, "reduce returns None off the root")
+    # allgather: concatenated along the first dimension, in rank order
+    g = prioccl.allgather(np.full((2, 3), r, dtype=np.float64), name="gather")
+    check(g.shape == (2 * p, 3) and all((g[2 * k:2 * k + 2] == k).all() for k in range(p)),
+          "allgather rows in rank order")
+    # reducescatter: part r of the sum
+    t = np.arange(4 * p, dtype=np.float32).reshape(2 * p, 2) + r
+    part = prioccl.reducescatter(t, op=prioccl.Sum)
+    full = np.arange(4 * p, dtype=np.float32).reshape(2 * p, 2) * p + p * (p - 1) / 2
+    check(part.shape == (2, 2) and (part == full[2 * r:2 * r + 2]).all(), "reducescatter part")
+    if p > 1:
+        expect_error(lambda: prioccl.reducescatter(np.zeros(2 * p + 1, dtype=np.float32)),
+                     "equal parts", "reducescatter of an uneven first dimension")
+    # alltoall: part j of rank i lands as part i on rank j
+    a = np.repeat(np.arange(p, dtype=np.int64) * 100 + r, 3)
+    b = prioccl.alltoall(a)
+    check((b == np.repeat(np.arange(p, dtype=np.int64) + 100 * r, 3)).all(), "alltoall")
+    prioccl.barrier()
+
     if p > 1:  # each rank sends its rank to the next
         got = np.zeros(5, dtype=np.float32)
         h_recv = prioccl.recv_async(got, (r - 1) % p, tag=3)
