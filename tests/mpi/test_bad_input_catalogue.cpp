@@ -586,6 +586,50 @@ TEST_F(Catalogue, AllGatherAndReduceScatter) {
   ACCEPTED_CASE(priocclReduceScatter(blocks, buf, 4, f32, priocclMin, comm));
 }
 
+// ---- All-to-all and barrier -------------------------------------------------------------------
+
+TEST_F(Catalogue, AllToAllAndBarrier) {
+  priocclComm_t dead = deadComm();
+  const auto f32 = priocclFloat32;
+  const size_t n = static_cast<size_t>(size_);
+  std::vector<float> a(4 * n, 1.0f), b(4 * n, 0.0f);
+  for (const char* key : {static_cast<const char*>(nullptr), "catalogue.alltoall"}) {
+    auto all = [&](const void* s, void* d, size_t c, priocclDataType_t t, priocclComm_t cm) {
+      priocclRequest_t r = sentinel<priocclRequest_t>();
+      priocclResult_t rc = key ? priocclAllToAllNamedAsync(s, d, c, t, 0, key, cm, &r)
+                               : priocclAllToAllAsync(s, d, c, t, 0, cm, &r);
+      finishRequest(rc, r);
+      return rc;
+    };
+    BAD_CASE(all(nullptr, b.data(), 4, f32, comm), priocclInvalidArgument, "sendbuf");
+    BAD_CASE(all(a.data(), nullptr, 4, f32, comm), priocclInvalidArgument, "recvbuf");
+    BAD_CASE(all(a.data(), a.data(), 4, f32, comm), priocclInvalidArgument, "never in place");
+    BAD_CASE(all(a.data(), a.data() + 1, 4, f32, comm), priocclInvalidArgument, "overlap");
+    BAD_CASE(all(a.data(), b.data(), 4, rawEnum<priocclDataType_t>(77), comm),
+             priocclInvalidArgument, "datatype");
+    BAD_CASE(all(a.data(), b.data(), SIZE_MAX / 4 / n + 1, f32, comm), priocclInvalidArgument,
+             "count");
+    BAD_CASE(all(a.data(), b.data(), 4, f32, nullptr), priocclInvalidArgument, "comm");
+    BAD_CASE(all(a.data(), b.data(), 4, f32, dead), priocclInvalidUsage, "comm");
+    ACCEPTED_CASE(all(a.data(), b.data(), 4, f32, comm));
+    ACCEPTED_CASE(all(nullptr, nullptr, 0, f32, comm));
+  }
+  BAD_CASE(priocclAllToAllAsync(a.data(), b.data(), 4, f32, 0, comm, nullptr),
+           priocclInvalidArgument, "request");
+  BAD_CASE(priocclAllToAllNamedAsync(a.data(), b.data(), 4, f32, 0, nullptr, comm, nullptr),
+           priocclInvalidArgument, "key");
+  BAD_CASE(priocclAllToAll(a.data(), b.data(), 4, rawEnum<priocclDataType_t>(-5), comm),
+           priocclInvalidArgument, "datatype");
+  BAD_CASE(priocclBarrier(nullptr), priocclInvalidArgument, "comm");
+  BAD_CASE(priocclBarrier(dead), priocclInvalidUsage, "comm");
+  BAD_CASE(priocclBarrierAsync(0, comm, nullptr), priocclInvalidArgument, "request");
+  BAD_CASE(priocclBarrierAsync(0, dead, nullptr), priocclInvalidArgument, "request");
+  ACCEPTED_CASE(priocclBarrier(comm));
+  priocclRequest_t r = nullptr;
+  ACCEPTED_CASE(priocclBarrierAsync(INT_MAX, comm, &r));
+  EXPECT_EQ(priocclWait(r), priocclSuccess);
+}
+
 // ---- Point to point --------------------------------------------------------------------------
 
 TEST_F(Catalogue, PointToPoint) {
@@ -1054,7 +1098,7 @@ class Mismatch : public Catalogue {
     priocclRedOp_t op;
     int root = -1;        // >= 0: a broadcast from this root (op unused), or ...
     bool reduce = false;  // ... a reduce to it
-    bool allGather = false, reduceScatter = false;
+    bool allGather = false, reduceScatter = false, allToAll = false, barrier = false;
   };
   static constexpr size_t kMaxBytes = 16384;
 
@@ -1069,11 +1113,18 @@ class Mismatch : public Catalogue {
     priocclRequest_t r = nullptr;
     priocclResult_t submitted;
     // Room for size() blocks of the largest count either way.
-    if (mine.allGather || mine.reduceScatter) {
+    if (mine.allGather || mine.reduceScatter || mine.allToAll) {
       send.assign(kMaxBytes * static_cast<size_t>(size_), 0x5A);
       recv.assign(kMaxBytes * static_cast<size_t>(size_), 0xA5);
     }
-    if (mine.allGather)
+    if (mine.barrier)
+      submitted = priocclBarrierAsync(0, comm, &r);
+    else if (mine.allToAll)
+      submitted =
+          key ? priocclAllToAllNamedAsync(send.data(), recv.data(), mine.count, mine.dtype, 0, key,
+                                          comm, &r)
+              : priocclAllToAllAsync(send.data(), recv.data(), mine.count, mine.dtype, 0, comm, &r);
+    else if (mine.allGather)
       submitted = key ? priocclAllGatherNamedAsync(send.data(), recv.data(), mine.count, mine.dtype,
                                                    0, key, comm, &r)
                       : priocclAllGatherAsync(send.data(), recv.data(), mine.count, mine.dtype, 0,
@@ -1108,7 +1159,9 @@ class Mismatch : public Catalogue {
     EXPECT_TRUE(msg.find("Mismatched allreduce") != std::string::npos ||
                 msg.find("Mismatched broadcast") != std::string::npos ||
                 msg.find("Mismatched reduce") != std::string::npos ||
-                msg.find("Mismatched allgather") != std::string::npos)
+                msg.find("Mismatched allgather") != std::string::npos ||
+                msg.find("Mismatched alltoall") != std::string::npos ||
+                msg.find("Mismatched barrier") != std::string::npos)
         << label << ": " << msg;
     expectSameEverywhere(msg, label);
     EXPECT_EQ(std::count(recv.begin(), recv.end(), 0xA5), static_cast<long>(recv.size()))
@@ -1237,7 +1290,15 @@ TEST_F(Mismatch, SingleOps) {
                 pick(last, {100, priocclFloat32, priocclMax, -1, false, false, true}, scatter));
     runMismatch(kind + "allgather against reducescatter", key, pick(0, gather, scatter));
     runMismatch(kind + "reducescatter against allreduce", key, pick(last, f32, scatter));
+    const Args toAll{100, priocclFloat32, priocclSum, -1, false, false, false, true};
+    runMismatch(kind + "alltoall: count", key,
+                pick(1, {99, priocclFloat32, priocclSum, -1, false, false, false, true}, toAll));
+    runMismatch(kind + "alltoall against allgather", key, pick(last, gather, toAll));
   }
+  // A barrier against an all-reduce of nothing (unnamed: barriers take no key).
+  const Args barrier{0, priocclUint8, priocclSum, -1, false, false, false, false, true};
+  runMismatch("unnamed barrier against an empty allreduce", nullptr,
+              pick(last, {0, priocclUint8, priocclSum}, barrier));
   for (const char* key : {static_cast<const char*>(nullptr), "catalogue.reduce.mismatch"}) {
     std::string kind = key ? "named reduce: " : "unnamed reduce: ";
     runMismatch(kind + "root", key,
