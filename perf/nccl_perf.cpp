@@ -256,8 +256,8 @@ double timeOps(const Options& o, Blocking&& blocking, Submit&& submit, bool asyn
 
 struct Row {
   const DtypeInfo* dt;
-  const OpInfo* op;  // nullptr: the collective takes none ("none")
-  size_t nbytes, count;
+  const OpInfo* op;      // nullptr: the collective takes none ("none")
+  size_t nbytes, count;  // the size and count columns: max(send, recv) (Counts)
   Timing out, in;        // prioccl; `in` unmeasured (NAN) under --osu
   bool mpi = false;      // the baseline ran at this size
   Timing mpiOut, mpiIn;  // the MPI collective
@@ -378,43 +378,54 @@ class Bench {
     return head + cols(out, r.nbytes) + cols(in, r.nbytes);
   }
 
-  // Before an in-place op: this rank's buffer holds its send data, or poison where the collective
-  // ignores this rank's input.
-  void prepareInPlace(const SweepCase& sc, const void* send, void* recv, size_t nbytes) const {
+  // Before an in-place op: the in-place buffer poisoned, then this rank's send data at its
+  // in-place send position, unless the collective ignores this rank's input.
+  void prepareInPlace(const SweepCase& sc, const Counts& n, const unsigned char* send,
+                      unsigned char* buf) const {
+    const size_t elt = sc.dt->size;
+    poison(buf, std::max(n.send, n.recv) * elt);
     if (c_.inPlaceInput(sc))
-      std::memcpy(recv, send, nbytes);
-    else
-      poison(recv, nbytes);
+      std::memcpy(buf + sc.rank * n.sendInPlaceOffset * elt, send, n.send * elt);
+  }
+
+  // The call's buffers: out of place the two buffers, in place positions in `buf`.
+  CallArgs callArgs(const SweepCase& sc, const Counts& n, const unsigned char* send,
+                    unsigned char* buf, bool inPlace) const {
+    const size_t elt = sc.dt->size;
+    if (!inPlace) return CallArgs{sc, send, buf, n.param, false};
+    return CallArgs{sc, buf + sc.rank * n.sendInPlaceOffset * elt,
+                    buf + sc.rank * n.recvInPlaceOffset * elt, n.param, true};
   }
 
   // Wrong elements over o.check checked iterations of `once` and all ranks (-1 when -c 0). Each
-  // iteration starts from fresh inputs: in place, recv is prepared again (prepareInPlace); out of
-  // place, recv is poisoned so an element never written is caught.
+  // iteration starts from fresh inputs: in place, the buffer is prepared again (prepareInPlace);
+  // out of place, recv is poisoned so an element never written is caught.
   template <typename Once>
-  long long checkOps(const SweepCase& sc, const void* send, void* recv, size_t count, bool inPlace,
-                     Once&& once) const {
+  long long checkOps(const SweepCase& sc, const Counts& n, const unsigned char* send,
+                     unsigned char* buf, const CallArgs& a, Once&& once) const {
     if (!o_.check) return -1;
     long long wrong = 0;
-    size_t nbytes = count * sc.dt->size;
     for (int k = 0; k < o_.check; ++k) {
-      if (inPlace)
-        prepareInPlace(sc, send, recv, nbytes);
+      if (a.inPlace)
+        prepareInPlace(sc, n, send, buf);
       else
-        poison(recv, nbytes);
+        poison(a.recv, n.recv * sc.dt->size);
       once();
-      wrong += c_.countWrong(sc, recv, count);
+      wrong += c_.countWrong(sc, a.recv, n.recv);
     }
     return sumOverRanks(wrong);
   }
 
   void runCombination(prioccl::Communicator& comm, const DtypeInfo* dt, const OpInfo* op) {
     const SweepCase sc{dt, op, rootColumn(), rank_, p_};
-    // The largest size's buffers; the data does not depend on the size, so one fill serves all.
-    std::vector<unsigned char> sendBuf(std::max<size_t>(1, o_.maxBytes / dt->size) * dt->size);
-    std::vector<unsigned char> recvBuf(sendBuf.size());
-    c_.fillSend(sc, sendBuf.data(), sendBuf.size() / dt->size);
-    unsigned char* send = sendBuf.data();
-    unsigned char* recv = recvBuf.data();
+    // The largest size's buffers (recvBuf also serves in place, so it holds max(send, recv)
+    // elements); the data does not depend on the size, so one fill serves all.
+    const Counts most = c_.counts(std::max<size_t>(1, o_.maxBytes / dt->size), p_);
+    std::vector<unsigned char> sendBuf(most.send * dt->size);
+    std::vector<unsigned char> recvBuf(std::max(most.send, most.recv) * dt->size);
+    c_.fillSend(sc, sendBuf.data(), most.send);
+    const unsigned char* send = sendBuf.data();
+    unsigned char* buf = recvBuf.data();
     if (rank_ == 0 && o_.osu) {
       if (c_.takesOp())
         std::printf("# Datatype: %s, op: %s\n", dt->name, opName(op));
@@ -426,31 +437,31 @@ class Bench {
                   "Max Latency(us)", "Iterations");
     }
     for (long long bytes = o_.minBytes; bytes <= o_.maxBytes; bytes = nextBytes(o_, bytes)) {
-      Row r{dt, op, 0, std::max<size_t>(1, bytes / dt->size), {}, {}, false, {}, {}};
+      const Counts n = c_.counts(std::max<size_t>(1, bytes / dt->size), p_);
+      Row r{dt, op, 0, std::max(n.send, n.recv), {}, {}, false, {}, {}};
       r.nbytes = r.count * dt->size;
-      const size_t count = r.count;
-      // prioccl, out of place, then in place (sendbuf == recvbuf).
+      // prioccl, out of place, then in place.
       for (bool inPlace : {false, true}) {
         if (inPlace && o_.osu) break;  // OSU's tests are out of place only
-        if (inPlace) prepareInPlace(sc, send, recv, r.nbytes);
-        const CallArgs a{sc, inPlace ? recv : send, recv, count, inPlace};
+        if (inPlace) prepareInPlace(sc, n, send, buf);
+        const CallArgs a = callArgs(sc, n, send, buf, inPlace);
         auto once = [&] { c_.call(comm, a); };
         auto submit = [&] { return c_.callAsync(comm, a); };
         Timing& t = inPlace ? r.in : r.out;
         t = overRanks(timeOps(o_, once, submit, !o_.blocking), p_);
-        t.wrong = checkOps(sc, send, recv, count, inPlace, once);
+        t.wrong = checkOps(sc, n, send, buf, a, once);
       }
       // The MPI collective, the same two placements (always blocking).
-      r.mpi = o_.mpiBaseline && !o_.osu && c_.mpiSupports(*dt, count);
+      r.mpi = o_.mpiBaseline && !o_.osu && c_.mpiSupports(*dt, n.param);
       for (bool inPlace : {false, true}) {
         if (!r.mpi) break;
-        if (inPlace) prepareInPlace(sc, send, recv, r.nbytes);
-        const CallArgs a{sc, inPlace ? recv : send, recv, count, inPlace};
+        if (inPlace) prepareInPlace(sc, n, send, buf);
+        const CallArgs a = callArgs(sc, n, send, buf, inPlace);
         auto once = [&] { c_.mpiCall(a); };
         auto noSubmit = [] { return prioccl::Request(); };
         Timing& t = inPlace ? r.mpiIn : r.mpiOut;
         t = overRanks(timeOps(o_, once, noSubmit, false), p_);
-        t.wrong = checkOps(sc, send, recv, count, inPlace, once);
+        t.wrong = checkOps(sc, n, send, buf, a, once);
       }
       for (const Timing* t : {&r.out, &r.in, &r.mpiOut, &r.mpiIn})
         wrongTotal_ += std::max(0LL, t->wrong);

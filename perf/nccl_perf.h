@@ -77,7 +77,17 @@ struct SweepCase {
   int rank, nranks;
 };
 
-// One call: `count` elements; in place, send == recv.
+// One call's element counts at a sweep size of `count` elements, as nccl-tests'
+// GetCollByteCount gives them: what this rank sends and receives, the call's count argument, and
+// where in place puts the buffers inside the one in-place buffer (which holds max(send, recv)
+// elements): rank r's send buffer at r * sendInPlaceOffset, its receive buffer at
+// r * recvInPlaceOffset. The data line's size is max(send, recv) elements.
+struct Counts {
+  size_t send, recv, param;
+  size_t sendInPlaceOffset = 0, recvInPlaceOffset = 0;
+};
+
+// One call: `count` elements (Counts::param); in place, send and recv lie in one buffer.
 struct CallArgs {
   const SweepCase& sc;
   const void* send;
@@ -116,20 +126,27 @@ class Collective {
   virtual bool hasCompareModes() const { return false; }
 
   // ---- the measurement ----
+  // The counts at a sweep size of `count` elements; by default every one is `count` and in place
+  // is send == recv (all-reduce, broadcast, reduce). An all-gather would send count / p and
+  // receive (count / p) * p, its in-place send buffer at rank * (count / p).
+  virtual Counts counts(size_t count, int /*nranks*/) const { return {count, count, count}; }
   virtual double busBandwidth(size_t nbytes, double seconds, int nranks) const = 0;  // GB/s
   virtual void call(prioccl::Communicator& comm, const CallArgs& a) const = 0;
   virtual prioccl::Request callAsync(prioccl::Communicator& comm, const CallArgs& a) const = 0;
-  // Whether the baseline can run this dtype at this count; then mpiCall runs it (blocking).
+  // Whether the baseline can run this dtype at this count (Counts::param); then mpiCall runs it
+  // (blocking).
   virtual bool mpiSupports(const DtypeInfo& dt, size_t count) const = 0;
   virtual void mpiCall(const CallArgs& a) const = 0;
 
   // ---- the data ----
-  // This rank's send buffer, `count` elements (the largest size's).
+  // This rank's send buffer, `count` elements (Counts::send of the largest size).
   virtual void fillSend(const SweepCase& sc, void* send, size_t count) const = 0;
-  // Before an in-place op: true when this rank's buffer starts as its send data (copied from the
-  // send buffer), false when it starts poisoned (a rank whose input the collective ignores).
+  // Before an in-place op, the in-place buffer is poisoned; then, when this returns true, this
+  // rank's send data is copied to its in-place send position (false: a rank whose input the
+  // collective ignores, e.g. a broadcast's non-root).
   virtual bool inPlaceInput(const SweepCase& /*sc*/) const { return true; }
-  // Elements of this rank's receive buffer that differ from the expected result.
+  // Elements of this rank's receive buffer (`count` = Counts::recv elements) that differ from the
+  // expected result.
   virtual long long countWrong(const SweepCase& sc, const void* recv, size_t count) const = 0;
 
   // The compare modes (hasCompareModes): one table for o.dtype and o.op; returns the wrong
