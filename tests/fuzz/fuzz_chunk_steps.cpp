@@ -1,6 +1,6 @@
 // libFuzzer target: the input is a script that drives one chunk step machine (ring, tree,
-// recursive doubling, halving-doubling, broadcast, reduce, all-gather, reduce-scatter or the
-// agreement exchange) the way the
+// recursive doubling, halving-doubling, broadcast, reduce, all-gather, reduce-scatter, all-to-all
+// or the agreement exchange) the way the
 // engine may: take ready sends and receives, complete taken transfers in any order, and deliver
 // whatever bytes the "peers" send (for non-exact receives, any length up to the posted size). The
 // peers are the input, so malformed agreement headers, truncated messages and odd completion orders
@@ -30,6 +30,7 @@
 
 #include "algo/agreement.h"
 #include "algo/all_gather.h"
+#include "algo/all_to_all.h"
 #include "algo/broadcast.h"
 #include "algo/reduce_scatter.h"
 #include "algo/reduce_to_root.h"
@@ -88,9 +89,12 @@ class Script {
 
 // What a run exercises: a row of the algorithm registry (every all-reduce algorithm the engine
 // can choose), or, past the last row, a broadcast chunk, a reduce chunk, an all-gather chunk, a
-// reduce-scatter chunk, then the agreement chunk (the last).
+// reduce-scatter chunk, an all-to-all chunk, then the agreement chunk (the last).
 size_t kinds() {
-  return prioccl::algoRegistry().size() + 5;
+  return prioccl::algoRegistry().size() + 6;
+}
+bool isAllToAllKind(size_t kind) {
+  return kind == prioccl::algoRegistry().size() + 4;
 }
 bool isAllGatherKind(size_t kind) {
   return kind == prioccl::algoRegistry().size() + 2;
@@ -109,6 +113,7 @@ const char* kindName(size_t kind) {
   if (isBroadcastKind(kind)) return "broadcast";
   if (isReduceKind(kind)) return "reduce";
   if (isAllGatherKind(kind)) return "allgather";
+  if (isAllToAllKind(kind)) return "alltoall";
   return isReduceScatterKind(kind) ? "reducescatter" : "agreement";
 }
 
@@ -202,7 +207,7 @@ class Run {
     }
 
     size_t blockBytes = 0;
-    if (isBroadcast() || isAllGather()) {
+    if (isBroadcast() || isAllGather() || isAllToAll()) {
       blockBytes = 0;  // no scratch
     } else if (isReduce() || isReduceScatter()) {
       blockBytes = chunkBytes;  // the engine's blocks hold at least a chunk
@@ -221,6 +226,8 @@ class Run {
       algo_ = std::make_unique<BroadcastChunk>(spec_, root_, shape_);
     } else if (isAllGather()) {
       algo_ = std::make_unique<AllGatherChunk>(spec_);
+    } else if (isAllToAll()) {
+      algo_ = std::make_unique<AllToAllChunk>(spec_);
     } else if (isReduceScatter()) {
       algo_ = std::make_unique<ReduceScatterChunk>(spec_, *pool_);
     } else if (isReduce()) {
@@ -441,6 +448,15 @@ class Run {
     send_.resize(p * slice);
     for (size_t i = slice; i < send_.size(); ++i) send_[i] = static_cast<unsigned char>(i * 97 + 5);
     contribution_ = send_;
+    if (isAllToAll()) {  // never in place; block r is this rank's own
+      recv_.assign(p * slice, 0xEE);
+      spec_.send = send_.data();
+      spec_.recv = recv_.data();
+      known_.assign(p, {});
+      known_[r].assign(contributionOf(static_cast<int>(r)),
+                       contributionOf(static_cast<int>(r)) + slice);
+      return;
+    }
     recv_.assign(slice, 0xEE);
     spec_.send = send_.data();
     spec_.recv = inPlace ? send_.data() + r * slice : recv_.data();
@@ -455,6 +471,11 @@ class Run {
   // made at step s - 1.
   const std::vector<unsigned char>* expectedSend(int s) {
     if (isAllGather()) return &known_[static_cast<size_t>(mod(spec_.rank - s))];
+    if (isAllToAll()) {  // step s: this rank's block for rank r + s + 1
+      const int peer = mod(spec_.rank + s + 1);
+      firstSend_.assign(contributionOf(peer), contributionOf(peer) + slice_);
+      return &firstSend_;
+    }
     if (s == 0) {
       firstSend_.assign(contributionOf(mod(spec_.rank - 1)),
                         contributionOf(mod(spec_.rank - 1)) + slice_);
@@ -470,6 +491,10 @@ class Run {
   }
   void blockArrived(int step, const unsigned char* buf, size_t bytes) {
     std::vector<unsigned char> got(buf, buf + bytes);
+    if (isAllToAll()) {  // step s: rank r - s - 1's block for this rank
+      known_[static_cast<size_t>(mod(spec_.rank - step - 1))] = got;
+      return;
+    }
     if (isAllGather()) {
       known_[static_cast<size_t>(mod(spec_.rank - step - 1))] = got;
       return;
@@ -481,12 +506,13 @@ class Run {
     known_[static_cast<size_t>(step)] = got;
   }
   void checkBlocksAtEnd() {
-    if (isAllGather()) {
+    if (isAllGather() || isAllToAll()) {
       for (size_t b = 0; b < known_.size(); ++b)
         if (known_[b].size() != slice_ ||
             std::memcmp(static_cast<unsigned char*>(spec_.recv) + b * slice_, known_[b].data(),
                         slice_) != 0)
-          finding("all-gather's block " + std::to_string(b) + " differs from what arrived");
+          finding(std::string(kindName(kind_)) + "'s block " + std::to_string(b) +
+                  " differs from what arrived");
       return;
     }
     std::vector<unsigned char> want(contributionOf(0), contributionOf(0) + slice_);
@@ -499,7 +525,8 @@ class Run {
   bool isAgreement() const { return kind_ == kinds() - 1; }
   bool isAllGather() const { return isAllGatherKind(kind_); }
   bool isReduceScatter() const { return isReduceScatterKind(kind_); }
-  bool isBlocked() const { return isAllGather() || isReduceScatter(); }
+  bool isAllToAll() const { return isAllToAllKind(kind_); }
+  bool isBlocked() const { return isAllGather() || isReduceScatter() || isAllToAll(); }
   bool isReduce() const { return isReduceKind(kind_); }
   bool isBroadcast() const { return isBroadcastKind(kind_); }
 

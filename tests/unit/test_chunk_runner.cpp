@@ -91,6 +91,7 @@ struct What {
 const What kAllReduce{};
 const What kAllGather{OpState::Kind::kAllGather, -1};
 const What kReduceScatter{OpState::Kind::kReduceScatter, -1};
+const What kAllToAll{OpState::Kind::kAllToAll, -1};
 What broadcastFrom(int root) {
   return {OpState::Kind::kBroadcast, root};
 }
@@ -108,8 +109,13 @@ struct Op {
   size_t count;
   Op(int rank, size_t count, int priority, priocclAlgorithm_t algorithm, What what = kAllReduce,
      int nranks = 1)
-      : in(count * (what.kind == OpState::Kind::kReduceScatter ? nranks : 1)),
-        out(count * (what.kind == OpState::Kind::kAllGather ? nranks : 1)),
+      : in(count *
+           (what.kind == OpState::Kind::kReduceScatter || what.kind == OpState::Kind::kAllToAll
+                ? nranks
+                : 1)),
+        out(count * (what.kind == OpState::Kind::kAllGather || what.kind == OpState::Kind::kAllToAll
+                         ? nranks
+                         : 1)),
         what(what),
         rank(rank),
         count(count) {
@@ -150,6 +156,10 @@ struct Op {
             break;
           case Kind::kReduceScatter:
             at = static_cast<int64_t>(static_cast<size_t>(rank) * count + k);
+            break;
+          case Kind::kAllToAll:  // block b comes from rank b: its block for this rank
+            contributes = static_cast<size_t>(r) == k / count;
+            at = static_cast<int64_t>(static_cast<size_t>(rank) * count + k % count);
             break;
           default:
             break;
@@ -197,11 +207,12 @@ TEST(ChunkRunner, EveryAlgorithmSumsExactlyOnThreeRanks) {
   }
 }
 
-// All-gathers and reduce-scatters on 1-5 ranks, as one chunk and as many (the last one short).
-TEST(ChunkRunner, AllGatherAndReduceScatter) {
+// All-gathers, reduce-scatters and all-to-alls on 1-5 ranks, as one chunk and as many (the last one
+// short).
+TEST(ChunkRunner, BlockCollectives) {
   for (int n = 1; n <= 5; ++n) {
     for (size_t count : {size_t{1}, size_t{1000}, size_t{100001}})
-      for (What what : {kAllGather, kReduceScatter}) {
+      for (What what : {kAllGather, kReduceScatter, kAllToAll}) {
         SCOPED_TRACE(testing::Message()
                      << n << " ranks, " << kindName(what.kind) << ", count " << count);
         Fabric fabric;
@@ -303,7 +314,8 @@ TEST(ChunkRunner, FifoModeKeepsTheUrgentOpBehindTheBulkOp) {
 // urgent all-reduce under a bulk broadcast, a broadcast under a broadcast from another root whose
 // chain crosses the bulk one's busiest link (0 -> 1), a reduce under an all-reduce and the
 // reverse, a broadcast under an all-gather and the reverse (the target pair), an
-// all-gather under a reduce-scatter and the reverse. Under priority scheduling no rank finishes
+// all-gather under a reduce-scatter and the reverse, a broadcast under an all-to-all, an
+// all-to-all under a reduce-scatter. Under priority scheduling no rank finishes
 // more than a few bulk chunks before the urgent op; under FIFO some rank finishes nearly all of
 // them first. (Not every rank: FIFO is work-conserving, so a rank whose links the bulk op leaves
 // idle between its chunks passes the urgent op's data in the gaps.)
@@ -316,7 +328,8 @@ TEST(ChunkRunner, UrgentOpOvertakesWhateverTheKinds) {
                  Pair{broadcastFrom(0), broadcastFrom(2)}, Pair{kAllReduce, reduceTo(1)},
                  Pair{reduceTo(0), kAllReduce}, Pair{kAllGather, broadcastFrom(1)},
                  Pair{broadcastFrom(0), kAllGather}, Pair{kReduceScatter, kAllGather},
-                 Pair{kAllGather, kReduceScatter}}) {
+                 Pair{kAllGather, kReduceScatter}, Pair{kAllToAll, broadcastFrom(2)},
+                 Pair{kReduceScatter, kAllToAll}}) {
     SCOPED_TRACE(testing::Message()
                  << "bulk " << kindName(p.bulk.kind) << " " << p.bulk.root << ", urgent "
                  << kindName(p.urgent.kind) << " " << p.urgent.root);
