@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 namespace prioccl {
@@ -40,6 +41,9 @@ class Bootstrap {
   // Sends `out` to `to` while receiving as many bytes from `from` (a ring shift without
   // deadlock).
   virtual void sendRecv(int to, const void* out, int from, void* in, size_t bytes) = 0;
+  // Collective: the ranks with the same color >= 0 form a new group, ordered by key (ties by rank
+  // here); a rank with a negative color gets nullptr.
+  virtual std::unique_ptr<Bootstrap> split(int color, int key) = 0;
 };
 
 // What the links between ring neighbours can do, measured with a few blocking exchanges over

@@ -154,6 +154,17 @@ PRIOCCL_API priocclResult_t priocclCommDestroy(priocclComm_t comm);
  * naming this rank), and priocclCommDestroy afterwards waits for nothing. For a stuck job or a
  * failed peer: frees the ranks that would otherwise wait for it. */
 PRIOCCL_API priocclResult_t priocclCommAbort(priocclComm_t comm);
+/* Collective over comm (as ncclCommSplit, without a config): the ranks passing the same color >= 0
+ * get a new communicator over them, ranked by key (ties by their rank in comm); color
+ * PRIOCCL_SPLIT_NOCOLOR (-1) sets *newcomm to NULL. A color below -1 on any rank fails every rank
+ * with priocclInvalidArgument. The new communicator has comm's configuration as it was given. */
+#define PRIOCCL_SPLIT_NOCOLOR (-1)
+PRIOCCL_API priocclResult_t priocclCommSplit(priocclComm_t comm, int color, int key,
+                                             priocclComm_t* newcomm);
+/* The communicator's health without submitting an op (as ncclCommGetAsyncError): *asyncError is
+ * priocclSuccess, or the error every later op gets (a lost peer, a peer's abort, a timeout). */
+PRIOCCL_API priocclResult_t priocclCommGetAsyncError(priocclComm_t comm,
+                                                     priocclResult_t* asyncError);
 PRIOCCL_API priocclResult_t priocclCommRank(priocclComm_t comm, int* rank);
 PRIOCCL_API priocclResult_t priocclCommSize(priocclComm_t comm, int* size);
 

@@ -174,6 +174,14 @@ class PRIOCCL_API Communicator {
   static Communicator fromMpi(const void* mpiComm, const Config& config = Config::fromEnv());
 
   bool valid() const noexcept;
+  // Collective over this communicator (ncclCommSplit): the ranks passing the same color >= 0 get
+  // a communicator over them, ranked by key (ties by rank here); color -1 gets an empty (invalid)
+  // Communicator. A color below -1 on any rank fails every rank. The new communicator has this
+  // one's configuration as requested, and its own progress thread and op numbering.
+  Communicator split(int color, int key) const;
+  // The communicator's failure (the result every later op gets), or priocclSuccess while it is
+  // healthy. Never blocks, submits nothing (ncclCommGetAsyncError).
+  priocclResult_t asyncError() const;
   int rank() const;
   int size() const;
   const Config& config() const;

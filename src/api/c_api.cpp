@@ -1,6 +1,7 @@
 // The C ABI: a thin wrapper over the C++ API. Handles are opaque ids looked up in tables, never
 // raw pointers, so a destroyed communicator or an already-waited request is detected and
 // reported as priocclInvalidUsage instead of being dereferenced.
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -121,6 +122,31 @@ priocclResult_t priocclCommDestroy(priocclComm_t comm) {
 
 priocclResult_t priocclCommAbort(priocclComm_t comm) {
   return guarded(__func__, comm, [&] { lookup(comm).abort(); });
+}
+
+priocclResult_t priocclCommSplit(priocclComm_t comm, int color, int key, priocclComm_t* newcomm) {
+  return guarded(__func__, comm, [&] {
+    Communicator c = lookup(comm);
+    if (!newcomm) {
+      // The split is collective: take part with a color that fails every rank, not only this one
+      // (the others would wait in it forever).
+      try {
+        (void)c.split(INT_MIN, key);
+      } catch (const Error&) {
+      }
+      detail::fail(priocclInvalidArgument, "newcomm is NULL");
+    }
+    *newcomm = nullptr;
+    Communicator part = c.split(color, key);
+    if (part.valid()) *newcomm = toHandle(comms().add(std::move(part)));
+  });
+}
+
+priocclResult_t priocclCommGetAsyncError(priocclComm_t comm, priocclResult_t* asyncError) {
+  return guarded(__func__, comm, [&] {
+    if (!asyncError) detail::fail(priocclInvalidArgument, "asyncError is NULL");
+    *asyncError = lookup(comm).asyncError();
+  });
 }
 
 priocclResult_t priocclCommRank(priocclComm_t comm, int* rank) {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -127,11 +128,12 @@ void validateEnums(const priocclDataType_t& dtype, const priocclRedOp_t& op) {
 
 class CommImpl {
  public:
-  CommImpl(const void* mpiComm, const Config& config)
-      : config_(config), errors_(std::make_shared<ErrorLog>()) {
+  // `makeBootstrap` runs once the configuration is validated.
+  CommImpl(const Config& config, const std::function<std::unique_ptr<Bootstrap>()>& makeBootstrap)
+      : config_(config), requested_(config), errors_(std::make_shared<ErrorLog>()) {
     validateConfig(config_);  // the parameter table's ranges
     // Members are destroyed in reverse: on a throw below, the engine goes before the bootstrap.
-    bootstrap_ = makeMpiBootstrap(mpiComm, config_.requireThreadMultiple);
+    bootstrap_ = makeBootstrap();
     // PRIOCCL_DEBUG_FILE's %r: lines logged from here on know their rank.
     setLogRank(bootstrap_->processIds()[static_cast<size_t>(bootstrap_->rank())]);
     LinkEstimate link = measureRingLink(*bootstrap_);
@@ -249,6 +251,33 @@ class CommImpl {
            engine_->pointToPointTags() - 1);
     engine_->submit(state, false);
     return Request(state);
+  }
+
+  // Collective over this communicator's ranks: the ranks with the same color >= 0 get a new
+  // communicator over them, ordered by key; color -1 gets none (nullptr). The new one is created
+  // with this one's configuration as it was requested (its automatic settings measured anew).
+  std::shared_ptr<CommImpl> split(int color, int key) {
+    if (!bootstrap_ || destroyed()) fail(priocclInvalidUsage, "communicator has been destroyed");
+    // A bad color on one rank must fail every rank, not leave the others in the split.
+    std::vector<double> bad{color < -1 ? 1.0 : 0.0};
+    bootstrap_->allReduceMax(bad);
+    if (color < -1)
+      fail(priocclInvalidArgument, "color ", color,
+           " is neither >= 0 nor -1 (no new communicator)");
+    if (bad[0] != 0)
+      fail(priocclInvalidArgument,
+           "another rank passed a bad argument to the split (a color below -1, or no place for the "
+           "new communicator); no communicator made");
+    std::unique_ptr<Bootstrap> part = bootstrap_->split(color, key);
+    if (!part) return nullptr;
+    return std::make_shared<CommImpl>(requested_, [&] { return std::move(part); });
+  }
+
+  // The communicator's failure (the code every later op gets), or success; never blocks.
+  priocclResult_t asyncError() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
+    return engine_->asyncError();
   }
 
   priocclCounters_t counters() {
@@ -406,6 +435,7 @@ class CommImpl {
   }
 
   Config config_;
+  Config requested_;  // as given (config_ has the automatic settings resolved): for splits
   AlgoSelector selector_;
   std::shared_ptr<ErrorLog> errors_;
   bool heartbeats_ = true;       // every rank may call MPI concurrently (agreeAndConnect)
@@ -477,7 +507,16 @@ Communicator Communicator::world(const Config& config) {
 }
 
 Communicator Communicator::fromMpi(const void* mpiComm, const Config& config) {
-  return Communicator(std::make_shared<detail::CommImpl>(mpiComm, config));
+  return Communicator(std::make_shared<detail::CommImpl>(
+      config, [&] { return makeMpiBootstrap(mpiComm, config.requireThreadMultiple); }));
+}
+
+Communicator Communicator::split(int color, int key) const {
+  return Communicator(impl().split(color, key));
+}
+
+priocclResult_t Communicator::asyncError() const {
+  return impl().asyncError();
 }
 
 detail::CommImpl& Communicator::impl() const {

@@ -74,6 +74,11 @@ class Engine : private ChunkRunner::Events, private OpMatcher::Sink, private Con
   // Any thread: fails every pending and later op now and tells the other ranks.
   void abort();
   priocclCounters_t counters() const { return stats_.snapshot(); }
+  // The communicator's failure as later ops get it (priocclSuccess while healthy): lost peers and
+  // peers' aborts show here without an op in flight, through the progress thread's watchdog.
+  priocclResult_t asyncError() const {
+    return handover_.failed() ? handover_.failCode() : priocclSuccess;
+  }
   // After the communicator's own ops at creation: counters restart from zero and unnamed ops
   // are numbered from here in messages.
   void startApplication();

@@ -95,7 +95,8 @@ int checkedCount(size_t bytes, const char* call) {
 
 }  // namespace
 
-MpiBootstrap::MpiBootstrap(const MPI_Comm* userComm, bool requireThreadMultiple) {
+MpiBootstrap::MpiBootstrap(const MPI_Comm* userComm, bool requireThreadMultiple)
+    : requireThreadMultiple_(requireThreadMultiple) {
   std::lock_guard<std::mutex> lock(g_mpiMutex);
   bool ours = openMpi(requireThreadMultiple);
   auto giveUp = [ours] {
@@ -217,6 +218,21 @@ MPI_Comm MpiBootstrap::duplicate() {
   MPI_Comm dup = MPI_COMM_NULL;
   check(MPI_Comm_dup(comm_, &dup), "MPI_Comm_dup");
   return dup;
+}
+
+std::unique_ptr<Bootstrap> MpiBootstrap::split(int color, int key) {
+  MPI_Comm part = MPI_COMM_NULL;
+  check(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &part), "MPI_Comm_split");
+  if (part == MPI_COMM_NULL) return nullptr;
+  std::unique_ptr<Bootstrap> out;
+  try {
+    out = std::make_unique<MpiBootstrap>(&part, requireThreadMultiple_);  // keeps a duplicate
+  } catch (...) {
+    MPI_Comm_free(&part);
+    throw;
+  }
+  MPI_Comm_free(&part);
+  return out;
 }
 
 }  // namespace prioccl

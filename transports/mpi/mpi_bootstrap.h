@@ -35,6 +35,7 @@ class MpiBootstrap final : public Bootstrap {
   void send(int peer, const void* data, size_t bytes) override;
   void recv(int peer, void* data, size_t bytes) override;
   void sendRecv(int to, const void* out, int from, void* in, size_t bytes) override;
+  std::unique_ptr<Bootstrap> split(int color, int key) override;
 
   // A further duplicate of the private communicator, for a transport to own and free.
   MPI_Comm duplicate();
@@ -43,6 +44,7 @@ class MpiBootstrap final : public Bootstrap {
   void check(int rc, const char* call) const;  // throws priocclSystemError naming the call
 
   MPI_Comm comm_ = MPI_COMM_NULL;
+  bool requireThreadMultiple_;
   int rank_ = 0;
   int size_ = 1;
   std::vector<int> worldRanks_;  // MPI_COMM_WORLD rank of each rank (-1 where none)
