@@ -1,7 +1,11 @@
-// priority_perf: how long an urgent (priority 0) all-reduce takes while a large low-priority
-// (priority 100) one is in flight, under the priority scheduler and under the FIFO baseline.
+// priority_perf: how long an urgent (priority 0) op takes while a large low-priority (priority
+// 100) one is in flight, under the priority scheduler and under the FIFO baseline. Both are
+// all-reduces unless --high-op / --low-op name another collective.
 //   mpirun -np 4 priority_perf [--high 1M] [--low 64M] [--reps 5] [--delay-ms D]
-// float32 sum. Ends with exactly one line starting "RESULT " (see the end of main).
+//                              [--high-op KIND] [--low-op KIND]
+// float32 (sum where the op reduces; root 0 where it has one). Sizes are the op's largest buffer
+// (nccl-tests' convention: an all-gather's receive buffer, a reduce-scatter's send buffer). Ends
+// with exactly one line starting "RESULT " (see the end of main).
 #include <CLI/CLI.hpp>
 
 #include <atomic>
@@ -16,15 +20,32 @@
 
 namespace {
 
+// The collectives the two ops may be.
+enum class Kind { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll };
+const char* const kKindNames[] = {"allreduce", "broadcast",     "reduce",
+                                  "allgather", "reducescatter", "alltoall"};
+
+bool parseKind(const std::string& text, Kind* kind) {
+  for (int k = 0; k < 6; ++k)
+    if (text == kKindNames[k]) {
+      *kind = static_cast<Kind>(k);
+      return true;
+    }
+  return false;
+}
+
 struct Options {
   long long high = 1 << 20, low = 64 << 20;
   int reps = 5;
   double delayMs = -1;  // < 0: 25% of the priority mode's low-alone median
+  Kind highOp = Kind::kAllReduce, lowOp = Kind::kAllReduce;
 };
 
 const char kUsage[] =
     "usage: priority_perf [--high BYTES] [--low BYTES] [--reps N] [--delay-ms D]\n"
+    "                     [--high-op KIND] [--low-op KIND]\n"
     "  defaults: --high 1M --low 64M --reps 5; --delay-ms: 25% of the low op's time alone\n"
+    "  KIND: allreduce (default), broadcast, reduce, allgather, reducescatter, alltoall\n"
     "  PRIOCCL_* variables set the configuration (the schedule is set per mode)\n";
 
 // Parsed with CLI11 (as all_reduce_perf); the usage text stays kUsage. Returns "ok", "help", or
@@ -33,12 +54,14 @@ std::string parseOptions(int argc, char** argv, Options* o) {
   CLI::App app{"priority_perf", "priority_perf"};
   app.set_help_flag();  // ours below: --help prints kUsage, as before
   bool help = false;
-  std::string high, low, reps, delay;
+  std::string high, low, reps, delay, highOp, lowOp;
   app.add_flag("-h,--help", help);
   app.add_option("--high", high);
   app.add_option("--low", low);
   app.add_option("--reps", reps);
   app.add_option("--delay-ms", delay);
+  app.add_option("--high-op", highOp);
+  app.add_option("--low-op", lowOp);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -51,6 +74,10 @@ std::string parseOptions(int argc, char** argv, Options* o) {
     return "--low: bad value '" + low + "'";
   if (!reps.empty() && !(perf::parseInt(reps.c_str(), &o->reps) && o->reps > 0))
     return "--reps: bad value '" + reps + "'";
+  if (!highOp.empty() && !parseKind(highOp, &o->highOp))
+    return "--high-op: unknown collective '" + highOp + "'";
+  if (!lowOp.empty() && !parseKind(lowOp, &o->lowOp))
+    return "--low-op: unknown collective '" + lowOp + "'";
   if (!delay.empty()) {
     char* end = nullptr;
     o->delayMs = std::strtod(delay.c_str(), &end);
@@ -64,22 +91,82 @@ double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// One op's buffers. Inputs (rank + base) * (i % period + 1) are small integers, so float32 sums
-// are exact and the check is equality; the two ops use different formulas so a mix-up shows.
+// One op's buffers. Inputs (rank + base) * (j % period + 1) at element j are small integers, so
+// float32 sums are exact and the check is equality; the two ops use different formulas so a
+// mix-up shows. `bytes` is the op's largest buffer; `count` what the call takes (per rank for the
+// blocked collectives).
 struct Op {
+  Kind kind;
+  int rank, p, base, period;
+  size_t count;
   std::vector<float> send, recv;
-  int base, period;
-  Op(long long bytes, int rank, int b, int per)
-      : send(std::max<size_t>(1, bytes / sizeof(float))), recv(send.size()), base(b), period(per) {
-    for (size_t i = 0; i < send.size(); ++i)
-      send[i] = static_cast<float>((rank + base) * static_cast<int>(i % period + 1));
+  Op(Kind k, long long bytes, int rank, int p, int b, int per)
+      : kind(k), rank(rank), p(p), base(b), period(per) {
+    size_t total = std::max<size_t>(1, static_cast<size_t>(bytes) / sizeof(float));
+    bool blocked = k == Kind::kAllGather || k == Kind::kReduceScatter || k == Kind::kAllToAll;
+    count = blocked ? std::max<size_t>(1, total / static_cast<size_t>(p)) : total;
+    size_t all = count * static_cast<size_t>(p);
+    send.resize(k == Kind::kReduceScatter || k == Kind::kAllToAll ? all : count);
+    recv.resize(k == Kind::kAllGather || k == Kind::kAllToAll ? all : count);
+    for (size_t j = 0; j < send.size(); ++j) send[j] = input(rank, j);
   }
+  float input(int r, size_t j) const {
+    return static_cast<float>((r + base) * static_cast<int>(j % period + 1));
+  }
+  size_t bytes() const { return std::max(send.size(), recv.size()) * sizeof(float); }
   void poison() { std::fill(recv.begin(), recv.end(), NAN); }
-  long long wrong(int p) const {
-    double rankSum = 0;
-    for (int r = 0; r < p; ++r) rankSum += r + base;
+  prioccl::Request start(prioccl::Communicator& comm, int priority) {
+    const float* s = send.data();
+    float* d = recv.data();
+    switch (kind) {
+      case Kind::kBroadcast:
+        return comm.broadcastAsync(s, d, count, priocclFloat32, 0, priority);
+      case Kind::kReduce:
+        return comm.reduceAsync(s, rank == 0 ? d : nullptr, count, priocclFloat32, priocclSum, 0,
+                                priority);
+      case Kind::kAllGather:
+        return comm.allGatherAsync(s, d, count, priocclFloat32, priority);
+      case Kind::kReduceScatter:
+        return comm.reduceScatterAsync(s, d, count, priocclFloat32, priocclSum, priority);
+      case Kind::kAllToAll:
+        return comm.allToAllAsync(s, d, count, priocclFloat32, priority);
+      default:
+        return comm.allReduceAsync(s, d, count, priocclFloat32, priocclSum, priority);
+    }
+  }
+  // Result elements that differ from what the collective must give (this rank's share).
+  long long wrong() const {
+    auto sum = [&](size_t j) {
+      double v = 0;
+      for (int r = 0; r < p; ++r) v += input(r, j);
+      return v;
+    };
     long long w = 0;
-    for (size_t i = 0; i < recv.size(); ++i) w += recv[i] != rankSum * (i % period + 1);
+    for (size_t i = 0; i < recv.size(); ++i) {
+      size_t block = i / count, at = i % count;
+      double want = 0;
+      switch (kind) {
+        case Kind::kBroadcast:
+          want = input(0, i);
+          break;
+        case Kind::kReduce:
+          if (rank != 0) return 0;  // only the root's buffer is written
+          want = sum(i);
+          break;
+        case Kind::kAllGather:
+          want = input(static_cast<int>(block), at);
+          break;
+        case Kind::kReduceScatter:
+          want = sum(static_cast<size_t>(rank) * count + i);
+          break;
+        case Kind::kAllToAll:
+          want = input(static_cast<int>(block), static_cast<size_t>(rank) * count + at);
+          break;
+        default:
+          want = sum(i);
+      }
+      w += recv[i] != want;
+    }
     return w;
   }
 };
@@ -102,8 +189,7 @@ struct Timed {
 Timed submit(prioccl::Communicator& comm, Op& op, int priority) {
   Timed t;
   t.start = now();
-  t.req = comm.allReduceAsync(op.send.data(), op.recv.data(), op.send.size(), priocclFloat32,
-                              priocclSum, priority);
+  t.req = op.start(comm, priority);
   auto end = t.end;
   t.req.onComplete([end](priocclResult_t, const std::string&) { end->store(now()); });
   return t;
@@ -135,16 +221,16 @@ int main(int argc, char** argv) {
     return err == "help" ? 0 : 2;
   }
 
-  Op high(o.high, rank, 1, 5), low(o.low, rank, 2, 3);
+  Op high(o.highOp, o.high, rank, p, 1, 5), low(o.lowOp, o.low, rank, p, 2, 3);
   ModeResult res[2] = {};
   double delay = o.delayMs / 1e3;
   long long wrong = 0;
   if (rank == 0) {
     std::printf(
-        "# prioccl priority_perf: nranks %d, float32 sum, high %zu B (priority %d), "
-        "low %zu B (priority %d), reps %d\n",
-        p, high.send.size() * sizeof(float), kHighPriority, low.send.size() * sizeof(float),
-        kLowPriority, o.reps);
+        "# prioccl priority_perf: nranks %d, float32 sum, high %s %zu B (priority %d), "
+        "low %s %zu B (priority %d), reps %d\n",
+        p, kKindNames[static_cast<int>(o.highOp)], high.bytes(), kHighPriority,
+        kKindNames[static_cast<int>(o.lowOp)], low.bytes(), kLowPriority, o.reps);
     std::printf("# times: submission to completion callback, slowest rank; medians over reps\n");
   }
   double chunkWireMs = 0;  // one chunk of the large op at the measured link rate
@@ -161,11 +247,11 @@ int main(int argc, char** argv) {
         high.poison();
         MPI_Barrier(MPI_COMM_WORLD);
         ha.push_back(perf::maxOverRanks(submit(comm, high, kHighPriority).finish()));
-        wrong += high.wrong(p);
+        wrong += high.wrong();
         low.poison();
         MPI_Barrier(MPI_COMM_WORLD);
         la.push_back(perf::maxOverRanks(submit(comm, low, kLowPriority).finish()));
-        wrong += low.wrong(p);
+        wrong += low.wrong();
       }
       // Chosen once, in priority mode (la is the same on every rank: a max over ranks); FIFO
       // reuses it so both modes submit the urgent op at the same point of the large one.
@@ -181,7 +267,7 @@ int main(int argc, char** argv) {
         double th = h.finish(), tl = l.finish();
         hl.push_back(perf::maxOverRanks(th));
         ll.push_back(perf::maxOverRanks(tl));
-        wrong += high.wrong(p) + low.wrong(p);
+        wrong += high.wrong() + low.wrong();
       }
       priocclCounters_t after = comm.counters();
       long long loadedPre = perf::sumOverRanks(static_cast<long long>(after.preemptions) -
