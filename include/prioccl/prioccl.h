@@ -287,6 +287,13 @@ PRIOCCL_API priocclResult_t priocclRecvAsync(void* buf, size_t count, priocclDat
                                              priocclRequest_t* request);
 PRIOCCL_API priocclResult_t priocclGetCounters(priocclComm_t comm, priocclCounters_t* counters);
 
+/* Grouped submission, as ncclGroupStart/End: between the outermost start and its end, this
+ * thread's calls are held back (blocking ones return priocclSuccess at once, async ones their
+ * request); priocclGroupEnd submits them, waits for the blocking ones and returns the first
+ * failure. Groups nest. Ops in a group are still matched one by one. */
+PRIOCCL_API priocclResult_t priocclGroupStart(void);
+PRIOCCL_API priocclResult_t priocclGroupEnd(void);
+
 /* Non-blocking; sets *done to 1 when finished and returns the op's result. Never releases. */
 PRIOCCL_API priocclResult_t priocclTest(priocclRequest_t request, int* done);
 /* Blocks until done, returns the op's result and releases the request: call it once per request. */

@@ -138,6 +138,14 @@ struct DataTypeOf<double> {
   static constexpr priocclDataType_t value = priocclFloat64;
 };
 
+// Grouped submission (ncclGroupStart/End): between the outermost groupStart() and its
+// groupEnd(), this thread's ops on any communicator are held back and blocking calls return at
+// once; groupEnd() hands them to their communicators (grouped by communicator, in call order),
+// waits for the blocking ones and throws the first failure. Groups nest; only the outermost end
+// submits. Ops in a group are still matched one by one.
+PRIOCCL_API void groupStart();
+PRIOCCL_API void groupEnd();
+
 // Handle on one asynchronous op. Copies share the op; the op itself never depends on the handle
 // staying alive (dropping every handle does not cancel it).
 class PRIOCCL_API Request {

@@ -397,6 +397,14 @@ priocclResult_t priocclAllReduce(const void* sendbuf, void* recvbuf, size_t coun
   });
 }
 
+priocclResult_t priocclGroupStart() {
+  return guarded(__func__, nullptr, [] { groupStart(); });
+}
+
+priocclResult_t priocclGroupEnd() {
+  return guarded(__func__, nullptr, [] { groupEnd(); });
+}
+
 priocclResult_t priocclTest(priocclRequest_t request, int* done) {
   return guarded(__func__, nullptr, [&] {
     if (!done) detail::fail(priocclInvalidArgument, "done is NULL");

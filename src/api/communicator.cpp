@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "algo/registry.h"
+#include "api/group.h"
 #include "common/log.h"
 #include "common/params.h"
 #include "core/engine.h"
@@ -126,7 +127,7 @@ void validateEnums(const priocclDataType_t& dtype, const priocclRedOp_t& op) {
     fail(priocclInvalidArgument, "invalid reduction op ", enumBits(op));
 }
 
-class CommImpl {
+class CommImpl : public std::enable_shared_from_this<CommImpl> {
  public:
   // `makeBootstrap` runs once the configuration is validated.
   CommImpl(const Config& config, const std::function<std::unique_ptr<Bootstrap>()>& makeBootstrap)
@@ -223,7 +224,7 @@ class CommImpl {
     state->errorLog = errors_;
     std::lock_guard<std::mutex> lock(mutex_);
     if (!engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
-    engine_->submit(state, callerWaits);
+    submitOrDefer(state, callerWaits);
     return Request(state);
   }
 
@@ -249,7 +250,7 @@ class CommImpl {
     if (tag < 0 || tag >= engine_->pointToPointTags())
       fail(priocclInvalidArgument, what, ": tag ", tag, " is not in 0..",
            engine_->pointToPointTags() - 1);
-    engine_->submit(state, false);
+    submitOrDefer(state, false);
     return Request(state);
   }
 
@@ -278,6 +279,21 @@ class CommImpl {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
     return engine_->asyncError();
+  }
+
+  // Under mutex_, with an engine: hands `state` to it, or inside a group (group.h) leaves it
+  // for the group's end.
+  void submitOrDefer(const std::shared_ptr<OpState>& state, bool callerWaits) {
+    if (!group::active()) {
+      engine_->submit(state, callerWaits);
+      return;
+    }
+    group::defer(engine_.get(), state,
+                 [self = shared_from_this()](std::vector<std::shared_ptr<OpState>>& ops) {
+                   std::lock_guard<std::mutex> lock(self->mutex_);
+                   if (!self->engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
+                   for (auto& op : ops) self->engine_->submit(op, false);
+                 });
   }
 
   priocclCounters_t counters() {
@@ -511,6 +527,14 @@ Communicator Communicator::fromMpi(const void* mpiComm, const Config& config) {
       config, [&] { return makeMpiBootstrap(mpiComm, config.requireThreadMultiple); }));
 }
 
+void groupStart() {
+  detail::group::start();
+}
+
+void groupEnd() {
+  detail::group::end();
+}
+
 Communicator Communicator::split(int color, int key) const {
   return Communicator(impl().split(color, key));
 }
@@ -597,10 +621,9 @@ Request Communicator::reduceAsync(const void* sendbuf, void* recvbuf, size_t cou
 void Communicator::reduce(const void* sendbuf, void* recvbuf, size_t count,
                           priocclDataType_t datatype, priocclRedOp_t op, int root) {
   detail::validateEnums(datatype, op);
-  impl()
-      .collectiveAsync(detail::OpState::Kind::kReduce, sendbuf, recvbuf, count, datatype, op, root,
-                       0, nullptr, true)
-      .wait();
+  detail::group::waitOrDefer(impl().collectiveAsync(detail::OpState::Kind::kReduce, sendbuf,
+                                                    recvbuf, count, datatype, op, root, 0, nullptr,
+                                                    true));
 }
 
 Request Communicator::allGatherAsync(const void* sendbuf, void* recvbuf, size_t sendcount,
@@ -621,10 +644,9 @@ Request Communicator::allGatherAsync(const void* sendbuf, void* recvbuf, size_t 
 void Communicator::allGather(const void* sendbuf, void* recvbuf, size_t sendcount,
                              priocclDataType_t datatype) {
   detail::validateEnums(datatype, priocclSum);
-  impl()
-      .collectiveAsync(detail::OpState::Kind::kAllGather, sendbuf, recvbuf, sendcount, datatype,
-                       priocclSum, -1, 0, nullptr, true)
-      .wait();
+  detail::group::waitOrDefer(impl().collectiveAsync(detail::OpState::Kind::kAllGather, sendbuf,
+                                                    recvbuf, sendcount, datatype, priocclSum, -1, 0,
+                                                    nullptr, true));
 }
 
 Request Communicator::reduceScatterAsync(const void* sendbuf, void* recvbuf, size_t recvcount,
@@ -646,10 +668,9 @@ Request Communicator::reduceScatterAsync(const void* sendbuf, void* recvbuf, siz
 void Communicator::reduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount,
                                  priocclDataType_t datatype, priocclRedOp_t op) {
   detail::validateEnums(datatype, op);
-  impl()
-      .collectiveAsync(detail::OpState::Kind::kReduceScatter, sendbuf, recvbuf, recvcount, datatype,
-                       op, -1, 0, nullptr, true)
-      .wait();
+  detail::group::waitOrDefer(impl().collectiveAsync(detail::OpState::Kind::kReduceScatter, sendbuf,
+                                                    recvbuf, recvcount, datatype, op, -1, 0,
+                                                    nullptr, true));
 }
 
 Request Communicator::allToAllAsync(const void* sendbuf, void* recvbuf, size_t count,
@@ -670,10 +691,9 @@ Request Communicator::allToAllAsync(const void* sendbuf, void* recvbuf, size_t c
 void Communicator::allToAll(const void* sendbuf, void* recvbuf, size_t count,
                             priocclDataType_t datatype) {
   detail::validateEnums(datatype, priocclSum);
-  impl()
-      .collectiveAsync(detail::OpState::Kind::kAllToAll, sendbuf, recvbuf, count, datatype,
-                       priocclSum, -1, 0, nullptr, true)
-      .wait();
+  detail::group::waitOrDefer(impl().collectiveAsync(detail::OpState::Kind::kAllToAll, sendbuf,
+                                                    recvbuf, count, datatype, priocclSum, -1, 0,
+                                                    nullptr, true));
 }
 
 Request Communicator::barrierAsync(int priority) {
@@ -687,19 +707,17 @@ Request Communicator::barrierAsync(int priority, const std::string& key) {
 }
 
 void Communicator::barrier() {
-  impl()
-      .collectiveAsync(detail::OpState::Kind::kBarrier, nullptr, nullptr, 0, priocclUint8,
-                       priocclSum, -1, 0, nullptr, true)
-      .wait();
+  detail::group::waitOrDefer(impl().collectiveAsync(detail::OpState::Kind::kBarrier, nullptr,
+                                                    nullptr, 0, priocclUint8, priocclSum, -1, 0,
+                                                    nullptr, true));
 }
 
 void Communicator::broadcast(const void* sendbuf, void* recvbuf, size_t count,
                              priocclDataType_t datatype, int root) {
   detail::validateEnums(datatype, priocclSum);
-  impl()
-      .collectiveAsync(detail::OpState::Kind::kBroadcast, sendbuf, recvbuf, count, datatype,
-                       priocclSum, root, 0, nullptr, true)
-      .wait();
+  detail::group::waitOrDefer(impl().collectiveAsync(detail::OpState::Kind::kBroadcast, sendbuf,
+                                                    recvbuf, count, datatype, priocclSum, root, 0,
+                                                    nullptr, true));
 }
 
 Request Communicator::sendAsync(const void* buf, size_t count, priocclDataType_t datatype, int peer,
@@ -724,10 +742,9 @@ priocclCounters_t Communicator::counters() const {
 void Communicator::allReduce(const void* sendbuf, void* recvbuf, size_t count,
                              priocclDataType_t datatype, priocclRedOp_t op) {
   detail::validateEnums(datatype, op);  // before passing them on by value (a load)
-  impl()
-      .collectiveAsync(detail::OpState::Kind::kAllReduce, sendbuf, recvbuf, count, datatype, op, -1,
-                       0, nullptr, true)
-      .wait();
+  detail::group::waitOrDefer(impl().collectiveAsync(detail::OpState::Kind::kAllReduce, sendbuf,
+                                                    recvbuf, count, datatype, op, -1, 0, nullptr,
+                                                    true));
 }
 
 void Communicator::abort() {

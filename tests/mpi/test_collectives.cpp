@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "mpi_test_util.h"
+#include "prioccl/prioccl.h"
 #include "prioccl/prioccl.hpp"
 #include "reduce/half.h"
 
@@ -345,6 +346,47 @@ TEST_F(Collectives, BarrierWaitsForTheLastRank) {
     double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     EXPECT_GE(ms, 250.0) << "form " << form << ": left the barrier before rank 0 entered it";
   }
+}
+
+// Grouped submission: inside a group blocking calls return at once and nothing moves (the receive
+// buffers keep their poison, an async request is not done); the outermost end submits everything
+// and every result is right. A mismatched op in a group makes the end fail on every rank.
+TEST_F(Collectives, GroupHoldsOpsUntilTheOutermostEnd) {
+  const size_t n = 5000;
+  std::vector<int32_t> ones(n, rank_ + 1), sum(n, -1), bcast(n, rank_ == 0 ? 7 : -1);
+  std::vector<int32_t> gathered(n * static_cast<size_t>(size_), -1), mine(n, rank_);
+  prioccl::groupStart();
+  comm_.allReduce(ones.data(), sum.data(), n, priocclInt32, priocclSum);
+  prioccl::groupStart();  // nested: its end submits nothing
+  comm_.broadcast(bcast.data(), bcast.data(), n, priocclInt32, 0);
+  Request gather = comm_.allGatherAsync(mine.data(), gathered.data(), n, priocclInt32, -1);
+  prioccl::groupEnd();
+  EXPECT_FALSE(gather.test()) << "an op in a group started before the group ended";
+  EXPECT_EQ(sum[0], -1) << "a blocking all-reduce in a group ran before the group ended";
+  if (rank_ != 0) {
+    EXPECT_EQ(bcast[0], -1);
+  }
+  prioccl::groupEnd();
+  gather.wait();
+  EXPECT_EQ(std::count(sum.begin(), sum.end(), size_ * (size_ + 1) / 2), static_cast<long>(n));
+  EXPECT_EQ(std::count(bcast.begin(), bcast.end(), 7), static_cast<long>(n));
+  for (int r = 0; r < size_; ++r)
+    EXPECT_EQ(gathered[static_cast<size_t>(r) * n + n - 1], r) << "block " << r;
+  // The C ABI: an end without a start, and a mismatch inside a group.
+  EXPECT_EQ(priocclGroupEnd(), priocclInvalidUsage);
+  if (size_ > 1) {
+    ASSERT_EQ(priocclGroupStart(), priocclSuccess);
+    comm_.barrier();  // (returns at once: held back)
+    std::vector<float> x(rank_ == 0 ? 10 : 11, 1.0f);
+    EXPECT_THROW(
+        {
+          comm_.allReduce(x.data(), x.data(), x.size(), priocclFloat32, priocclSum);
+          prioccl::groupEnd();
+        },
+        prioccl::InvalidUsage);
+  }
+  comm_.allReduce(ones.data(), sum.data(), n, priocclInt32, priocclMax);  // still works
+  EXPECT_EQ(sum[n - 1], size_);
 }
 
 // Count 0 succeeds at once with no buffers, as for all-reduce.
