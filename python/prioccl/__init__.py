@@ -152,20 +152,35 @@ class Handle:
             _L.priocclWait(self._request)
 
 
-def _async(src, dst, op, priority, name):
+def _submit(what, name, unnamed, named):
+    """Runs the C call (unnamed(req) or named(key, req)); returns the request."""
+    _require()
+    req = ctypes.c_void_p()
+    if name is None:
+        result = unnamed(ctypes.byref(req))
+    else:
+        result = named(str(name).encode(), ctypes.byref(req))
+    _check(result, what)
+    return req
+
+
+def _pair(src, dst):
+    """(send pointer, receive pointer, count, dtype code) of two buffers of one size and dtype."""
     _require()
     s_ptr, count, code = _buffer(src, writable=False)
     d_ptr, d_count, d_code = _buffer(dst)
     if (count, code) != (d_count, d_code):
         raise PriocclError("source and destination differ in size or dtype")
-    req = ctypes.c_void_p()
-    if name is None:
-        result = _L.priocclAllReduceAsync(s_ptr, d_ptr, count, code, op, priority, _comm,
-                                          ctypes.byref(req))
-    else:
-        result = _L.priocclAllReduceNamedAsync(s_ptr, d_ptr, count, code, op, priority,
-                                               str(name).encode(), _comm, ctypes.byref(req))
-    _check(result, "allreduce")
+    return s_ptr, d_ptr, count, code
+
+
+def _async(src, dst, op, priority, name):
+    s_ptr, d_ptr, count, code = _pair(src, dst)
+    req = _submit("allreduce", name,
+                  lambda r: _L.priocclAllReduceAsync(s_ptr, d_ptr, count, code, op, priority,
+                                                     _comm, r),
+                  lambda k, r: _L.priocclAllReduceNamedAsync(s_ptr, d_ptr, count, code, op,
+                                                             priority, k, _comm, r))
     return Handle(req, (src, dst), dst)
 
 
@@ -215,19 +230,12 @@ def allreduce_(tensor, op=Average, priority=0, name=None):
 
 
 def _broadcast_async(src, dst, root_rank, priority, name):
-    _require()
-    s_ptr, count, code = _buffer(src, writable=False)
-    d_ptr, d_count, d_code = _buffer(dst)
-    if (count, code) != (d_count, d_code):
-        raise PriocclError("source and destination differ in size or dtype")
-    req = ctypes.c_void_p()
-    if name is None:
-        result = _L.priocclBroadcastAsync(s_ptr, d_ptr, count, code, root_rank, priority, _comm,
-                                          ctypes.byref(req))
-    else:
-        result = _L.priocclBroadcastNamedAsync(s_ptr, d_ptr, count, code, root_rank, priority,
-                                               str(name).encode(), _comm, ctypes.byref(req))
-    _check(result, "broadcast")
+    s_ptr, d_ptr, count, code = _pair(src, dst)
+    req = _submit("broadcast", name,
+                  lambda r: _L.priocclBroadcastAsync(s_ptr, d_ptr, count, code, root_rank,
+                                                     priority, _comm, r),
+                  lambda k, r: _L.priocclBroadcastNamedAsync(s_ptr, d_ptr, count, code, root_rank,
+                                                             priority, k, _comm, r))
     return Handle(req, (src, dst), dst)
 
 
@@ -261,18 +269,6 @@ def broadcast_parameters(params, root_rank=0):
         handles.append(broadcast_async_(target, root_rank, name=f"prioccl.broadcast.{name}"))
     for h in handles:
         synchronize(h)
-
-
-def _submit(what, name, unnamed, named):
-    """Runs the C call (unnamed(req) or named(key, req)); returns the request."""
-    _require()
-    req = ctypes.c_void_p()
-    if name is None:
-        result = unnamed(ctypes.byref(req))
-    else:
-        result = named(str(name).encode(), ctypes.byref(req))
-    _check(result, what)
-    return req
 
 
 def _new_empty(t, count):

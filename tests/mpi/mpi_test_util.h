@@ -4,7 +4,10 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
+
+#include "prioccl/prioccl.h"
 
 namespace prioccl::test {
 
@@ -36,6 +39,41 @@ E rawEnum(int v) {
   E e;
   std::memcpy(&e, &v, sizeof e);
   return e;
+}
+
+// Every datatype: integers first, then the four float types (kFirstFloat on).
+inline constexpr priocclDataType_t kDtypes[] = {
+    priocclInt8,   priocclUint8,   priocclInt32,    priocclUint32,  priocclInt64,
+    priocclUint64, priocclFloat16, priocclBfloat16, priocclFloat32, priocclFloat64};
+inline constexpr size_t kNumDtypes = sizeof(kDtypes) / sizeof(kDtypes[0]);
+inline constexpr size_t kFirstFloat = 6;
+// Every reduction op.
+inline constexpr priocclRedOp_t kOps[] = {priocclSum, priocclProd, priocclMin, priocclMax,
+                                          priocclAvg};
+
+// Bytes of one element, written here apart from the library's own table.
+inline size_t sizeOf(priocclDataType_t dt) {
+  switch (dt) {
+    case priocclInt8:
+    case priocclUint8:
+      return 1;
+    case priocclFloat16:
+    case priocclBfloat16:
+      return 2;
+    case priocclInt32:
+    case priocclUint32:
+    case priocclFloat32:
+      return 4;
+    default:
+      return 8;
+  }
+}
+
+inline uint64_t mix(uint64_t x) {  // splitmix64 finaliser
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
 }
 
 }  // namespace prioccl::test

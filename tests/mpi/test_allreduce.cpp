@@ -22,42 +22,17 @@ namespace {
 
 using prioccl::Communicator;
 using prioccl::Request;
+using prioccl::test::kDtypes;
+using prioccl::test::kFirstFloat;
+using prioccl::test::kNumDtypes;
+using prioccl::test::kOps;
 using prioccl::test::kSanitizerShrink;
+using prioccl::test::mix;
+using prioccl::test::sizeOf;
 
-// Integers first, then the four float types (kFirstFloat on).
-const priocclDataType_t kDtypes[] = {priocclInt8,    priocclUint8,  priocclInt32,   priocclUint32,
-                                     priocclInt64,   priocclUint64, priocclFloat16, priocclBfloat16,
-                                     priocclFloat32, priocclFloat64};
-constexpr size_t kNumDtypes = sizeof(kDtypes) / sizeof(kDtypes[0]);
-constexpr size_t kFirstFloat = 6;
-const priocclRedOp_t kOps[] = {priocclSum, priocclProd, priocclMin, priocclMax, priocclAvg};
-
-size_t sizeOf(priocclDataType_t dt) {
-  switch (dt) {
-    case priocclInt8:
-    case priocclUint8:
-      return 1;
-    case priocclFloat16:
-    case priocclBfloat16:
-      return 2;
-    case priocclInt32:
-    case priocclUint32:
-    case priocclFloat32:
-      return 4;
-    default:
-      return 8;
-  }
-}
 bool isFloat(priocclDataType_t dt) {
   return dt == priocclFloat16 || dt == priocclBfloat16 || dt == priocclFloat32 ||
          dt == priocclFloat64;
-}
-
-uint64_t mix(uint64_t x) {  // splitmix64 finaliser
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
 }
 
 int worldRank() {

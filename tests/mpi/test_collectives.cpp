@@ -27,37 +27,13 @@ namespace {
 
 using prioccl::Communicator;
 using prioccl::Request;
+using prioccl::test::kDtypes;
+using prioccl::test::kOps;
 using prioccl::test::kSanitizerShrink;
+using prioccl::test::mix;
+using prioccl::test::sizeOf;
 using prioccl::test::worldRank;
 using prioccl::test::worldSize;
-
-const priocclDataType_t kDtypes[] = {priocclInt8,    priocclUint8,  priocclInt32,   priocclUint32,
-                                     priocclInt64,   priocclUint64, priocclFloat16, priocclBfloat16,
-                                     priocclFloat32, priocclFloat64};
-
-size_t sizeOf(priocclDataType_t dt) {
-  switch (dt) {
-    case priocclInt8:
-    case priocclUint8:
-      return 1;
-    case priocclFloat16:
-    case priocclBfloat16:
-      return 2;
-    case priocclInt32:
-    case priocclUint32:
-    case priocclFloat32:
-      return 4;
-    default:
-      return 8;
-  }
-}
-
-uint64_t mix(uint64_t x) {  // splitmix64 finaliser
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 std::vector<unsigned char> bytesOf(uint64_t seed, size_t n) {
   std::vector<unsigned char> v(n);
@@ -208,9 +184,8 @@ TEST_F(Collectives, BroadcastMatchesMpiBcast) {
 // a buffer the root alone may write) and every send buffer stay untouched.
 TEST_F(Collectives, ReduceMatchesMpiReduce) {
   const size_t counts[] = {1, 4099, 300000 / kSanitizerShrink};
-  const priocclRedOp_t ops[] = {priocclSum, priocclProd, priocclMin, priocclMax, priocclAvg};
   for (priocclDataType_t dt : kDtypes) {
-    for (priocclRedOp_t op : ops) {
+    for (priocclRedOp_t op : kOps) {
       for (int root = 0; root < size_; ++root) {
         for (size_t count : counts) {
           for (bool inPlace : {false, true}) {
@@ -282,9 +257,8 @@ TEST_F(Collectives, AllGatherMatchesMpiAllgather) {
 // bitwise (where MPI has the type and op), else its block of the all-reduce's (exact inputs).
 TEST_F(Collectives, ReduceScatterMatchesMpi) {
   const size_t counts[] = {1, 4099, 100000 / kSanitizerShrink};
-  const priocclRedOp_t ops[] = {priocclSum, priocclProd, priocclMin, priocclMax, priocclAvg};
   for (priocclDataType_t dt : kDtypes) {
-    for (priocclRedOp_t op : ops) {
+    for (priocclRedOp_t op : kOps) {
       for (size_t count : counts) {
         for (bool inPlace : {false, true}) {
           const size_t bytes = count * sizeOf(dt), all = bytes * static_cast<size_t>(size_);
