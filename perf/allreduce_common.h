@@ -1,11 +1,14 @@
 // What allreduce_perf.cpp and the compare modes (algo_compare.cpp, transport_compare.cpp) share:
 // inputs whose all-reduce result is known exactly, the result check, the MPI_Allreduce baseline,
-// the all-reduce bus bandwidth, and the compare modes' interleaved timing. The options and the
-// rest of the driver are every perf tool's (nccl_perf.h).
+// the all-reduce bus bandwidth, and the compare modes' interleaved timing. reduce_perf.cpp and
+// reduce_scatter_perf.cpp use the inputs and the bitwise checks (countWrongBits,
+// countInputsChanged) too. The options and the rest of the driver are every perf tool's
+// (nccl_perf.h).
 #pragma once
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -74,6 +77,39 @@ inline long long countWrong(const Inputs& in, priocclDataType_t type, const void
   withCodec(type, [&](auto codec) {
     auto* s = static_cast<const typename decltype(codec)::Storage*>(buf);
     for (size_t i = 0; i < count; ++i) wrong += codec.dec(s[i]) != in.expected(i);
+  });
+  return wrong;
+}
+
+// Elements of `buf` that differ bitwise from the encoded expected result of elements first,
+// first + 1, ..., first + count - 1 (a reduce-scatter's block starts at rank * count). Bitwise:
+// every input and result is a small integer that each type holds exactly with one encoding.
+inline long long countWrongBits(const Inputs& in, priocclDataType_t type, const void* buf,
+                                size_t count, size_t first = 0) {
+  long long wrong = 0;
+  withCodec(type, [&](auto codec) {
+    using S = typename decltype(codec)::Storage;
+    auto* s = static_cast<const S*>(buf);
+    for (size_t i = 0; i < count; ++i) {
+      const S want = codec.enc(static_cast<int64_t>(in.expected(first + i)));
+      wrong += std::memcmp(&s[i], &want, sizeof(S)) != 0;
+    }
+  });
+  return wrong;
+}
+
+// Elements of `buf` that differ bitwise from `rank`'s inputs (as fill() wrote them): a buffer the
+// collective must leave alone.
+inline long long countInputsChanged(const Inputs& in, int rank, priocclDataType_t type,
+                                    const void* buf, size_t count) {
+  long long wrong = 0;
+  withCodec(type, [&](auto codec) {
+    using S = typename decltype(codec)::Storage;
+    auto* s = static_cast<const S*>(buf);
+    for (size_t i = 0; i < count; ++i) {
+      const S want = codec.enc(in.value(rank, i));
+      wrong += std::memcmp(&s[i], &want, sizeof(S)) != 0;
+    }
   });
   return wrong;
 }

@@ -89,7 +89,8 @@ class AllReduce final : public perf::Collective {
   void fillSend(const perf::SweepCase& sc, void* send, size_t count) const override {
     perf::fill(perf::Inputs(sc.op->op, sc.nranks), sc.rank, sc.dt->type, send, count);
   }
-  long long countWrong(const perf::SweepCase& sc, const void* recv, size_t count) const override {
+  long long countWrong(const perf::SweepCase& sc, const void* recv, size_t count,
+                       bool) const override {
     return perf::countWrong(perf::Inputs(sc.op->op, sc.nranks), sc.dt->type, recv, count);
   }
 

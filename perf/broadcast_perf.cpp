@@ -2,12 +2,11 @@
 // layout, and with MPI_Bcast timed in the same run as the baseline (on "#mpi" lines). The driver
 // (options, timing, output) is every perf tool's: nccl_perf.cpp; this file is the broadcast's
 // Collective. Usage: kFooter below, or --help.
-#include <algorithm>
 #include <climits>
-#include <cstdint>
 #include <cstring>
 
 #include "nccl_perf.h"
+#include "pattern_bytes.h"
 
 namespace {
 
@@ -42,34 +41,6 @@ const char kFooter[] =
     "--json FILE: header facts and every line's fields; -F/--csv FILE: one CSV row per line.\n"
     "PRIOCCL_* variables set the configuration; --schedule/--chunk/--credit/--window/--transport\n"
     "override. The broadcast picks its own shape (binomial tree or chain): there is no --algo.\n";
-
-// A well-mixed 64-bit function of (seed, word) (splitmix64's finaliser).
-uint64_t mix(int seed, uint64_t word) {
-  uint64_t z = (static_cast<uint64_t>(seed) << 48) ^ word;
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-// Bytes [offset, offset + n) of the data rank `seed` broadcasts when it is the root (offset a
-// multiple of 8): pseudo-random, the same on every rank and for every datatype and size (a prefix
-// of the largest size's), and never 0xFF, the poison, so no element that was never written can
-// pass as right.
-void rootData(int seed, size_t offset, unsigned char* out, size_t n) {
-  for (size_t k = 0; k < n; k += 8) {
-    uint64_t w = mix(seed, (offset + k) / 8);
-    for (size_t j = 0; j < 8 && k + j < n; ++j) {
-      auto b = static_cast<unsigned char>(w >> (8 * j));
-      out[k + j] = b == 0xff ? 0x7f : b;
-    }
-  }
-}
-
-// MPI_Bcast moves bits: half and bfloat16, which MPI lacks, go as 16-bit integers.
-MPI_Datatype mpiType(const perf::DtypeInfo& dt) {
-  return dt.mpi != MPI_DATATYPE_NULL ? dt.mpi : MPI_UINT16_T;
-}
 
 class Broadcast final : public perf::Collective {
  public:
@@ -109,28 +80,21 @@ class Broadcast final : public perf::Collective {
   // The same semantics as the prioccl call: out of place, the root's recvbuf gets a copy too.
   void mpiCall(const perf::CallArgs& a) const override {
     if (!a.inPlace && a.sc.rank == a.sc.root) std::memcpy(a.recv, a.send, a.count * a.sc.dt->size);
-    MPI_Bcast(a.recv, static_cast<int>(a.count), mpiType(*a.sc.dt), a.sc.root, MPI_COMM_WORLD);
+    MPI_Bcast(a.recv, static_cast<int>(a.count), perf::mpiBitsType(*a.sc.dt), a.sc.root,
+              MPI_COMM_WORLD);
   }
 
-  // Every rank's send buffer holds the data it would broadcast as root; only the root's is read.
+  // Every rank's send buffer holds the data it would broadcast as root (its pattern_bytes.h
+  // pattern, never 0xFF, the poison); only the root's is read.
   void fillSend(const perf::SweepCase& sc, void* send, size_t count) const override {
-    rootData(sc.rank, 0, static_cast<unsigned char*>(send), count * sc.dt->size);
+    perf::patternBytes(sc.rank, 0, static_cast<unsigned char*>(send), count * sc.dt->size);
   }
   // In place, only the root's buffer holds data; the others start poisoned.
   bool inPlaceInput(const perf::SweepCase& sc) const override { return sc.rank == sc.root; }
-  // Elements that differ bitwise from the root's data, compared a block at a time.
-  long long countWrong(const perf::SweepCase& sc, const void* recv, size_t count) const override {
-    const size_t size = sc.dt->size, nbytes = count * size;
-    const auto* got = static_cast<const unsigned char*>(recv);
-    unsigned char want[1 << 14];  // a multiple of 8 and of every element size
-    long long wrong = 0;
-    for (size_t off = 0; off < nbytes; off += sizeof want) {
-      size_t n = std::min(sizeof want, nbytes - off);
-      rootData(sc.root, off, want, n);
-      if (std::memcmp(got + off, want, n) == 0) continue;
-      for (size_t e = 0; e < n; e += size) wrong += std::memcmp(got + off + e, want + e, size) != 0;
-    }
-    return wrong;
+  // Elements that differ bitwise from the root's data.
+  long long countWrong(const perf::SweepCase& sc, const void* recv, size_t count,
+                       bool) const override {
+    return perf::countWrongPattern(sc.root, 0, recv, count * sc.dt->size, sc.dt->size);
   }
 };
 

@@ -336,6 +336,10 @@ class Bench {
           "# #mpi lines: %s in the same run%s, the same fields, then ratio = MPI time / "
           "prioccl time (out-of-place)\n",
           c_.mpiName(), c_.mpiNote());
+    if (!c_.inPlaceSupported())
+      std::printf(
+          "# in-place: N/A (the %s has no in-place form: run neither for prioccl nor MPI)\n",
+          c_.noun());
     std::printf("#\n");
     // The placement labels centred over their four 37-character column groups.
     std::printf("# %10s  %12s  %8s  %6s  %6s%12s%-25s%14s%-23s\n", "", "", "", "", "", "",
@@ -362,12 +366,16 @@ class Bench {
 
   double busbw(size_t nbytes, double seconds) const { return c_.busBandwidth(nbytes, seconds, p_); }
 
-  // "time algbw busbw #wrong" of one placement.
+  // "time algbw busbw #wrong" of one placement; all four "N/A" where it was not run (a
+  // collective with no in-place form).
   std::string cols(const Timing& t, size_t nbytes) const {
     double s = t.reported(o_.average);
     char buf[96];
-    std::snprintf(buf, sizeof buf, "  %9.2f  %7.3f  %7.3f  %6s", s * 1e6, nbytes / s / 1e9,
-                  busbw(nbytes, s), wrongText(t.wrong).c_str());
+    if (std::isnan(s))
+      std::snprintf(buf, sizeof buf, "  %9s  %7s  %7s  %6s", "N/A", "N/A", "N/A", "N/A");
+    else
+      std::snprintf(buf, sizeof buf, "  %9.2f  %7.3f  %7.3f  %6s", s * 1e6, nbytes / s / 1e9,
+                    busbw(nbytes, s), wrongText(t.wrong).c_str());
     return buf;
   }
 
@@ -411,7 +419,7 @@ class Bench {
       else
         poison(a.recv, n.recv * sc.dt->size);
       once();
-      wrong += c_.countWrong(sc, a.recv, n.recv);
+      wrong += c_.countWrong(sc, a.recv, n.recv, a.inPlace);
     }
     return sumOverRanks(wrong);
   }
@@ -420,9 +428,11 @@ class Bench {
     const SweepCase sc{dt, op, rootColumn(), rank_, p_};
     // The largest size's buffers (recvBuf also serves in place, so it holds max(send, recv)
     // elements); the data does not depend on the size, so one fill serves all.
-    const Counts most = c_.counts(std::max<size_t>(1, o_.maxBytes / dt->size), p_);
-    std::vector<unsigned char> sendBuf(most.send * dt->size);
-    std::vector<unsigned char> recvBuf(std::max(most.send, most.recv) * dt->size);
+    // At least 16 bytes each, so no buffer is null where a block count rounds down to 0.
+    const Counts most = c_.counts(std::max<size_t>(1, o_.maxBytes / dt->size), dt->size, p_);
+    std::vector<unsigned char> sendBuf(std::max<size_t>(16, most.send * dt->size));
+    std::vector<unsigned char> recvBuf(
+        std::max<size_t>(16, std::max(most.send, most.recv) * dt->size));
     c_.fillSend(sc, sendBuf.data(), most.send);
     const unsigned char* send = sendBuf.data();
     unsigned char* buf = recvBuf.data();
@@ -437,12 +447,13 @@ class Bench {
                   "Max Latency(us)", "Iterations");
     }
     for (long long bytes = o_.minBytes; bytes <= o_.maxBytes; bytes = nextBytes(o_, bytes)) {
-      const Counts n = c_.counts(std::max<size_t>(1, bytes / dt->size), p_);
+      const Counts n = c_.counts(std::max<size_t>(1, bytes / dt->size), dt->size, p_);
       Row r{dt, op, 0, std::max(n.send, n.recv), {}, {}, false, {}, {}};
       r.nbytes = r.count * dt->size;
-      // prioccl, out of place, then in place.
+      // prioccl, out of place, then in place (where the collective has an in-place form).
+      const bool runInPlace = c_.inPlaceSupported() && !o_.osu;  // OSU's: out of place only
       for (bool inPlace : {false, true}) {
-        if (inPlace && o_.osu) break;  // OSU's tests are out of place only
+        if (inPlace && !runInPlace) break;
         if (inPlace) prepareInPlace(sc, n, send, buf);
         const CallArgs a = callArgs(sc, n, send, buf, inPlace);
         auto once = [&] { c_.call(comm, a); };
@@ -454,7 +465,7 @@ class Bench {
       // The MPI collective, the same two placements (always blocking).
       r.mpi = o_.mpiBaseline && !o_.osu && c_.mpiSupports(*dt, n.param);
       for (bool inPlace : {false, true}) {
-        if (!r.mpi) break;
+        if (!r.mpi || (inPlace && !runInPlace)) break;
         if (inPlace) prepareInPlace(sc, n, send, buf);
         const CallArgs a = callArgs(sc, n, send, buf, inPlace);
         auto once = [&] { c_.mpiCall(a); };
@@ -478,7 +489,7 @@ class Bench {
     } else {
       std::printf("%s\n", line(r, r.out, r.in).c_str());
       for (double s : {r.out.reported(o_.average), r.in.reported(o_.average)})
-        busbws_.push_back(busbw(r.nbytes, s));
+        if (!std::isnan(s)) busbws_.push_back(busbw(r.nbytes, s));  // not run: no in-place
       if (r.mpi) {
         // "#mpi" replaces the row's leading blanks, so the fields stay aligned when they fit.
         std::string l = line(r, r.mpiOut, r.mpiIn);

@@ -1,9 +1,10 @@
 // The nccl-tests-style perf tools' shared driver (nccl_perf.cpp): options, timing, the check
 // loop, the MPI baseline's "#mpi" lines, --osu, --json and -F. What differs between collectives
 // is a Collective (below): all_reduce_perf is allreduce_perf.cpp's, broadcast_perf is
-// broadcast_perf.cpp's. A new tool is one more Collective (a source file with its main) and one
-// prioccl_perf_tool() line in perf/CMakeLists.txt (docs/benchmarks.md, "Output format" and
-// "broadcast_perf").
+// broadcast_perf.cpp's, reduce_perf, all_gather_perf, reduce_scatter_perf and alltoall_perf are
+// reduce_perf.cpp's, all_gather_perf.cpp's, reduce_scatter_perf.cpp's and alltoall_perf.cpp's. A
+// new tool is one more Collective (a source file with its main) and one prioccl_perf_tool() line
+// in perf/CMakeLists.txt (docs/benchmarks.md, "Output format" and the per-tool sections).
 #pragma once
 
 #include <mpi.h>
@@ -56,6 +57,29 @@ inline std::string wrongText(long long w) {
 // value of any Collective's data), so an element the collective never writes is caught.
 inline void poison(void* buf, size_t nbytes) {
   std::memset(buf, 0xff, nbytes);
+}
+
+// Elements of `buf` (`count` elements of `eltSize` bytes) that are not all poison bytes: written
+// where nothing should have been.
+inline long long countNotPoison(const void* buf, size_t count, size_t eltSize) {
+  const auto* b = static_cast<const unsigned char*>(buf);
+  long long wrong = 0;
+  for (size_t e = 0; e < count; ++e)
+    for (size_t k = 0; k < eltSize; ++k)
+      if (b[e * eltSize + k] != 0xff) {
+        ++wrong;
+        break;
+      }
+  return wrong;
+}
+
+// The per-rank block of the blocked collectives (all-gather, reduce-scatter, alltoall) at a sweep
+// size of `count` elements, as current nccl-tests' GetCollByteCount computes it: count / nranks
+// rounded down to a multiple of 16 bytes ((count/nranks) & -(16/eltSize)), so every block starts
+// 16-byte aligned; small sizes give 0.
+inline size_t blockCount(size_t count, size_t eltSize, int nranks) {
+  const size_t align = eltSize < 16 ? 16 / eltSize : 1;
+  return count / static_cast<size_t>(nranks) / align * align;
 }
 
 // The closing line, as nccl-tests prints it ("N OK" / "N FAILED", N = wrong elements).
@@ -126,10 +150,15 @@ class Collective {
   virtual bool hasCompareModes() const { return false; }
 
   // ---- the measurement ----
-  // The counts at a sweep size of `count` elements; by default every one is `count` and in place
-  // is send == recv (all-reduce, broadcast, reduce). An all-gather would send count / p and
-  // receive (count / p) * p, its in-place send buffer at rank * (count / p).
-  virtual Counts counts(size_t count, int /*nranks*/) const { return {count, count, count}; }
+  // The counts at a sweep size of `count` elements of `eltSize` bytes; by default every one is
+  // `count` and in place is send == recv (all-reduce, broadcast, reduce). An all-gather sends
+  // b = blockCount(count, eltSize, p) and receives b * p, its in-place send buffer at rank * b.
+  virtual Counts counts(size_t count, size_t /*eltSize*/, int /*nranks*/) const {
+    return {count, count, count};
+  }
+  // False for a collective with no in-place form (alltoall): then neither prioccl nor the MPI
+  // baseline runs in place, and the in-place fields print "N/A".
+  virtual bool inPlaceSupported() const { return true; }
   virtual double busBandwidth(size_t nbytes, double seconds, int nranks) const = 0;  // GB/s
   virtual void call(prioccl::Communicator& comm, const CallArgs& a) const = 0;
   virtual prioccl::Request callAsync(prioccl::Communicator& comm, const CallArgs& a) const = 0;
@@ -146,8 +175,10 @@ class Collective {
   // collective ignores, e.g. a broadcast's non-root).
   virtual bool inPlaceInput(const SweepCase& /*sc*/) const { return true; }
   // Elements of this rank's receive buffer (`count` = Counts::recv elements) that differ from the
-  // expected result.
-  virtual long long countWrong(const SweepCase& sc, const void* recv, size_t count) const = 0;
+  // expected result of the op, run in place or not (for a reduce's non-root, whose buffer must
+  // keep what it held: the poison out of place, its own input in place).
+  virtual long long countWrong(const SweepCase& sc, const void* recv, size_t count,
+                               bool inPlace) const = 0;
 
   // The compare modes (hasCompareModes): one table for o.dtype and o.op; returns the wrong
   // elements over all ranks. Collective.
