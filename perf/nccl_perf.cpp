@@ -256,8 +256,10 @@ double timeOps(const Options& o, Blocking&& blocking, Submit&& submit, bool asyn
 
 struct Row {
   const DtypeInfo* dt;
-  const OpInfo* op;      // nullptr: the collective takes none ("none")
-  size_t nbytes, count;  // the size and count columns: max(send, recv) (Counts)
+  const OpInfo* op;  // nullptr: the collective takes none ("none")
+  // The size and count columns, as nccl-tests prints them: max(send, recv) elements in bytes, and
+  // the call's count argument (Counts::param: per rank for the blocked collectives).
+  size_t nbytes, count;
   Timing out, in;        // prioccl; `in` unmeasured (NAN) under --osu
   bool mpi = false;      // the baseline ran at this size
   Timing mpiOut, mpiIn;  // the MPI collective
@@ -448,8 +450,7 @@ class Bench {
     }
     for (long long bytes = o_.minBytes; bytes <= o_.maxBytes; bytes = nextBytes(o_, bytes)) {
       const Counts n = c_.counts(std::max<size_t>(1, bytes / dt->size), dt->size, p_);
-      Row r{dt, op, 0, std::max(n.send, n.recv), {}, {}, false, {}, {}};
-      r.nbytes = r.count * dt->size;
+      Row r{dt, op, std::max(n.send, n.recv) * dt->size, n.param, {}, {}, false, {}, {}};
       // prioccl, out of place, then in place (where the collective has an in-place form).
       const bool runInPlace = c_.inPlaceSupported() && !o_.osu;  // OSU's: out of place only
       for (bool inPlace : {false, true}) {

@@ -105,7 +105,8 @@ struct SweepCase {
 // GetCollByteCount gives them: what this rank sends and receives, the call's count argument, and
 // where in place puts the buffers inside the one in-place buffer (which holds max(send, recv)
 // elements): rank r's send buffer at r * sendInPlaceOffset, its receive buffer at
-// r * recvInPlaceOffset. The data line's size is max(send, recv) elements.
+// r * recvInPlaceOffset. The data line's size is max(send, recv) elements (in bytes), its count
+// `param`, as nccl-tests prints them.
 struct Counts {
   size_t send, recv, param;
   size_t sendInPlaceOffset = 0, recvInPlaceOffset = 0;
