@@ -23,8 +23,7 @@ ReduceChunk::ReduceChunk(const ChunkSpec& spec, ScratchPool& pool, int root, Roo
       acc_(spec.recv) {
   if (parent_ >= 0) {
     acc_ = nullptr;
-    std::vector<int> siblings = RootTree::children(shape, parent_, root, spec.nranks);
-    while (siblings[static_cast<size_t>(place_)] != spec.rank) ++place_;
+    place_ = RootTree::place(shape, spec.rank, root, spec.nranks);
   }
   if (parent_ >= 0 && !children_.empty()) {
     partial_ = pool_.take();

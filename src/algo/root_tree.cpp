@@ -45,6 +45,19 @@ std::vector<int> RootTree::children(Shape shape, int rank, int root, int nranks)
   return out;
 }
 
+int RootTree::place(Shape shape, int rank, int root, int nranks) {
+  if (shape == Shape::kChain) return 0;  // one child each
+  // v joined in the round of its highest bit; its parent u's children are u + 2^k from u's first
+  // round on (bit 1 for the root, else twice u's highest bit), one per round.
+  int v = relative(rank, root, nranks), u = v - highestBit(v);
+  int bit = u == 0 ? 1 : 2 * highestBit(u), k = 0;
+  while (bit < highestBit(v)) {
+    bit *= 2;
+    ++k;
+  }
+  return k;
+}
+
 RootTree::Shape RootTree::shapeFor(uint64_t chunks, int nranks) {
   uint64_t rounds = 0;
   while ((uint64_t{1} << rounds) < static_cast<uint64_t>(nranks)) ++rounds;

@@ -17,6 +17,9 @@ struct RootTree {
   // broadcast serves them (the first has the largest subtree).
   static int parent(Shape shape, int rank, int root, int nranks);
   static std::vector<int> children(Shape shape, int rank, int root, int nranks);
+  // The place of `rank` (not the root) among its parent's children: children(parent)[place] ==
+  // rank, computed without building that list.
+  static int place(Shape shape, int rank, int root, int nranks);
 
   // The shape for an op cut into `chunks` chunks, from arguments every rank agrees on. Counted in
   // chunk transfers on the critical path: along the chain the last rank is reached after

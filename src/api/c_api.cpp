@@ -39,6 +39,12 @@ void submitAsync(priocclComm_t comm, priocclRequest_t* request, const priocclDat
   *request = reinterpret_cast<priocclRequest_t>(requests().add(submit(c)));
 }
 
+// A named entry point's key: NULL fails the call, leaving *request NULL as every failure does.
+void requireKey(const char* key, priocclRequest_t* request) {
+  if (request) *request = nullptr;
+  if (!key) detail::fail(priocclInvalidArgument, "key is NULL");
+}
+
 priocclComm_t toHandle(uintptr_t id) {
   return reinterpret_cast<priocclComm_t>(id);
 }
@@ -180,8 +186,7 @@ priocclResult_t priocclAllReduceNamedAsync(const void* sendbuf, void* recvbuf, s
                                            int priority, const char* key, priocclComm_t comm,
                                            priocclRequest_t* request) {
   return guarded(__func__, comm, [&] {
-    if (request) *request = nullptr;  // as every other failure leaves it
-    if (!key) detail::fail(priocclInvalidArgument, "key is NULL");
+    requireKey(key, request);
     submitAsync(comm, request, datatype, op, [&](Communicator& c) {
       return c.allReduceAsync(sendbuf, recvbuf, count, datatype, op, priority, key);
     });
@@ -203,8 +208,7 @@ priocclResult_t priocclBroadcastNamedAsync(const void* sendbuff, void* recvbuff,
                                            const char* key, priocclComm_t comm,
                                            priocclRequest_t* request) {
   return guarded(__func__, comm, [&] {
-    if (request) *request = nullptr;
-    if (!key) detail::fail(priocclInvalidArgument, "key is NULL");
+    requireKey(key, request);
     submitAsync(comm, request, datatype, priocclSum, [&](Communicator& c) {
       return c.broadcastAsync(sendbuff, recvbuff, count, datatype, root, priority, key);
     });
@@ -234,8 +238,7 @@ priocclResult_t priocclReduceNamedAsync(const void* sendbuff, void* recvbuff, si
                                         int priority, const char* key, priocclComm_t comm,
                                         priocclRequest_t* request) {
   return guarded(__func__, comm, [&] {
-    if (request) *request = nullptr;
-    if (!key) detail::fail(priocclInvalidArgument, "key is NULL");
+    requireKey(key, request);
     submitAsync(comm, request, datatype, op, [&](Communicator& c) {
       return c.reduceAsync(sendbuff, recvbuff, count, datatype, op, root, priority, key);
     });
@@ -266,8 +269,7 @@ priocclResult_t priocclAllGatherNamedAsync(const void* sendbuff, void* recvbuff,
                                            const char* key, priocclComm_t comm,
                                            priocclRequest_t* request) {
   return guarded(__func__, comm, [&] {
-    if (request) *request = nullptr;
-    if (!key) detail::fail(priocclInvalidArgument, "key is NULL");
+    requireKey(key, request);
     submitAsync(comm, request, datatype, priocclSum, [&](Communicator& c) {
       return c.allGatherAsync(sendbuff, recvbuff, sendcount, datatype, priority, key);
     });
@@ -298,8 +300,7 @@ priocclResult_t priocclReduceScatterNamedAsync(const void* sendbuff, void* recvb
                                                priocclRedOp_t op, int priority, const char* key,
                                                priocclComm_t comm, priocclRequest_t* request) {
   return guarded(__func__, comm, [&] {
-    if (request) *request = nullptr;
-    if (!key) detail::fail(priocclInvalidArgument, "key is NULL");
+    requireKey(key, request);
     submitAsync(comm, request, datatype, op, [&](Communicator& c) {
       return c.reduceScatterAsync(sendbuff, recvbuff, recvcount, datatype, op, priority, key);
     });
@@ -329,8 +330,7 @@ priocclResult_t priocclAllToAllNamedAsync(const void* sendbuff, void* recvbuff, 
                                           priocclDataType_t datatype, int priority, const char* key,
                                           priocclComm_t comm, priocclRequest_t* request) {
   return guarded(__func__, comm, [&] {
-    if (request) *request = nullptr;
-    if (!key) detail::fail(priocclInvalidArgument, "key is NULL");
+    requireKey(key, request);
     submitAsync(comm, request, datatype, priocclSum, [&](Communicator& c) {
       return c.allToAllAsync(sendbuff, recvbuff, count, datatype, priority, key);
     });

@@ -46,11 +46,15 @@ TEST(Broadcast, ShapesAreTreesOfTheirRounds) {
         SCOPED_TRACE(std::string(name(shape)) + " p=" + std::to_string(p) +
                      " root=" + std::to_string(root));
         std::vector<int> parentSeen(p, 0);
-        for (int r = 0; r < p; ++r)
-          for (int c : RootTree::children(shape, r, root, p)) {
+        for (int r = 0; r < p; ++r) {
+          std::vector<int> kids = RootTree::children(shape, r, root, p);
+          for (size_t k = 0; k < kids.size(); ++k) {
+            int c = kids[k];
             ASSERT_EQ(RootTree::parent(shape, c, root, p), r);
+            ASSERT_EQ(RootTree::place(shape, c, root, p), static_cast<int>(k)) << "child " << c;
             ++parentSeen[c];
           }
+        }
         for (int r = 0; r < p; ++r) EXPECT_EQ(parentSeen[r], r == root ? 0 : 1) << "rank " << r;
         std::vector<int> round = rounds(shape, root, p);
         EXPECT_EQ(*std::min_element(round.begin(), round.end()), 0) << "a rank never reached";
