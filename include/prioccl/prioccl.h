@@ -270,6 +270,58 @@ PRIOCCL_API priocclResult_t priocclAllToAllNamedAsync(const void* sendbuff, void
                                                       int priority, const char* key,
                                                       priocclComm_t comm,
                                                       priocclRequest_t* request);
+/* The v-variants, with MPI's semantics (NCCL has none): per-rank counts in arrays of nranks
+ * entries (copied; NULL displacements mean packed blocks in rank order), scheduled and preempted
+ * like the others. Ranks must agree on the counts and datatype (and op): a mismatch, including an
+ * all-to-all-v where what rank i sends rank j is not what j expects from i, fails the op on every
+ * rank with priocclInvalidUsage before any data moves.
+ * All-gather-v (MPI_Allgatherv): rank r's sendbuff (recvcounts[r] elements) lands in every rank's
+ * recvbuff at element displs[r]. In place: sendbuff == recvbuff + displs[rank] elements. */
+PRIOCCL_API priocclResult_t priocclAllGatherV(const void* sendbuff, void* recvbuff,
+                                              const size_t* recvcounts, const size_t* displs,
+                                              priocclDataType_t datatype, priocclComm_t comm);
+PRIOCCL_API priocclResult_t priocclAllGatherVAsync(const void* sendbuff, void* recvbuff,
+                                                   const size_t* recvcounts, const size_t* displs,
+                                                   priocclDataType_t datatype, int priority,
+                                                   priocclComm_t comm, priocclRequest_t* request);
+PRIOCCL_API priocclResult_t priocclAllGatherVNamedAsync(const void* sendbuff, void* recvbuff,
+                                                        const size_t* recvcounts,
+                                                        const size_t* displs,
+                                                        priocclDataType_t datatype, int priority,
+                                                        const char* key, priocclComm_t comm,
+                                                        priocclRequest_t* request);
+/* Reduce-scatter-v (MPI_Reduce_scatter): sendbuff holds nranks blocks of recvcounts[b] elements,
+ * packed; rank r's recvbuff gets the reduction of every rank's block r. In place: recvbuff ==
+ * sendbuff + (recvcounts[0] + ... + recvcounts[rank - 1]) elements. */
+PRIOCCL_API priocclResult_t priocclReduceScatterV(const void* sendbuff, void* recvbuff,
+                                                  const size_t* recvcounts,
+                                                  priocclDataType_t datatype, priocclRedOp_t op,
+                                                  priocclComm_t comm);
+PRIOCCL_API priocclResult_t priocclReduceScatterVAsync(
+    const void* sendbuff, void* recvbuff, const size_t* recvcounts, priocclDataType_t datatype,
+    priocclRedOp_t op, int priority, priocclComm_t comm, priocclRequest_t* request);
+PRIOCCL_API priocclResult_t priocclReduceScatterVNamedAsync(const void* sendbuff, void* recvbuff,
+                                                            const size_t* recvcounts,
+                                                            priocclDataType_t datatype,
+                                                            priocclRedOp_t op, int priority,
+                                                            const char* key, priocclComm_t comm,
+                                                            priocclRequest_t* request);
+/* All-to-all-v (MPI_Alltoallv): sendcounts[j] elements from sdispls[j] of sendbuff go to rank j,
+ * which puts them at rdispls[i] of its recvbuff; recvcounts[i] is what a rank expects from rank
+ * i. Never in place. */
+PRIOCCL_API priocclResult_t priocclAllToAllV(const void* sendbuff, const size_t* sendcounts,
+                                             const size_t* sdispls, void* recvbuff,
+                                             const size_t* recvcounts, const size_t* rdispls,
+                                             priocclDataType_t datatype, priocclComm_t comm);
+PRIOCCL_API priocclResult_t priocclAllToAllVAsync(const void* sendbuff, const size_t* sendcounts,
+                                                  const size_t* sdispls, void* recvbuff,
+                                                  const size_t* recvcounts, const size_t* rdispls,
+                                                  priocclDataType_t datatype, int priority,
+                                                  priocclComm_t comm, priocclRequest_t* request);
+PRIOCCL_API priocclResult_t priocclAllToAllVNamedAsync(
+    const void* sendbuff, const size_t* sendcounts, const size_t* sdispls, void* recvbuff,
+    const size_t* recvcounts, const size_t* rdispls, priocclDataType_t datatype, int priority,
+    const char* key, priocclComm_t comm, priocclRequest_t* request);
 /* Barrier: returns (completes) on a rank once every rank has called it. */
 PRIOCCL_API priocclResult_t priocclBarrier(priocclComm_t comm);
 PRIOCCL_API priocclResult_t priocclBarrierAsync(int priority, priocclComm_t comm,

@@ -254,6 +254,41 @@ class PRIOCCL_API Communicator {
   Request allToAllAsync(const void* sendbuf, void* recvbuf, size_t count,
                         priocclDataType_t datatype, int priority, const std::string& key);
   void allToAll(const void* sendbuf, void* recvbuf, size_t count, priocclDataType_t datatype);
+  // The v-variants, with MPI's semantics (NCCL has none), plus a priority; each array has size()
+  // entries and is copied; null displacements mean packed blocks in rank order. Preemptible like
+  // the others. Ranks must agree on the counts (all-to-all-v: what rank i sends rank j is what j
+  // expects from i) and datatype (and op): a mismatch fails the op on every rank before any data
+  // moves. All-gather-v (MPI_Allgatherv): rank r's sendbuf (recvcounts[r] elements) lands in
+  // every rank's recvbuf at element displs[r]; in place: sendbuf == recvbuf + displs[rank()].
+  Request allGatherVAsync(const void* sendbuf, void* recvbuf, const size_t* recvcounts,
+                          const size_t* displs, priocclDataType_t datatype, int priority = 0);
+  Request allGatherVAsync(const void* sendbuf, void* recvbuf, const size_t* recvcounts,
+                          const size_t* displs, priocclDataType_t datatype, int priority,
+                          const std::string& key);
+  void allGatherV(const void* sendbuf, void* recvbuf, const size_t* recvcounts,
+                  const size_t* displs, priocclDataType_t datatype);
+  // Reduce-scatter-v (MPI_Reduce_scatter): sendbuf holds size() blocks of recvcounts[b]
+  // elements, packed; rank r's recvbuf gets the reduction of every rank's block r. In place:
+  // recvbuf == sendbuf + (recvcounts[0] + ... + recvcounts[rank() - 1]) elements.
+  Request reduceScatterVAsync(const void* sendbuf, void* recvbuf, const size_t* recvcounts,
+                              priocclDataType_t datatype, priocclRedOp_t op, int priority = 0);
+  Request reduceScatterVAsync(const void* sendbuf, void* recvbuf, const size_t* recvcounts,
+                              priocclDataType_t datatype, priocclRedOp_t op, int priority,
+                              const std::string& key);
+  void reduceScatterV(const void* sendbuf, void* recvbuf, const size_t* recvcounts,
+                      priocclDataType_t datatype, priocclRedOp_t op);
+  // All-to-all-v (MPI_Alltoallv): sendcounts[j] elements from sdispls[j] go to rank j, which
+  // puts them at its rdispls[i]; recvcounts[i] is what this rank expects from rank i. Never in
+  // place.
+  Request allToAllVAsync(const void* sendbuf, const size_t* sendcounts, const size_t* sdispls,
+                         void* recvbuf, const size_t* recvcounts, const size_t* rdispls,
+                         priocclDataType_t datatype, int priority = 0);
+  Request allToAllVAsync(const void* sendbuf, const size_t* sendcounts, const size_t* sdispls,
+                         void* recvbuf, const size_t* recvcounts, const size_t* rdispls,
+                         priocclDataType_t datatype, int priority, const std::string& key);
+  void allToAllV(const void* sendbuf, const size_t* sendcounts, const size_t* sdispls,
+                 void* recvbuf, const size_t* recvcounts, const size_t* rdispls,
+                 priocclDataType_t datatype);
   // Barrier: completes on a rank once every rank has submitted it. Scheduled by priority like the
   // others; a named barrier matches by key.
   Request barrierAsync(int priority = 0);

@@ -51,8 +51,8 @@ bool AgreementChunk::Envelope::merge(void* dst, const void* lowerBytes, size_t l
     // A sound header on a message of unexpected length comes from a peer that moves another
     // amount of data in another pattern, i.e. has other arguments: they are worth naming.
     if (sound(upper)) out.b = upper.a;
-  } else if (sameArguments(lower.a, upper.a) && lower.payloadBytes == upper.payloadBytes) {
-    agree = true;
+  } else if (lower.payloadBytes == upper.payloadBytes && combineArguments(&out.a, upper.a)) {
+    agree = true;  // out.a: the two groups' arguments combined (an all-to-all-v's sums)
   } else {
     out.mismatch = 1;
     out.rankB = upper.rankA;

@@ -29,7 +29,7 @@ struct AgreementHeader {
   uint64_t payloadBytes = 0;  // data carried after the header (the same for the whole group)
   Announce a{}, b{};
 };
-static_assert(sizeof(AgreementHeader) == 104, "wire layout");
+static_assert(sizeof(AgreementHeader) == 168, "wire layout");
 
 class AgreementChunk final : public ChunkAlgo {
  public:

@@ -11,16 +11,14 @@ AllGatherChunk::AllGatherChunk(const ChunkSpec& spec)
       p_(spec.nranks),
       r_(spec.rank),
       last_(spec.nranks - 1),
-      bytes_(spec.count * reduce::dtypeSize(spec.dtype)),
       arrived_(static_cast<size_t>(spec.nranks), false) {
   // In place, this rank's slice is already in its block.
-  if (spec.send != block(r_)) std::memcpy(block(r_), spec.send, bytes_);
+  ChunkSpec::Slice own = block(r_);
+  if (own.bytes && spec.send != own.at) std::memcpy(own.at, spec.send, own.bytes);
 }
 
-unsigned char* AllGatherChunk::block(int rank) const {
-  size_t elem = reduce::dtypeSize(spec_.dtype);
-  return static_cast<unsigned char*>(spec_.recv) +
-         static_cast<size_t>(rank) * spec_.blockStride * elem;
+ChunkSpec::Slice AllGatherChunk::block(int rank) const {
+  return spec_.slice(spec_.recvBlocks, spec_.recv, rank, reduce::dtypeSize(spec_.dtype));
 }
 
 // Step s: rank r passes block r - s to r + 1 (its own first, then what arrived at step s - 1).
@@ -29,8 +27,9 @@ Transfer AllGatherChunk::takeSend() {
   Transfer t;
   t.peer = mod(r_ + 1);
   t.step = s;
-  t.buf = block(mod(r_ - s));
-  t.bytes = bytes_;
+  ChunkSpec::Slice b = block(mod(r_ - s));
+  t.buf = b.at;
+  t.bytes = b.bytes;
   return t;
 }
 
@@ -40,8 +39,9 @@ Transfer AllGatherChunk::takeRecv() {
   Transfer t;
   t.peer = mod(r_ - 1);
   t.step = s;
-  t.buf = block(mod(r_ - s - 1));
-  t.bytes = bytes_;
+  ChunkSpec::Slice b = block(mod(r_ - s - 1));
+  t.buf = b.at;
+  t.bytes = b.bytes;
   return t;
 }
 

@@ -13,7 +13,8 @@ namespace prioccl {
 
 class AllGatherChunk final : public ChunkAlgo {
  public:
-  // spec.send: this rank's slice; spec.recv and spec.blockStride: the slices of every block.
+  // spec.send: this rank's slice; spec.recv and spec.recvBlocks: the slices of every block (of
+  // different lengths in an all-gather-v, some perhaps empty: sent and received all the same).
   explicit AllGatherChunk(const ChunkSpec& spec);
 
   static int steps(int nranks) { return nranks > 1 ? nranks - 1 : 1; }
@@ -29,12 +30,11 @@ class AllGatherChunk final : public ChunkAlgo {
   bool finished() const override { return sendsDone_ == last_ && recvsDone_ == last_; }
 
  private:
-  unsigned char* block(int rank) const;  // this chunk's slice of `rank`'s block in recv
+  ChunkSpec::Slice block(int rank) const;  // this chunk's slice of `rank`'s block in recv
   int mod(int x) const { return ((x % p_) + p_) % p_; }
 
   ChunkSpec spec_;
   int p_, r_, last_;  // last_: p - 1 steps
-  size_t bytes_;      // one slice
   std::vector<bool> arrived_;
   int sendsPosted_ = 0, sendsDone_ = 0, recvsPosted_ = 0, recvsDone_ = 0;
 };

@@ -7,17 +7,18 @@
 namespace prioccl {
 
 AllToAllChunk::AllToAllChunk(const ChunkSpec& spec)
-    : spec_(spec),
-      p_(spec.nranks),
-      r_(spec.rank),
-      last_(spec.nranks - 1),
-      bytes_(spec.count * reduce::dtypeSize(spec.dtype)) {
-  std::memcpy(static_cast<unsigned char*>(spec.recv) + offset(r_),
-              static_cast<const unsigned char*>(spec.send) + offset(r_), bytes_);
+    : spec_(spec), p_(spec.nranks), r_(spec.rank), last_(spec.nranks - 1) {
+  // This rank's block for itself (an all-to-all-v's send and receive counts for it are equal).
+  ChunkSpec::Slice from = sendSlice(r_), to = recvSlice(r_);
+  if (to.bytes) std::memcpy(to.at, from.at, to.bytes);
 }
 
-size_t AllToAllChunk::offset(int block) const {
-  return static_cast<size_t>(block) * spec_.blockStride * reduce::dtypeSize(spec_.dtype);
+ChunkSpec::Slice AllToAllChunk::sendSlice(int peer) const {
+  return spec_.slice(spec_.sendBlocks, spec_.send, peer, reduce::dtypeSize(spec_.dtype));
+}
+
+ChunkSpec::Slice AllToAllChunk::recvSlice(int peer) const {
+  return spec_.slice(spec_.recvBlocks, spec_.recv, peer, reduce::dtypeSize(spec_.dtype));
 }
 
 // Step s - 1 (s = 1 .. p - 1): the block for rank r + s, to it.
@@ -26,9 +27,9 @@ Transfer AllToAllChunk::takeSend() {
   Transfer t;
   t.peer = mod(r_ + s);
   t.step = s - 1;
-  t.buf =
-      const_cast<unsigned char*>(static_cast<const unsigned char*>(spec_.send) + offset(t.peer));
-  t.bytes = bytes_;
+  ChunkSpec::Slice b = sendSlice(t.peer);
+  t.buf = b.at;
+  t.bytes = b.bytes;
   return t;
 }
 
@@ -38,8 +39,9 @@ Transfer AllToAllChunk::takeRecv() {
   Transfer t;
   t.peer = mod(r_ - s);
   t.step = s - 1;
-  t.buf = static_cast<unsigned char*>(spec_.recv) + offset(t.peer);
-  t.bytes = bytes_;
+  ChunkSpec::Slice b = recvSlice(t.peer);
+  t.buf = b.at;
+  t.bytes = b.bytes;
   return t;
 }
 

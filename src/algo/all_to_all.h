@@ -11,7 +11,8 @@ namespace prioccl {
 
 class AllToAllChunk final : public ChunkAlgo {
  public:
-  // spec.send, spec.recv and spec.blockStride: this chunk's slices of every block of both.
+  // spec.send, spec.recv, spec.sendBlocks and spec.recvBlocks: this chunk's slices of every block
+  // of both (of different lengths in an all-to-all-v, some perhaps empty).
   explicit AllToAllChunk(const ChunkSpec& spec);
 
   static int steps(int nranks) { return nranks > 1 ? nranks - 1 : 1; }
@@ -26,11 +27,11 @@ class AllToAllChunk final : public ChunkAlgo {
 
  private:
   int mod(int x) const { return ((x % p_) + p_) % p_; }
-  size_t offset(int block) const;  // bytes from a buffer's slice of block 0 to that of `block`
+  ChunkSpec::Slice sendSlice(int peer) const;  // this chunk's slice of the block for `peer`
+  ChunkSpec::Slice recvSlice(int peer) const;  // ... and of the block from it
 
   ChunkSpec spec_;
   int p_, r_, last_;  // last_: p - 1 steps
-  size_t bytes_;      // one slice
   int sendsPosted_ = 0, sendsDone_ = 0, recvsPosted_ = 0, recvsDone_ = 0;
 };
 

@@ -25,6 +25,18 @@ struct Transfer {
   bool exact = true;
 };
 
+// Where each rank's block lies in a buffer that holds one per rank (an all-gather's receive
+// buffer, a reduce-scatter's send buffer, both of an all-to-all's), in elements from the buffer's
+// start: block b holds counts[b] elements from displs[b] on. The plain collectives leave the
+// arrays null: every block then holds `count` elements, block b from b * count on.
+struct BlockLayout {
+  const size_t* counts = nullptr;
+  const size_t* displs = nullptr;
+  size_t count = 0;
+  size_t countOf(int b) const { return counts ? counts[b] : count; }
+  size_t displOf(int b) const { return displs ? displs[b] : static_cast<size_t>(b) * count; }
+};
+
 // Everything a chunk needs to know about its slice of an op.
 struct ChunkSpec {
   const void* send = nullptr;  // this chunk's first element in the user's send buffer
@@ -34,10 +46,25 @@ struct ChunkSpec {
   priocclRedOp_t op = priocclSum;
   int rank = 0;
   int nranks = 1;
-  // All-gather and reduce-scatter: the buffer with one block per rank (all-gather: recv;
-  // reduce-scatter: send) points at this chunk's slice of rank 0's block, and rank b's slice is
-  // b * blockStride elements further on.
-  size_t blockStride = 0;
+  // The blocked collectives: the chunk covers elements [first, first + count) of every block of
+  // these layouts, so send and recv point `first` elements past their buffers' starts. A block
+  // shorter than that (the v-variants) has a shorter slice, or none (slice()).
+  size_t first = 0;
+  BlockLayout sendBlocks, recvBlocks;
+
+  // This chunk's slice of block b of `layout` in the buffer whose chunk pointer is `base`: where
+  // it starts, and its length in bytes (0 past the block's end).
+  struct Slice {
+    unsigned char* at;
+    size_t bytes;
+  };
+  Slice slice(const BlockLayout& layout, const void* base, int b, size_t elemBytes) const {
+    size_t n = layout.countOf(b);
+    n = n > first ? (n - first < count ? n - first : count) : 0;
+    auto* at = const_cast<unsigned char*>(static_cast<const unsigned char*>(base));
+    // An empty slice is not offset: a rank with nothing to send may pass a null buffer.
+    return {n ? at + layout.displOf(b) * elemBytes : at, n * elemBytes};
+  }
 };
 
 class ChunkAlgo {

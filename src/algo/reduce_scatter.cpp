@@ -12,21 +12,20 @@ ReduceScatterChunk::ReduceScatterChunk(const ChunkSpec& spec, ScratchPool& pool)
       p_(spec.nranks),
       r_(spec.rank),
       last_(spec.nranks - 1),
-      bytes_(spec.count * reduce::dtypeSize(spec.dtype)),
+      elem_(reduce::dtypeSize(spec.dtype)),
       reduced_(static_cast<size_t>(spec.nranks), false),
       sent_(static_cast<size_t>(spec.nranks), false) {
   // One rank: its block is the result (Avg divides by 1). In place, it already is.
-  if (p_ == 1 && spec.recv != contribution(0)) std::memcpy(spec.recv, contribution(0), bytes_);
+  ChunkSpec::Slice own = contribution(0);
+  if (p_ == 1 && own.bytes && spec.recv != own.at) std::memcpy(spec.recv, own.at, own.bytes);
 }
 
 ReduceScatterChunk::~ReduceScatterChunk() {
   for (ScratchPool::Block& b : partial_) pool_.give(std::move(b));
 }
 
-const unsigned char* ReduceScatterChunk::contribution(int block) const {
-  size_t elem = reduce::dtypeSize(spec_.dtype);
-  return static_cast<const unsigned char*>(spec_.send) +
-         static_cast<size_t>(block) * spec_.blockStride * elem;
+ChunkSpec::Slice ReduceScatterChunk::contribution(int block) const {
+  return spec_.slice(spec_.sendBlocks, spec_.send, block, elem_);
 }
 
 // Step s: rank r passes the partial sum of block r - s - 1 to r + 1: its own contribution at
@@ -36,9 +35,9 @@ Transfer ReduceScatterChunk::takeSend() {
   Transfer t;
   t.peer = mod(r_ + 1);
   t.step = s;
-  t.buf =
-      s == 0 ? const_cast<unsigned char*>(contribution(mod(r_ - 1))) : partial_[(s - 1) % 2].get();
-  t.bytes = bytes_;
+  ChunkSpec::Slice own = contribution(mod(r_ - s - 1));  // a v-variant's blocks differ in length
+  t.buf = s == 0 ? own.at : partial_[(s - 1) % 2].get();
+  t.bytes = own.bytes;
   return t;
 }
 
@@ -58,7 +57,7 @@ Transfer ReduceScatterChunk::takeRecv() {
   x.peer = mod(r_ - 1);
   x.step = t;
   x.buf = b.get();
-  x.bytes = bytes_;
+  x.bytes = contribution(mod(r_ - t - 2)).bytes;
   return x;
 }
 
@@ -75,7 +74,8 @@ void ReduceScatterChunk::recvDone(int step) {
   bool last = step == last_ - 1;
   void* dst = last ? spec_.recv : in;
   int divisor = last && spec_.op == priocclAvg ? p_ : 1;
-  reduce::apply(dst, in, contribution(block), spec_.count, spec_.dtype, spec_.op, divisor);
+  ChunkSpec::Slice own = contribution(block);
+  reduce::apply(dst, in, own.at, own.bytes / elem_, spec_.dtype, spec_.op, divisor);
   reduced_[static_cast<size_t>(step)] = true;
 }
 

@@ -18,8 +18,9 @@ namespace prioccl {
 
 class ReduceScatterChunk final : public ChunkAlgo {
  public:
-  // spec.send and spec.blockStride: this chunk's slices of every block; spec.recv: this rank's
-  // result slice. `pool` blocks hold at least one slice.
+  // spec.send and spec.sendBlocks: this chunk's slices of every block (of different lengths in a
+  // reduce-scatter-v, some perhaps empty); spec.recv: this rank's result slice. `pool` blocks hold
+  // at least spec.count elements.
   ReduceScatterChunk(const ChunkSpec& spec, ScratchPool& pool);
   ~ReduceScatterChunk() override;
 
@@ -36,13 +37,13 @@ class ReduceScatterChunk final : public ChunkAlgo {
   bool finished() const override { return sendsDone_ == last_ && recvsDone_ == last_; }
 
  private:
-  const unsigned char* contribution(int block) const;  // this rank's slice of `block`
+  ChunkSpec::Slice contribution(int block) const;  // this rank's slice of `block`
   int mod(int x) const { return ((x % p_) + p_) % p_; }
 
   ChunkSpec spec_;
   ScratchPool& pool_;
   int p_, r_, last_;  // last_: p - 1 steps
-  size_t bytes_;      // one slice
+  size_t elem_;
   ScratchPool::Block partial_[2];
   std::vector<bool> reduced_, sent_;
   int sendsPosted_ = 0, sendsDone_ = 0, recvsPosted_ = 0, recvsDone_ = 0;

@@ -316,6 +316,110 @@ priocclResult_t priocclReduceScatter(const void* sendbuff, void* recvbuff, size_
   });
 }
 
+priocclResult_t priocclAllGatherVAsync(const void* sendbuff, void* recvbuff,
+                                       const size_t* recvcounts, const size_t* displs,
+                                       priocclDataType_t datatype, int priority, priocclComm_t comm,
+                                       priocclRequest_t* request) {
+  return guarded(__func__, comm, [&] {
+    submitAsync(comm, request, datatype, priocclSum, [&](Communicator& c) {
+      return c.allGatherVAsync(sendbuff, recvbuff, recvcounts, displs, datatype, priority);
+    });
+  });
+}
+
+priocclResult_t priocclAllGatherVNamedAsync(const void* sendbuff, void* recvbuff,
+                                            const size_t* recvcounts, const size_t* displs,
+                                            priocclDataType_t datatype, int priority,
+                                            const char* key, priocclComm_t comm,
+                                            priocclRequest_t* request) {
+  return guarded(__func__, comm, [&] {
+    requireKey(key, request);
+    submitAsync(comm, request, datatype, priocclSum, [&](Communicator& c) {
+      return c.allGatherVAsync(sendbuff, recvbuff, recvcounts, displs, datatype, priority, key);
+    });
+  });
+}
+
+priocclResult_t priocclAllGatherV(const void* sendbuff, void* recvbuff, const size_t* recvcounts,
+                                  const size_t* displs, priocclDataType_t datatype,
+                                  priocclComm_t comm) {
+  return guarded(__func__, comm, [&] {
+    detail::validateEnums(datatype, priocclSum);
+    lookup(comm).allGatherV(sendbuff, recvbuff, recvcounts, displs, datatype);
+  });
+}
+
+priocclResult_t priocclReduceScatterVAsync(const void* sendbuff, void* recvbuff,
+                                           const size_t* recvcounts, priocclDataType_t datatype,
+                                           priocclRedOp_t op, int priority, priocclComm_t comm,
+                                           priocclRequest_t* request) {
+  return guarded(__func__, comm, [&] {
+    submitAsync(comm, request, datatype, op, [&](Communicator& c) {
+      return c.reduceScatterVAsync(sendbuff, recvbuff, recvcounts, datatype, op, priority);
+    });
+  });
+}
+
+priocclResult_t priocclReduceScatterVNamedAsync(const void* sendbuff, void* recvbuff,
+                                                const size_t* recvcounts,
+                                                priocclDataType_t datatype, priocclRedOp_t op,
+                                                int priority, const char* key, priocclComm_t comm,
+                                                priocclRequest_t* request) {
+  return guarded(__func__, comm, [&] {
+    requireKey(key, request);
+    submitAsync(comm, request, datatype, op, [&](Communicator& c) {
+      return c.reduceScatterVAsync(sendbuff, recvbuff, recvcounts, datatype, op, priority, key);
+    });
+  });
+}
+
+priocclResult_t priocclReduceScatterV(const void* sendbuff, void* recvbuff,
+                                      const size_t* recvcounts, priocclDataType_t datatype,
+                                      priocclRedOp_t op, priocclComm_t comm) {
+  return guarded(__func__, comm, [&] {
+    detail::validateEnums(datatype, op);
+    lookup(comm).reduceScatterV(sendbuff, recvbuff, recvcounts, datatype, op);
+  });
+}
+
+priocclResult_t priocclAllToAllVAsync(const void* sendbuff, const size_t* sendcounts,
+                                      const size_t* sdispls, void* recvbuff,
+                                      const size_t* recvcounts, const size_t* rdispls,
+                                      priocclDataType_t datatype, int priority, priocclComm_t comm,
+                                      priocclRequest_t* request) {
+  return guarded(__func__, comm, [&] {
+    submitAsync(comm, request, datatype, priocclSum, [&](Communicator& c) {
+      return c.allToAllVAsync(sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls,
+                              datatype, priority);
+    });
+  });
+}
+
+priocclResult_t priocclAllToAllVNamedAsync(const void* sendbuff, const size_t* sendcounts,
+                                           const size_t* sdispls, void* recvbuff,
+                                           const size_t* recvcounts, const size_t* rdispls,
+                                           priocclDataType_t datatype, int priority,
+                                           const char* key, priocclComm_t comm,
+                                           priocclRequest_t* request) {
+  return guarded(__func__, comm, [&] {
+    requireKey(key, request);
+    submitAsync(comm, request, datatype, priocclSum, [&](Communicator& c) {
+      return c.allToAllVAsync(sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls,
+                              datatype, priority, key);
+    });
+  });
+}
+
+priocclResult_t priocclAllToAllV(const void* sendbuff, const size_t* sendcounts,
+                                 const size_t* sdispls, void* recvbuff, const size_t* recvcounts,
+                                 const size_t* rdispls, priocclDataType_t datatype,
+                                 priocclComm_t comm) {
+  return guarded(__func__, comm, [&] {
+    detail::validateEnums(datatype, priocclSum);
+    lookup(comm).allToAllV(sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, datatype);
+  });
+}
+
 priocclResult_t priocclAllToAllAsync(const void* sendbuff, void* recvbuff, size_t count,
                                      priocclDataType_t datatype, int priority, priocclComm_t comm,
                                      priocclRequest_t* request) {

@@ -216,6 +216,121 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     auto state = makeOp(send, recv, count, dtype, broadcast ? priocclSum : op);
     state->kind = kind;
     state->root = rooted ? root : -1;
+    return submitCollective(state, priority, key, callerWaits);
+  }
+
+  // The v-variants (per-rank counts, MPI's semantics): an all-gather-v (recvCounts, recvDispls;
+  // sendbuf holds recvCounts[rank] elements), a reduce-scatter-v (sendbuf holds the blocks of
+  // recvCounts, packed; recvbuf gets recvCounts[rank]) or an all-to-all-v (all four). Null
+  // displacements mean packed blocks. The arrays are copied. Checks what this rank can check
+  // alone; the matching compares the counts every rank must share (a digest of them) and, for an
+  // all-to-all-v, that what each rank sends each other is what that one expects.
+  Request collectiveVAsync(OpState::Kind kind, const void* send, void* recv,
+                           const size_t* sendCounts, const size_t* sendDispls,
+                           const size_t* recvCounts, const size_t* recvDispls,
+                           priocclDataType_t dtype, priocclRedOp_t op, int priority,
+                           const std::string* key, bool callerWaits = false) {
+    using Kind = OpState::Kind;
+    const std::string what = concat(kindName(kind), ": ");
+    const size_t elem = reduce::dtypeSize(dtype), p = static_cast<size_t>(size_);
+    const size_t me = static_cast<size_t>(rank_);
+    auto state = makeOp(send, recv, 0, dtype, kind == Kind::kReduceScatterV ? op : priocclSum);
+    state->kind = kind;
+    const bool toAll = kind == Kind::kAllToAllV;
+    // A layout from the caller's arrays; returns the elements it spans.
+    auto layout = [&](const char* countsName, const size_t* counts, const char* displsName,
+                      const size_t* displs, std::vector<size_t>& outCounts,
+                      std::vector<size_t>& outDispls) {
+      if (!counts) fail(priocclInvalidArgument, what, countsName, " is null");
+      outCounts.assign(counts, counts + p);
+      outDispls.resize(p);
+      size_t extent = 0, next = 0;
+      for (size_t b = 0; b < p; ++b) {
+        size_t d = displs ? displs[b] : next;
+        if (counts[b] > SIZE_MAX / elem || d > SIZE_MAX / elem - counts[b])
+          fail(priocclInvalidArgument, what, countsName, "[", b, "] = ", counts[b], " from ",
+               displs ? displsName : "packed displacement ", displs ? concat("[", b, "] = ") : "",
+               d, " of ", reduce::dtypeName(dtype), " overflows the address space");
+        outDispls[b] = d;
+        next = d + counts[b];
+        extent = std::max(extent, next);
+      }
+      return extent;
+    };
+    // Blocks that are written must not overlap one another.
+    auto disjoint = [&](const char* name, const std::vector<size_t>& counts,
+                        const std::vector<size_t>& displs) {
+      std::vector<size_t> order(p);
+      for (size_t b = 0; b < p; ++b) order[b] = b;
+      std::sort(order.begin(), order.end(),
+                [&](size_t x, size_t y) { return displs[x] < displs[y]; });
+      size_t end = 0, endBlock = 0;
+      for (size_t b : order) {
+        if (counts[b] == 0) continue;
+        if (displs[b] < end)
+          fail(priocclInvalidArgument, what, "blocks ", endBlock, " and ", b, " of ", name,
+               " overlap (each rank's block must have a place of its own)");
+        end = displs[b] + counts[b];
+        endBlock = b;
+      }
+    };
+    size_t sendElems = 0, recvElems = 0, largest = 0;
+    if (kind == Kind::kAllGatherV) {
+      recvElems = layout("recvcounts", recvCounts, "displs", recvDispls, state->recvCounts,
+                         state->recvDispls);
+      disjoint("recvbuf", state->recvCounts, state->recvDispls);
+      sendElems = state->recvCounts[me];
+    } else if (kind == Kind::kReduceScatterV) {
+      sendElems =
+          layout("recvcounts", recvCounts, "", nullptr, state->sendCounts, state->sendDispls);
+      recvElems = state->sendCounts[me];
+    } else {
+      sendElems = layout("sendcounts", sendCounts, "sdispls", sendDispls, state->sendCounts,
+                         state->sendDispls);
+      recvElems = layout("recvcounts", recvCounts, "rdispls", recvDispls, state->recvCounts,
+                         state->recvDispls);
+      disjoint("recvbuf", state->recvCounts, state->recvDispls);
+      if (state->sendCounts[me] != state->recvCounts[me])
+        fail(priocclInvalidArgument, what, "sendcounts[", me, "] = ", state->sendCounts[me],
+             " but recvcounts[", me, "] = ", state->recvCounts[me],
+             ": what this rank sends itself must be what it expects from itself");
+    }
+    const std::vector<size_t>& shared =
+        kind == Kind::kAllGatherV ? state->recvCounts : state->sendCounts;
+    for (size_t c : shared) largest = std::max(largest, c);
+    if (toAll)
+      for (size_t c : state->recvCounts) largest = std::max(largest, c);
+    state->count = largest;
+    if (sendElems > 0 && !send)
+      fail(priocclInvalidArgument, what, "sendbuf is null with ", sendElems, " elements to send");
+    if (recvElems > 0 && !recv)
+      fail(priocclInvalidArgument, what, "recvbuf is null with ", recvElems,
+           " elements to receive");
+    auto s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
+    const bool inPlace = kind == Kind::kAllGatherV       ? s == r + state->recvDispls[me] * elem
+                         : kind == Kind::kReduceScatterV ? r == s + state->sendDispls[me] * elem
+                                                         : false;
+    if (sendElems > 0 && recvElems > 0 && !inPlace && s < r + recvElems * elem &&
+        r < s + sendElems * elem)
+      fail(priocclInvalidArgument, what, "sendbuf and recvbuf overlap without being in place (",
+           kind == Kind::kAllGatherV       ? "sendbuf at displs[rank] of recvbuf"
+           : kind == Kind::kReduceScatterV ? "recvbuf at this rank's block of sendbuf"
+                                           : "an all-to-all is never in place",
+           ")");
+    if (toAll) {
+      PairTerms t = pairTerms(rank_, state->sendCounts, state->recvCounts);
+      state->pairDigest = t.digest;
+      state->pairCount = t.count;
+      state->pairWhere = t.where;
+    } else {
+      state->layout = layoutDigest(shared);
+    }
+    return submitCollective(state, priority, key, callerWaits);
+  }
+
+  // A collective's common tail: its priority and key, then to the engine (or the group).
+  Request submitCollective(const std::shared_ptr<OpState>& state, int priority,
+                           const std::string* key, bool callerWaits) {
     state->priority = priority;
     if (key) {
       state->named = true;
@@ -694,6 +809,84 @@ void Communicator::allToAll(const void* sendbuf, void* recvbuf, size_t count,
   detail::group::waitOrDefer(impl().collectiveAsync(detail::OpState::Kind::kAllToAll, sendbuf,
                                                     recvbuf, count, datatype, priocclSum, -1, 0,
                                                     nullptr, true));
+}
+
+Request Communicator::allGatherVAsync(const void* sendbuf, void* recvbuf, const size_t* recvcounts,
+                                      const size_t* displs, priocclDataType_t datatype,
+                                      int priority) {
+  detail::validateEnums(datatype, priocclSum);
+  return impl().collectiveVAsync(detail::OpState::Kind::kAllGatherV, sendbuf, recvbuf, nullptr,
+                                 nullptr, recvcounts, displs, datatype, priocclSum, priority,
+                                 nullptr);
+}
+
+Request Communicator::allGatherVAsync(const void* sendbuf, void* recvbuf, const size_t* recvcounts,
+                                      const size_t* displs, priocclDataType_t datatype,
+                                      int priority, const std::string& key) {
+  detail::validateEnums(datatype, priocclSum);
+  return impl().collectiveVAsync(detail::OpState::Kind::kAllGatherV, sendbuf, recvbuf, nullptr,
+                                 nullptr, recvcounts, displs, datatype, priocclSum, priority, &key);
+}
+
+void Communicator::allGatherV(const void* sendbuf, void* recvbuf, const size_t* recvcounts,
+                              const size_t* displs, priocclDataType_t datatype) {
+  detail::validateEnums(datatype, priocclSum);
+  detail::group::waitOrDefer(impl().collectiveVAsync(detail::OpState::Kind::kAllGatherV, sendbuf,
+                                                     recvbuf, nullptr, nullptr, recvcounts, displs,
+                                                     datatype, priocclSum, 0, nullptr, true));
+}
+
+Request Communicator::reduceScatterVAsync(const void* sendbuf, void* recvbuf,
+                                          const size_t* recvcounts, priocclDataType_t datatype,
+                                          priocclRedOp_t op, int priority) {
+  detail::validateEnums(datatype, op);
+  return impl().collectiveVAsync(detail::OpState::Kind::kReduceScatterV, sendbuf, recvbuf, nullptr,
+                                 nullptr, recvcounts, nullptr, datatype, op, priority, nullptr);
+}
+
+Request Communicator::reduceScatterVAsync(const void* sendbuf, void* recvbuf,
+                                          const size_t* recvcounts, priocclDataType_t datatype,
+                                          priocclRedOp_t op, int priority, const std::string& key) {
+  detail::validateEnums(datatype, op);
+  return impl().collectiveVAsync(detail::OpState::Kind::kReduceScatterV, sendbuf, recvbuf, nullptr,
+                                 nullptr, recvcounts, nullptr, datatype, op, priority, &key);
+}
+
+void Communicator::reduceScatterV(const void* sendbuf, void* recvbuf, const size_t* recvcounts,
+                                  priocclDataType_t datatype, priocclRedOp_t op) {
+  detail::validateEnums(datatype, op);
+  detail::group::waitOrDefer(impl().collectiveVAsync(detail::OpState::Kind::kReduceScatterV,
+                                                     sendbuf, recvbuf, nullptr, nullptr, recvcounts,
+                                                     nullptr, datatype, op, 0, nullptr, true));
+}
+
+Request Communicator::allToAllVAsync(const void* sendbuf, const size_t* sendcounts,
+                                     const size_t* sdispls, void* recvbuf, const size_t* recvcounts,
+                                     const size_t* rdispls, priocclDataType_t datatype,
+                                     int priority) {
+  detail::validateEnums(datatype, priocclSum);
+  return impl().collectiveVAsync(detail::OpState::Kind::kAllToAllV, sendbuf, recvbuf, sendcounts,
+                                 sdispls, recvcounts, rdispls, datatype, priocclSum, priority,
+                                 nullptr);
+}
+
+Request Communicator::allToAllVAsync(const void* sendbuf, const size_t* sendcounts,
+                                     const size_t* sdispls, void* recvbuf, const size_t* recvcounts,
+                                     const size_t* rdispls, priocclDataType_t datatype,
+                                     int priority, const std::string& key) {
+  detail::validateEnums(datatype, priocclSum);
+  return impl().collectiveVAsync(detail::OpState::Kind::kAllToAllV, sendbuf, recvbuf, sendcounts,
+                                 sdispls, recvcounts, rdispls, datatype, priocclSum, priority,
+                                 &key);
+}
+
+void Communicator::allToAllV(const void* sendbuf, const size_t* sendcounts, const size_t* sdispls,
+                             void* recvbuf, const size_t* recvcounts, const size_t* rdispls,
+                             priocclDataType_t datatype) {
+  detail::validateEnums(datatype, priocclSum);
+  detail::group::waitOrDefer(impl().collectiveVAsync(
+      detail::OpState::Kind::kAllToAllV, sendbuf, recvbuf, sendcounts, sdispls, recvcounts, rdispls,
+      datatype, priocclSum, 0, nullptr, true));
 }
 
 Request Communicator::barrierAsync(int priority) {

@@ -106,9 +106,19 @@ ChunkSpec ChunkRunner::chunkSpec(const OpState& op, size_t first, size_t count) 
   spec.op = op.op;
   spec.rank = rank_;
   spec.nranks = nranks_;
-  if (op.kind == OpState::Kind::kAllGather || op.kind == OpState::Kind::kReduceScatter ||
-      op.kind == OpState::Kind::kAllToAll)
-    spec.blockStride = op.count;  // one block of count elements per rank
+  if (op.blocked()) {
+    // Blocks of count elements, packed; a v-variant's from its own counts and displacements.
+    spec.first = first;
+    auto layout = [&op](const std::vector<size_t>& counts, const std::vector<size_t>& displs) {
+      BlockLayout l;
+      l.count = op.count;
+      if (!counts.empty()) l.counts = counts.data();
+      if (!displs.empty()) l.displs = displs.data();
+      return l;
+    };
+    spec.sendBlocks = layout(op.sendCounts, op.sendDispls);
+    spec.recvBlocks = layout(op.recvCounts, op.recvDispls);
+  }
   return spec;
 }
 
@@ -158,7 +168,7 @@ void ChunkRunner::makeChunk(Slot& slot, const ChunkSpec& spec) {
 
 void ChunkRunner::makeDataChunk(Slot& slot, const ChunkSpec& spec) {
   const OpState& op = *slot.live->op;
-  switch (op.kind) {
+  switch (op.baseKind()) {
     case OpState::Kind::kBroadcast:
       slot.algo = std::make_unique<BroadcastChunk>(spec, op.root,
                                                    RootTree::shapeFor(slot.live->chunks, nranks_));

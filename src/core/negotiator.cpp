@@ -33,7 +33,7 @@ void Negotiator::record(int rank, const Announce& a) {
   if (p.reported == 0) {
     p.firstRank = rank;
     p.first = a;
-  } else if (!p.mismatch && !sameArguments(a, p.first)) {
+  } else if (!p.mismatch && !combineArguments(&p.first, a)) {
     p.mismatch = true;
     p.otherRank = rank;
     p.other = a;

@@ -57,7 +57,7 @@ class Negotiator {
     int reported = 0;
     std::vector<bool> reportedBy;
     int firstRank = -1;
-    Announce first{};
+    Announce first{};  // the first announcement, combined with every later one that agrees
     bool mismatch = false;
     int otherRank = -1;
     Announce other{};

@@ -54,18 +54,48 @@ struct OpState : std::enable_shared_from_this<OpState> {
     kAllGather = 5,
     kReduceScatter = 6,
     kAllToAll = 7,
-    kBarrier = 8
+    kBarrier = 8,
+    // The v-variants: per-rank counts and displacements (the vectors below).
+    kAllGatherV = 9,
+    kReduceScatterV = 10,
+    kAllToAllV = 11
   };
-  static constexpr int kKinds = 9;
+  static constexpr int kKinds = 12;
   Kind kind = Kind::kAllReduce;
+  // The step machine a kind runs on: a v-variant's is its plain kind's, with the layout below.
+  Kind baseKind() const {
+    switch (kind) {
+      case Kind::kAllGatherV:
+        return Kind::kAllGather;
+      case Kind::kReduceScatterV:
+        return Kind::kReduceScatter;
+      case Kind::kAllToAllV:
+        return Kind::kAllToAll;
+      default:
+        return kind;
+    }
+  }
+  // Whether the op's buffers hold one block per rank.
+  bool blocked() const {
+    Kind b = baseKind();
+    return b == Kind::kAllGather || b == Kind::kReduceScatter || b == Kind::kAllToAll;
+  }
   int peer = -1;
   int tag = 0;
   int root = -1;  // broadcast: the rank whose data every rank receives; reduce: the one receiving
   bool pointToPoint() const { return kind == Kind::kSend || kind == Kind::kRecv; }
   const void* send = nullptr;
   void* recv = nullptr;
-  size_t count =
-      0;  // all-gather: each rank's (sendcount); reduce-scatter: each result's (recvcount)
+  // All-gather: each rank's (sendcount); reduce-scatter: each result's (recvcount); all-to-all:
+  // each block's; the v-variants: the largest block of any rank (an all-to-all-v's is the
+  // group's, known once the op is matched), which the op's chunks are cut by.
+  size_t count = 0;
+  // The v-variants' blocks, in elements (empty for the others: blocks of `count`, packed). The
+  // send side: a reduce-scatter-v's (packed) and an all-to-all-v's send buffer; the receive side:
+  // an all-gather-v's and an all-to-all-v's receive buffer, and a reduce-scatter-v's counts.
+  std::vector<size_t> sendCounts, sendDispls, recvCounts, recvDispls;
+  // What this rank announces of them (Announce's fields of the same names, wire.h).
+  uint64_t layout = 0, pairDigest = 0, pairCount = 0, pairWhere = 0;
   priocclDataType_t dtype = priocclFloat32;
   priocclRedOp_t op = priocclSum;
   int priority = 0;

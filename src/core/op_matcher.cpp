@@ -14,6 +14,9 @@ constexpr auto kAllGatherKind = static_cast<int32_t>(OpState::Kind::kAllGather);
 constexpr auto kReduceScatterKind = static_cast<int32_t>(OpState::Kind::kReduceScatter);
 constexpr auto kAllToAllKind = static_cast<int32_t>(OpState::Kind::kAllToAll);
 constexpr auto kBarrierKind = static_cast<int32_t>(OpState::Kind::kBarrier);
+constexpr auto kAllGatherVKind = static_cast<int32_t>(OpState::Kind::kAllGatherV);
+constexpr auto kReduceScatterVKind = static_cast<int32_t>(OpState::Kind::kReduceScatterV);
+static_assert(kAllToAllVWireKind == static_cast<int32_t>(OpState::Kind::kAllToAllV));
 
 // An op kind read off the wire, named ("op" when no kind has that value).
 const char* wireKindName(int32_t kind) {
@@ -36,6 +39,14 @@ std::string describeArgs(const Announce& a, bool withKind) {
   if (a.kind == kAllGatherKind) return concat("allgather, count ", a.count, " per rank, ", dtype);
   if (a.kind == kAllToAllKind) return concat("alltoall, count ", a.count, " per rank, ", dtype);
   if (a.kind == kBarrierKind) return "barrier";
+  // The v-variants' counts differ by rank; the digest of them tells two layouts apart.
+  if (a.kind == kAllGatherVKind || a.kind == kReduceScatterVKind)
+    return concat(wireKindName(a.kind), ", per-rank counts with digest ", std::hex, a.layout,
+                  std::dec, " (largest ", a.count, "), ", dtype,
+                  a.kind == kReduceScatterVKind
+                      ? concat(", ", reduce::opName(static_cast<priocclRedOp_t>(a.op)))
+                      : std::string());
+  if (a.kind == kAllToAllVWireKind) return concat("alltoallv, ", dtype);
   if (a.kind == kReduceScatterKind)
     return concat("reducescatter, count ", a.count, " per rank, ", dtype, ", ",
                   reduce::opName(static_cast<priocclRedOp_t>(a.op)));
@@ -47,6 +58,23 @@ std::string describeSides(int rankA, const Announce& a, int rankB, const Announc
   bool withKind = a.kind != b.kind;
   return concat("rank ", rankA, " had ", describeArgs(a, withKind), ", but rank ", rankB, " had ",
                 describeArgs(b, withKind));
+}
+
+// An all-to-all-v whose group agreed on everything but the pairing of counts: "" when every pair
+// matches, else which pair differs (when one does: D and D * pairIndex(i, j) give i and j).
+std::string pairingError(const Announce& group) {
+  if (group.kind != kAllToAllVWireKind || group.pairDigest == 0) return {};
+  auto d = static_cast<int64_t>(group.pairCount), w = static_cast<int64_t>(group.pairWhere);
+  if (d != 0 && w % d == 0 && w / d > 0) {
+    auto at = static_cast<uint64_t>(w / d);
+    uint64_t from = at >> 32, to = at & 0xffffffffULL;
+    if (from < (1ULL << 31) && to < (1ULL << 31) && from != to)
+      return concat("rank ", from, " sends rank ", to, " ", d > 0 ? d : -d,
+                    d > 0 ? " more" : " fewer", " elements than rank ", to, "'s recvcounts[", from,
+                    "] expects");
+  }
+  return "the ranks' sendcounts and recvcounts do not pair up (what rank i sends rank j must be "
+         "what rank j expects from rank i; several pairs differ)";
 }
 
 }  // namespace
@@ -74,6 +102,12 @@ const char* kindName(OpState::Kind kind) {
       return "alltoall";
     case OpState::Kind::kBarrier:
       return "barrier";
+    case OpState::Kind::kAllGatherV:
+      return "allgatherv";
+    case OpState::Kind::kReduceScatterV:
+      return "reducescatterv";
+    case OpState::Kind::kAllToAllV:
+      return "alltoallv";
     case OpState::Kind::kSend:
       return "send";
     case OpState::Kind::kRecv:
@@ -96,11 +130,16 @@ Announce OpMatcher::arguments(const OpState& op) {
   a.key = keyHash(op);
   a.count = op.count;
   a.dtype = enumBits(op.dtype);
-  bool reduces = op.kind == OpState::Kind::kAllReduce || op.kind == OpState::Kind::kReduce ||
-                 op.kind == OpState::Kind::kReduceScatter;
+  OpState::Kind base = op.baseKind();
+  bool reduces = base == OpState::Kind::kAllReduce || base == OpState::Kind::kReduce ||
+                 base == OpState::Kind::kReduceScatter;
   a.op = reduces ? enumBits(op.op) : 0;
   a.kind = static_cast<int32_t>(op.kind);
   a.root = op.root;
+  a.layout = op.layout;
+  a.pairDigest = op.pairDigest;
+  a.pairCount = op.pairCount;
+  a.pairWhere = op.pairWhere;
   a.occurrence = op.named ? op.occurrence : op.globalSeq;
   return a;
 }
@@ -137,12 +176,25 @@ std::shared_ptr<OpState> OpMatcher::decided(const Decision& d, std::string* mism
     // Named by the first side's kind: every rank gives the same message.
     *mismatch = concat("Mismatched ", wireKindName(d.a.kind), " ", describeOp(*op, d.occurrence),
                        ": ", describeSides(d.rankA, d.a, d.rankB, d.b));
+  else if (std::string pairs = pairingError(d.a); !pairs.empty())
+    *mismatch = concat("Mismatched alltoallv ", describeOp(*op, d.occurrence), ": ", pairs);
+  else
+    settle(*op, d.a);
   return op;
 }
 
+void OpMatcher::settle(OpState& op, const Announce& group) {
+  if (op.kind == OpState::Kind::kAllToAllV) op.count = group.count;  // the group's largest block
+}
+
 std::string OpMatcher::verdict(const OpState& op, const AgreementChunk& agreement) const {
-  if (agreement.agreed()) return {};
   AgreementHeader h = agreement.verdict();
+  if (agreement.agreed()) {
+    std::string pairs = pairingError(h.a);
+    return pairs.empty() ? pairs
+                         : concat("Mismatched alltoallv ",
+                                  describeOp(op, op.globalSeq - unnamedBase_), ": ", pairs);
+  }
   std::string sides = h.rankB >= 0 ? describeSides(h.rankA, h.a, h.rankB, h.b)
                                    : concat("rank ", h.rankA, " had ", describeArgs(h.a, false),
                                             ", but a malformed agreement message arrived");
@@ -187,10 +239,12 @@ void OpMatcher::concluded(const AgreementChunk& agreement, std::shared_ptr<OpSta
   sink.matched(*op);
   if (std::string mismatch = verdict(*op, agreement); !mismatch.empty()) {
     sink.end(*op, priocclInvalidUsage, mismatch);
-  } else if (agreement.dataDone() || op->count == 0) {
-    sink.end(*op, priocclSuccess, "");
   } else {
-    moves = op;
+    settle(*op, agreement.verdict().a);
+    if (agreement.dataDone() || op->count == 0)
+      sink.end(*op, priocclSuccess, "");
+    else
+      moves = op;
   }
   agreementEnded(op->globalSeq, std::move(moves), [&](std::shared_ptr<OpState> joins) {
     sink.join(kUnnamedLane, std::move(joins));

@@ -87,6 +87,8 @@ class OpMatcher {
   // submitted it.
   std::shared_ptr<OpState> decided(const Decision& d, std::string* mismatch);
 
+  // An agreed op takes what only the group knows: an all-to-all-v's count (its largest block).
+  static void settle(OpState& op, const Announce& group);
   // An unnamed op's agreement ended: "" when the ranks agreed, else the message every rank gives.
   std::string verdict(const OpState& op, const AgreementChunk& agreement) const;
   // ... and its turn in the unnamed data lane: `moves` is the op if it has data left to move.

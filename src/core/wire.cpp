@@ -31,6 +31,69 @@ std::vector<unsigned char> encode(ControlKind kind, const T* entries, size_t n) 
 
 }  // namespace
 
+namespace {
+
+// A 64-bit mixer (splitmix64's finaliser): every input bit changes about half the output bits.
+uint64_t mix(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// The pair (from, to) as one number: the weight of its count difference in Announce::pairWhere.
+uint64_t pairIndex(int from, int to) {
+  return (static_cast<uint64_t>(from) << 32) | static_cast<uint32_t>(to);
+}
+
+// The digest's term for `count` elements from `from` to `to`.
+uint64_t pairHash(int from, int to, size_t count) {
+  return mix(mix(pairIndex(from, to) + 0x9e3779b97f4a7c15ULL) ^ count);
+}
+
+}  // namespace
+
+uint64_t layoutDigest(const std::vector<size_t>& counts) {
+  uint64_t h = mix(counts.size());
+  for (size_t c : counts) h = mix(h ^ c) + 0x9e3779b97f4a7c15ULL;
+  return h | 1;
+}
+
+// The sums over all ranks are the sums over pairs (i, j) of D(i, j) = what i sends - what j
+// expects from i, each pair's terms added by i and subtracted by j.
+PairTerms pairTerms(int rank, const std::vector<size_t>& sendCounts,
+                    const std::vector<size_t>& recvCounts) {
+  PairTerms t;
+  for (size_t j = 0; j < sendCounts.size(); ++j) {
+    int peer = static_cast<int>(j);
+    t.digest += pairHash(rank, peer, sendCounts[j]) - pairHash(peer, rank, recvCounts[j]);
+    t.count += sendCounts[j] - recvCounts[j];
+    t.where += sendCounts[j] * pairIndex(rank, peer) - recvCounts[j] * pairIndex(peer, rank);
+  }
+  return t;
+}
+
+bool sameArguments(const Announce& x, const Announce& y) {
+  bool pairs = x.kind == kAllToAllVWireKind;  // count and pairing sums are combined, not compared
+  return x.key == y.key && x.occurrence == y.occurrence && (pairs || x.count == y.count) &&
+         x.dtype == y.dtype && x.op == y.op && x.kind == y.kind && x.root == y.root &&
+         x.layout == y.layout &&
+         (pairs || (x.pairDigest == y.pairDigest && x.pairCount == y.pairCount &&
+                    x.pairWhere == y.pairWhere));
+}
+
+bool combineArguments(Announce* group, const Announce& next) {
+  if (!sameArguments(*group, next)) return false;
+  if (group->kind == kAllToAllVWireKind) {
+    group->count = std::max(group->count, next.count);
+    group->pairDigest += next.pairDigest;  // unsigned: wraps mod 2^64 by definition
+    group->pairCount += next.pairCount;
+    group->pairWhere += next.pairWhere;
+  }
+  return true;
+}
+
 std::vector<unsigned char> encodeAnnounces(const Announce* entries, size_t n) {
   return encode(ControlKind::kAnnounce, entries, n);
 }

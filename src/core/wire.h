@@ -11,7 +11,8 @@ namespace prioccl::detail {
 
 constexpr size_t kControlBytes = 4096;
 constexpr uint32_t kControlMagic = 0x50434331;  // "PCC1"
-constexpr uint16_t kControlVersion = 4;         // 4: Announce carries the op's kind and root
+// 4: Announce carries the op's kind and root; 5: the v-collectives' layout digest and pairing sums.
+constexpr uint16_t kControlVersion = 5;
 
 // Announce/Decision carry op identities (negotiator.h); the others keep failures loud (liveness.h):
 // a heartbeat says "alive", a goodbye "my communicator is destroyed, do not wait for me", an
@@ -33,13 +34,38 @@ struct Announce {
   int32_t op = 0;     // the reduction op (0 for collectives without one)
   int32_t kind = 0;   // OpState::Kind: ranks must submit the same collective
   int32_t root = -1;  // the root of a rooted collective (broadcast), else -1
+  // The v-collectives (per-rank counts). All-gather-v and reduce-scatter-v: a digest of the
+  // per-rank counts, which every rank must have alike (0 for the other kinds).
+  uint64_t layout = 0;
+  // All-to-all-v: what rank i sends rank j must be what rank j expects from rank i, a condition
+  // on pairs that no rank sees whole. Each rank adds what it sends and subtracts what it expects,
+  // and the group's sums (mod 2^64) are combined as the announcements are: a digest of (i, j,
+  // count) terms, 0 when every pair matches; and the count differences D(i, j), plain and weighted
+  // by i * nranks + j, which name the pair when one pair differs. count is the largest block of
+  // any rank (the group's maximum), so every rank cuts the op into the same chunks.
+  uint64_t pairDigest = 0, pairCount = 0, pairWhere = 0;
 };
 
-// Whether two announcements describe the same op with the same arguments.
-inline bool sameArguments(const Announce& x, const Announce& y) {
-  return x.key == y.key && x.occurrence == y.occurrence && x.count == y.count &&
-         x.dtype == y.dtype && x.op == y.op && x.kind == y.kind && x.root == y.root;
-}
+// Announce::kind of an all-to-all-v (OpState::Kind::kAllToAllV, checked there).
+constexpr int32_t kAllToAllVWireKind = 11;
+
+// Announce::layout of per-rank counts (never 0), and one rank's all-to-all-v pairing terms: `rank`
+// sends sendCounts[j] elements to rank j and expects recvCounts[j] from it.
+uint64_t layoutDigest(const std::vector<size_t>& counts);
+struct PairTerms {
+  uint64_t digest = 0, count = 0, where = 0;
+};
+PairTerms pairTerms(int rank, const std::vector<size_t>& sendCounts,
+                    const std::vector<size_t>& recvCounts);
+
+// Whether two announcements describe the same op with the same arguments. An all-to-all-v's
+// count and pairing sums differ from rank to rank and are combined instead (combineArguments).
+bool sameArguments(const Announce& x, const Announce& y);
+
+// Folds `next` into `group` (the announcements of a group of ranks so far) when they describe the
+// same op: an all-to-all-v's count becomes the maximum and its pairing sums the sums. False, and
+// `group` untouched, when they disagree.
+bool combineArguments(Announce* group, const Announce& next);
 
 // The coordinator's verdict on one op. On a mismatch, the two disagreeing announcements.
 struct Decision {
@@ -51,7 +77,7 @@ struct Decision {
   Announce a{}, b{};
 };
 
-static_assert(sizeof(Announce) == 40 && sizeof(Decision) == 112, "wire layout");
+static_assert(sizeof(Announce) == 72 && sizeof(Decision) == 176, "wire layout");
 
 // A failure that ended a rank's communicator: the rank where it happened, its priocclResult_t and
 // the message (at most kAbortTextBytes, cut if longer).

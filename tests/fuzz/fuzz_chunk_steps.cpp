@@ -434,7 +434,7 @@ class Run {
   void setUpBlocks(size_t slice, bool inPlace) {
     const size_t p = static_cast<size_t>(spec_.nranks), r = static_cast<size_t>(spec_.rank);
     slice_ = slice;
-    spec_.blockStride = spec_.count;
+    spec_.sendBlocks.count = spec_.recvBlocks.count = spec_.count;  // uniform blocks
     std::vector<unsigned char> own(send_);  // what the input made: this rank's data
     if (isAllGather()) {
       recv_.assign(p * slice, 0xEE);

@@ -630,6 +630,116 @@ TEST_F(Catalogue, AllToAllAndBarrier) {
   EXPECT_EQ(priocclWait(r), priocclSuccess);
 }
 
+// ---- The v-variants ----------------------------------------------------------------------------
+
+TEST_F(Catalogue, VariantCollectives) {
+  priocclComm_t dead = deadComm();
+  const auto f32 = priocclFloat32;
+  const size_t p = static_cast<size_t>(size_), me = static_cast<size_t>(rank_);
+  std::vector<size_t> counts(p, 4), packed(p), gapped(p), zeros(p, 0), huge(p, 4);
+  for (size_t b = 0; b < p; ++b) packed[b] = 4 * b, gapped[b] = 6 * b;
+  huge[p - 1] = SIZE_MAX / 2;
+  std::vector<size_t> clash = packed;  // block 0 where block p - 1 is too
+  if (p > 1) clash[0] = packed[p - 1];
+  std::vector<float> a(8 * p + 8, 1.0f), b(8 * p + 8, 0.0f);
+  float* own = b.data() + packed[me];  // this rank's place in a packed receive buffer
+  for (const char* key : {static_cast<const char*>(nullptr), "catalogue.v"}) {
+    auto gather = [&](const void* s, void* d, const size_t* c, const size_t* x, priocclDataType_t t,
+                      priocclComm_t cm) {
+      priocclRequest_t r = sentinel<priocclRequest_t>();
+      priocclResult_t rc = key ? priocclAllGatherVNamedAsync(s, d, c, x, t, 0, key, cm, &r)
+                               : priocclAllGatherVAsync(s, d, c, x, t, 0, cm, &r);
+      finishRequest(rc, r);
+      return rc;
+    };
+    auto scatter = [&](const void* s, void* d, const size_t* c, priocclRedOp_t o,
+                       priocclComm_t cm) {
+      priocclRequest_t r = sentinel<priocclRequest_t>();
+      priocclResult_t rc = key ? priocclReduceScatterVNamedAsync(s, d, c, f32, o, 0, key, cm, &r)
+                               : priocclReduceScatterVAsync(s, d, c, f32, o, 0, cm, &r);
+      finishRequest(rc, r);
+      return rc;
+    };
+    auto all = [&](const void* s, const size_t* sc, const size_t* sd, void* d, const size_t* rc,
+                   const size_t* rd, priocclComm_t cm) {
+      priocclRequest_t r = sentinel<priocclRequest_t>();
+      priocclResult_t res =
+          key ? priocclAllToAllVNamedAsync(s, sc, sd, d, rc, rd, f32, 0, key, cm, &r)
+              : priocclAllToAllVAsync(s, sc, sd, d, rc, rd, f32, 0, cm, &r);
+      finishRequest(res, r);
+      return res;
+    };
+    BAD_CASE(gather(a.data(), b.data(), nullptr, nullptr, f32, comm), priocclInvalidArgument,
+             "recvcounts is null");
+    BAD_CASE(gather(nullptr, b.data(), counts.data(), nullptr, f32, comm), priocclInvalidArgument,
+             "sendbuf");
+    BAD_CASE(gather(a.data(), nullptr, counts.data(), nullptr, f32, comm), priocclInvalidArgument,
+             "recvbuf");
+    BAD_CASE(
+        gather(a.data(), b.data(), counts.data(), nullptr, rawEnum<priocclDataType_t>(10), comm),
+        priocclInvalidArgument, "datatype");
+    BAD_CASE(gather(a.data(), b.data(), huge.data(), nullptr, f32, comm), priocclInvalidArgument,
+             "overflows");
+    BAD_CASE(gather(own + 1, b.data(), counts.data(), nullptr, f32, comm), priocclInvalidArgument,
+             "overlap");
+    if (p > 1) {
+      BAD_CASE(gather(a.data(), b.data(), counts.data(), clash.data(), f32, comm),
+               priocclInvalidArgument, "overlap");
+    }
+    BAD_CASE(gather(a.data(), b.data(), counts.data(), nullptr, f32, nullptr),
+             priocclInvalidArgument, "comm");
+    BAD_CASE(gather(a.data(), b.data(), counts.data(), nullptr, f32, dead), priocclInvalidUsage,
+             "comm");
+    BAD_CASE(scatter(a.data(), b.data(), nullptr, priocclSum, comm), priocclInvalidArgument,
+             "recvcounts is null");
+    BAD_CASE(scatter(nullptr, b.data(), counts.data(), priocclSum, comm), priocclInvalidArgument,
+             "sendbuf");
+    BAD_CASE(scatter(a.data(), b.data(), counts.data(), rawEnum<priocclRedOp_t>(7), comm),
+             priocclInvalidArgument, "op");
+    BAD_CASE(scatter(a.data(), a.data() + packed[me] + 1, counts.data(), priocclSum, comm),
+             priocclInvalidArgument, "overlap");
+    BAD_CASE(all(a.data(), nullptr, nullptr, b.data(), counts.data(), nullptr, comm),
+             priocclInvalidArgument, "sendcounts is null");
+    BAD_CASE(all(a.data(), counts.data(), nullptr, b.data(), nullptr, nullptr, comm),
+             priocclInvalidArgument, "recvcounts is null");
+    BAD_CASE(all(a.data(), counts.data(), nullptr, a.data(), counts.data(), nullptr, comm),
+             priocclInvalidArgument, "never in place");
+    if (p > 1) {
+      BAD_CASE(all(a.data(), counts.data(), nullptr, b.data(), counts.data(), clash.data(), comm),
+               priocclInvalidArgument, "overlap");
+    }
+    std::vector<size_t> selfDiffers = counts;
+    selfDiffers[me] = 3;
+    BAD_CASE(all(a.data(), counts.data(), nullptr, b.data(), selfDiffers.data(), nullptr, comm),
+             priocclInvalidArgument, "sends itself");
+    BAD_CASE(all(a.data(), counts.data(), nullptr, b.data(), counts.data(), nullptr, dead),
+             priocclInvalidUsage, "comm");
+    // Packed, gapped, in place; nothing at all without buffers.
+    ACCEPTED_CASE(gather(a.data(), b.data(), counts.data(), nullptr, f32, comm));
+    ACCEPTED_CASE(gather(a.data(), b.data(), counts.data(), gapped.data(), f32, comm));
+    ACCEPTED_CASE(gather(own, b.data(), counts.data(), nullptr, f32, comm));
+    ACCEPTED_CASE(gather(nullptr, nullptr, zeros.data(), nullptr, f32, comm));
+    ACCEPTED_CASE(scatter(a.data(), a.data() + packed[me], counts.data(), priocclAvg, comm));
+    ACCEPTED_CASE(scatter(nullptr, nullptr, zeros.data(), priocclSum, comm));
+    ACCEPTED_CASE(
+        all(a.data(), counts.data(), gapped.data(), b.data(), counts.data(), nullptr, comm));
+    ACCEPTED_CASE(all(nullptr, zeros.data(), nullptr, nullptr, zeros.data(), nullptr, comm));
+  }
+  BAD_CASE(
+      priocclAllGatherVAsync(a.data(), b.data(), counts.data(), nullptr, f32, 0, comm, nullptr),
+      priocclInvalidArgument, "request");
+  BAD_CASE(priocclReduceScatterVNamedAsync(a.data(), b.data(), counts.data(), f32, priocclSum, 0,
+                                           nullptr, comm, nullptr),
+           priocclInvalidArgument, "key");
+  BAD_CASE(priocclAllToAllV(a.data(), counts.data(), nullptr, b.data(), counts.data(), nullptr,
+                            rawEnum<priocclDataType_t>(-2), comm),
+           priocclInvalidArgument, "datatype");
+  ACCEPTED_CASE(priocclAllGatherV(a.data(), b.data(), counts.data(), nullptr, f32, comm));
+  ACCEPTED_CASE(priocclReduceScatterV(a.data(), b.data(), counts.data(), f32, priocclMax, comm));
+  ACCEPTED_CASE(priocclAllToAllV(a.data(), counts.data(), nullptr, b.data(), counts.data(), nullptr,
+                                 f32, comm));
+}
+
 // ---- Point to point --------------------------------------------------------------------------
 
 TEST_F(Catalogue, PointToPoint) {
@@ -1106,17 +1216,15 @@ class Mismatch : public Catalogue {
   // other traffic: it fails on every rank with priocclInvalidUsage and one message, before its
   // data moves (its receive buffer stays untouched).
   void runMismatch(const std::string& label, const char* key, Args mine) {
-    ++g_mismatchCases;
-    Traffic traffic(this);
-    traffic.before();
-    std::vector<unsigned char> send(kMaxBytes, 0x5A), recv(kMaxBytes, 0xA5);
-    priocclRequest_t r = nullptr;
-    priocclResult_t submitted;
     // Room for size() blocks of the largest count either way.
-    if (mine.allGather || mine.reduceScatter || mine.allToAll) {
-      send.assign(kMaxBytes * static_cast<size_t>(size_), 0x5A);
-      recv.assign(kMaxBytes * static_cast<size_t>(size_), 0xA5);
-    }
+    const bool blocked = mine.allGather || mine.reduceScatter || mine.allToAll;
+    expectMismatch(label, kMaxBytes * (blocked ? static_cast<size_t>(size_) : 1),
+                   [&](std::vector<unsigned char>& send, std::vector<unsigned char>& recv,
+                       priocclRequest_t& r) { return submit(key, mine, send, recv, r); });
+  }
+  priocclResult_t submit(const char* key, const Args& mine, std::vector<unsigned char>& send,
+                         std::vector<unsigned char>& recv, priocclRequest_t& r) {
+    priocclResult_t submitted;
     if (mine.barrier)
       submitted = priocclBarrierAsync(0, comm, &r);
     else if (mine.allToAll)
@@ -1149,6 +1257,18 @@ class Mismatch : public Catalogue {
                                                    mine.op, 0, key, comm, &r)
                       : priocclAllReduceAsync(send.data(), recv.data(), mine.count, mine.dtype,
                                               mine.op, 0, comm, &r);
+    return submitted;
+  }
+  // The checks of runMismatch for an op that `submit(send, recv, request)` submits, with buffers
+  // of `bytes` each.
+  template <typename Submit>
+  void expectMismatch(const std::string& label, size_t bytes, Submit&& submit) {
+    ++g_mismatchCases;
+    Traffic traffic(this);
+    traffic.before();
+    std::vector<unsigned char> send(bytes, 0x5A), recv(bytes, 0xA5);
+    priocclRequest_t r = nullptr;
+    priocclResult_t submitted = submit(send, recv, r);
     EXPECT_EQ(submitted, priocclSuccess) << label << ": " << lastError();
     traffic.after();
     if (submitted == priocclSuccess) {
@@ -1310,6 +1430,92 @@ TEST_F(Mismatch, SingleOps) {
   // Unnamed ops of count 0 still take part in matching (a named one does not: see above).
   runMismatch("unnamed: count 0 against 1000", nullptr,
               pick(0, {0, priocclFloat32, priocclSum}, f32));
+}
+
+// The v-variants: per-rank counts that differ between ranks (all-gather-v, reduce-scatter-v), an
+// all-to-all-v whose sends and expectations do not pair up, and each against its plain kind.
+TEST_F(Mismatch, VariantCounts) {
+  const size_t p = static_cast<size_t>(size_);
+  const int last = size_ - 1;
+  const auto f32 = priocclFloat32;
+  std::vector<size_t> counts(p);
+  for (size_t b = 0; b < p; ++b) counts[b] = 10 + 3 * b;
+  for (const char* key : {static_cast<const char*>(nullptr), "catalogue.v.mismatch"}) {
+    std::string kind = key ? "named " : "unnamed ";
+    // All-gather-v and reduce-scatter-v with this rank's `c`, `t` and `o`.
+    auto gatherV = [&](std::vector<size_t> c, priocclDataType_t t) {
+      return [=](std::vector<unsigned char>& s, std::vector<unsigned char>& d,
+                 priocclRequest_t& r) {
+        return key ? priocclAllGatherVNamedAsync(s.data(), d.data(), c.data(), nullptr, t, 0, key,
+                                                 comm, &r)
+                   : priocclAllGatherVAsync(s.data(), d.data(), c.data(), nullptr, t, 0, comm, &r);
+      };
+    };
+    auto scatterV = [&](std::vector<size_t> c, priocclRedOp_t o) {
+      return [=](std::vector<unsigned char>& s, std::vector<unsigned char>& d,
+                 priocclRequest_t& r) {
+        return key ? priocclReduceScatterVNamedAsync(s.data(), d.data(), c.data(), f32, o, 0, key,
+                                                     comm, &r)
+                   : priocclReduceScatterVAsync(s.data(), d.data(), c.data(), f32, o, 0, comm, &r);
+      };
+    };
+    std::vector<size_t> other = counts;
+    other[0] += 1;
+    const size_t bytes = 4096 * p;
+    expectMismatch(kind + "allgatherv: counts", bytes,
+                   gatherV(rank_ == last ? other : counts, f32));
+    expectMismatch(kind + "allgatherv: dtype", bytes,
+                   gatherV(counts, rank_ == 1 ? priocclInt32 : f32));
+    expectMismatch(kind + "reducescatterv: counts", bytes,
+                   scatterV(rank_ == 1 ? other : counts, priocclSum));
+    expectMismatch(kind + "reducescatterv: op", bytes,
+                   scatterV(counts, rank_ == last ? priocclMin : priocclSum));
+    // Every rank's count equal to the plain all-gather's: the kinds still differ.
+    std::vector<size_t> even(p, 10);
+    expectMismatch(
+        kind + "allgatherv against allgather", bytes,
+        [&](std::vector<unsigned char>& s, std::vector<unsigned char>& d, priocclRequest_t& r) {
+          if (rank_ == 0) return gatherV(even, f32)(s, d, r);
+          return key ? priocclAllGatherNamedAsync(s.data(), d.data(), 10, f32, 0, key, comm, &r)
+                     : priocclAllGatherAsync(s.data(), d.data(), 10, f32, 0, comm, &r);
+        });
+    // All-to-all-v: rank i sends rank j 5 + i + 2j elements, and j expects as much, except where
+    // `extra` (from, to) says from sends one more.
+    auto toAllV = [&](std::vector<std::pair<int, int>> extra) {
+      std::vector<size_t> sendCounts(p), recvCounts(p);
+      for (int j = 0; j < size_; ++j) {
+        sendCounts[static_cast<size_t>(j)] = 5 + static_cast<size_t>(rank_ + 2 * j);
+        recvCounts[static_cast<size_t>(j)] = 5 + static_cast<size_t>(j + 2 * rank_);
+        for (auto [from, to] : extra)
+          if (from == rank_ && to == j) ++sendCounts[static_cast<size_t>(j)];
+      }
+      return [=](std::vector<unsigned char>& s, std::vector<unsigned char>& d,
+                 priocclRequest_t& r) {
+        return key ? priocclAllToAllVNamedAsync(s.data(), sendCounts.data(), nullptr, d.data(),
+                                                recvCounts.data(), nullptr, f32, 0, key, comm, &r)
+                   : priocclAllToAllVAsync(s.data(), sendCounts.data(), nullptr, d.data(),
+                                           recvCounts.data(), nullptr, f32, 0, comm, &r);
+      };
+    };
+    expectMismatch(kind + "alltoallv: one pair", bytes, toAllV({{last, 0}}));
+    std::string msg = lastError();
+    std::string pair = "rank " + std::to_string(last) +
+                       " sends rank 0 1 more elements than rank 0's recvcounts[" +
+                       std::to_string(last) + "] expects";
+    EXPECT_NE(msg.find(pair), std::string::npos) << kind << "alltoallv: one pair: " << msg;
+    if (size_ > 2) {
+      expectMismatch(kind + "alltoallv: two pairs", bytes, toAllV({{1, 2}, {2, 0}}));
+      msg = lastError();
+      EXPECT_NE(msg.find("do not pair up"), std::string::npos) << kind << "two pairs: " << msg;
+    }
+    expectMismatch(
+        kind + "alltoallv against alltoall", bytes,
+        [&](std::vector<unsigned char>& s, std::vector<unsigned char>& d, priocclRequest_t& r) {
+          if (rank_ != last) return toAllV({})(s, d, r);
+          return key ? priocclAllToAllNamedAsync(s.data(), d.data(), 5, f32, 0, key, comm, &r)
+                     : priocclAllToAllAsync(s.data(), d.data(), 5, f32, 0, comm, &r);
+        });
+  }
 }
 
 TEST_F(Mismatch, KeyCollisions) {

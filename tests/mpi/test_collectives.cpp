@@ -1,5 +1,5 @@
 // Multi-rank correctness of the collectives beside all-reduce (broadcast, reduce, all-gather,
-// reduce-scatter, all-to-all, barrier): every dtype x
+// reduce-scatter, all-to-all, their v-variants, barrier): every dtype x
 // (op x) root x size x placement against MPI's own collective on the same bytes, bitwise; named ops
 // submitted in different orders on different ranks; collectives mixed with all-reduces of other
 // priorities, each as the urgent and as the bulk op.
@@ -306,6 +306,204 @@ TEST_F(Collectives, AllToAllMatchesMpiAlltoall) {
   }
 }
 
+// The v-variants' layouts: per-rank counts, some 0, the largest spanning several chunks at the
+// biggest scale, so that blocks end in different chunks; and displacements that leave gaps
+// between the blocks, in reverse rank order (or none: packed).
+std::vector<size_t> unevenCounts(int nranks, size_t scale, int salt) {
+  std::vector<size_t> c(static_cast<size_t>(nranks));
+  for (int b = 0; b < nranks; ++b)
+    c[static_cast<size_t>(b)] =
+        (b + salt) % 3 == 1
+            ? 0
+            : scale * static_cast<size_t>(b + salt % 2 + 1) + 3 * static_cast<size_t>(b);
+  return c;
+}
+std::vector<size_t> gappedDispls(const std::vector<size_t>& counts, size_t* extent) {
+  std::vector<size_t> d(counts.size());
+  size_t at = 5;
+  for (size_t b = counts.size(); b-- > 0;) {
+    d[b] = at;
+    at += counts[b] + 7;
+  }
+  *extent = at;
+  return d;
+}
+std::vector<int> mpiInts(const std::vector<size_t>& v, size_t scale) {
+  std::vector<int> out;
+  for (size_t x : v) out.push_back(static_cast<int>(x * scale));
+  return out;
+}
+
+// Every dtype, layout (packed or gapped) and placement: every rank's receive buffer holds
+// MPI_Allgatherv's result of the same bytes, bitwise, the gaps between blocks untouched.
+TEST_F(Collectives, AllGatherVMatchesMpiAllgatherv) {
+  const size_t scales[] = {1, 997, 40000 / kSanitizerShrink};
+  uint64_t seed = 1500;
+  for (priocclDataType_t dt : kDtypes) {
+    for (size_t scale : scales) {
+      for (int form = 0; form < 3; ++form) {  // packed, gapped, in place (gapped)
+        ++seed;
+        const size_t elem = sizeOf(dt);
+        std::vector<size_t> counts = unevenCounts(size_, scale, form), displs;
+        size_t extent = 0;
+        for (size_t c : counts) extent += c;
+        if (form > 0) displs = gappedDispls(counts, &extent);
+        std::string label = "dtype " + std::to_string(dt) + " scale " + std::to_string(scale) +
+                            " form " + std::to_string(form);
+        const size_t me = static_cast<size_t>(rank_), bytes = counts[me] * elem;
+        std::vector<unsigned char> mine = bytesOf(seed * 64 + me, bytes), want(extent * elem, 0xCD);
+        std::vector<int> displsBytes(counts.size());
+        for (size_t b = 0, at = 0; b < counts.size(); at += counts[b++])
+          displsBytes[b] = static_cast<int>((displs.empty() ? at : displs[b]) * elem);
+        MPI_Allgatherv(mine.data(), static_cast<int>(bytes), MPI_BYTE, want.data(),
+                       mpiInts(counts, elem).data(), displsBytes.data(), MPI_BYTE, MPI_COMM_WORLD);
+        std::vector<unsigned char> send = mine, recv(extent * elem, 0xCD);
+        unsigned char* own = recv.data() + static_cast<size_t>(displsBytes[me]);
+        if (form == 2) std::memcpy(own, mine.data(), bytes);
+        comm_.allGatherV(form == 2 ? own : send.data(), recv.data(), counts.data(),
+                         displs.empty() ? nullptr : displs.data(), dt);
+        EXPECT_EQ(firstDifference(want, recv.data()), -1) << label;
+        EXPECT_EQ(firstDifference(mine, send.data()), -1) << label << ": send buffer written";
+      }
+    }
+  }
+}
+
+// Every dtype, op, scale and placement: each rank's block holds MPI_Reduce_scatter's result
+// bitwise (where MPI has the type and op), else its part of the all-reduce's (exact inputs).
+TEST_F(Collectives, ReduceScatterVMatchesMpi) {
+  const size_t scales[] = {1, 40000 / kSanitizerShrink};
+  for (priocclDataType_t dt : kDtypes) {
+    for (priocclRedOp_t op : kOps) {
+      for (size_t scale : scales) {
+        for (bool inPlace : {false, true}) {
+          const size_t elem = sizeOf(dt), me = static_cast<size_t>(rank_);
+          std::vector<size_t> counts = unevenCounts(size_, scale, inPlace ? 1 : 0);
+          size_t total = 0, mineAt = 0;
+          for (size_t b = 0; b < counts.size(); ++b) {
+            if (b == me) mineAt = total;
+            total += counts[b];
+          }
+          std::string label = "dtype " + std::to_string(dt) + " op " + std::to_string(op) +
+                              " scale " + std::to_string(scale) + (inPlace ? " in place" : "");
+          std::vector<unsigned char> mine = smallValues(dt, op, rank_, total);
+          std::vector<unsigned char> want(counts[me] * elem);
+          if (mpiType(dt) != MPI_DATATYPE_NULL && mpiOp(op) != MPI_OP_NULL) {
+            MPI_Reduce_scatter(mine.data(), want.data(), mpiInts(counts, 1).data(), mpiType(dt),
+                               mpiOp(op), MPI_COMM_WORLD);
+          } else {
+            std::vector<unsigned char> full(total * elem);
+            comm_.allReduce(mine.data(), full.data(), total, dt, op);
+            std::memcpy(want.data(), full.data() + mineAt * elem, want.size());
+          }
+          std::vector<unsigned char> send = mine, recv(want.size(), 0xCD);
+          unsigned char* own = send.data() + mineAt * elem;
+          comm_.reduceScatterV(send.data(), inPlace ? own : recv.data(), counts.data(), dt, op);
+          EXPECT_EQ(firstDifference(want, inPlace ? own : recv.data()), -1) << label;
+          if (!inPlace) {
+            EXPECT_EQ(firstDifference(mine, send.data()), -1) << label << ": send buffer written";
+          }
+        }
+      }
+    }
+  }
+}
+
+// Every dtype, scale and layout: every rank's receive buffer holds MPI_Alltoallv's result of the
+// same bytes, the gaps untouched. Rank i sends rank j a count that depends on both (0 for some
+// pairs, its own block included).
+TEST_F(Collectives, AllToAllVMatchesMpiAlltoallv) {
+  const size_t scales[] = {1, 997, 30000 / kSanitizerShrink};
+  auto pairCount = [](int from, int to, size_t scale) -> size_t {
+    return (from + 2 * to) % 4 == 3
+               ? 0
+               : scale * static_cast<size_t>(1 + (from + to) % 3) + static_cast<size_t>(from);
+  };
+  uint64_t seed = 2500;
+  for (priocclDataType_t dt : kDtypes) {
+    for (size_t scale : scales) {
+      for (bool gapped : {false, true}) {
+        ++seed;
+        const size_t elem = sizeOf(dt), p = static_cast<size_t>(size_);
+        std::vector<size_t> sendCounts(p), recvCounts(p), sdispls, rdispls;
+        for (int j = 0; j < size_; ++j) {
+          sendCounts[static_cast<size_t>(j)] = pairCount(rank_, j, scale);
+          recvCounts[static_cast<size_t>(j)] = pairCount(j, rank_, scale);
+        }
+        size_t sendExtent = 0, recvExtent = 0;
+        for (size_t j = 0; j < p; ++j) sendExtent += sendCounts[j], recvExtent += recvCounts[j];
+        if (gapped) {
+          sdispls = gappedDispls(sendCounts, &sendExtent);
+          rdispls = gappedDispls(recvCounts, &recvExtent);
+        }
+        auto bytesAt = [&](const std::vector<size_t>& counts, const std::vector<size_t>& displs) {
+          std::vector<int> out(p);
+          for (size_t b = 0, at = 0; b < p; at += counts[b++])
+            out[b] = static_cast<int>((displs.empty() ? at : displs[b]) * elem);
+          return out;
+        };
+        std::string label = "dtype " + std::to_string(dt) + " scale " + std::to_string(scale) +
+                            (gapped ? " gapped" : " packed");
+        std::vector<unsigned char> mine =
+            bytesOf(seed * 64 + static_cast<size_t>(rank_), sendExtent * elem);
+        std::vector<unsigned char> want(recvExtent * elem, 0xCD), recv(want);
+        MPI_Alltoallv(mine.data(), mpiInts(sendCounts, elem).data(),
+                      bytesAt(sendCounts, sdispls).data(), MPI_BYTE, want.data(),
+                      mpiInts(recvCounts, elem).data(), bytesAt(recvCounts, rdispls).data(),
+                      MPI_BYTE, MPI_COMM_WORLD);
+        comm_.allToAllV(mine.data(), sendCounts.data(), sdispls.empty() ? nullptr : sdispls.data(),
+                        recv.data(), recvCounts.data(), rdispls.empty() ? nullptr : rdispls.data(),
+                        dt);
+        EXPECT_EQ(firstDifference(want, recv.data()), -1) << label;
+      }
+    }
+  }
+}
+
+// The v-variants, named and async in different orders on different ranks, beside an urgent
+// all-reduce: each right on every rank.
+TEST_F(Collectives, NamedVariantsInAnyOrderBesideAnUrgentAllReduce) {
+  const size_t scale = 20000 / kSanitizerShrink, p = static_cast<size_t>(size_);
+  const size_t me = static_cast<size_t>(rank_);
+  std::vector<size_t> counts = unevenCounts(size_, scale, 0);
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  std::vector<int32_t> mine(counts[me], rank_ + 1), gathered(total, -1);
+  std::vector<int32_t> blocks(total, rank_ + 1), reduced(counts[me], -1);
+  std::vector<size_t> a2aCounts(p, counts[me]), a2aRecv(counts);  // i sends j counts[i]
+  std::vector<int32_t> a2aSend(counts[me] * p), a2aGot(total, -1);
+  for (size_t j = 0; j < p; ++j)
+    for (size_t k = 0; k < counts[me]; ++k)
+      a2aSend[j * counts[me] + k] = static_cast<int32_t>(me * 1000 + j);
+  std::vector<int32_t> ones(1 << 16, 1), sum(1 << 16, 0);
+  std::vector<Request> reqs(3);
+  for (int i = 0; i < 3; ++i) {
+    switch ((i + rank_) % 3) {
+      case 0:
+        reqs[0] = comm_.allGatherVAsync(mine.data(), gathered.data(), counts.data(), nullptr,
+                                        priocclInt32, 5, "v.gather");
+        break;
+      case 1:
+        reqs[1] = comm_.reduceScatterVAsync(blocks.data(), reduced.data(), counts.data(),
+                                            priocclInt32, priocclSum, 5, "v.scatter");
+        break;
+      default:
+        reqs[2] = comm_.allToAllVAsync(a2aSend.data(), a2aCounts.data(), nullptr, a2aGot.data(),
+                                       a2aRecv.data(), nullptr, priocclInt32, 5, "v.a2a");
+    }
+  }
+  comm_.allReduceAsync(ones.data(), sum.data(), ones.size(), priocclInt32, priocclSum, -1).wait();
+  for (Request& r : reqs) r.wait();
+  EXPECT_EQ(std::count(sum.begin(), sum.end(), size_), static_cast<long>(sum.size()));
+  EXPECT_EQ(std::count(reduced.begin(), reduced.end(), size_ * (size_ + 1) / 2),
+            static_cast<long>(reduced.size()));
+  for (size_t b = 0, at = 0; b < p; at += counts[b++])
+    for (size_t k = 0; k < counts[b]; ++k) {
+      ASSERT_EQ(gathered[at + k], static_cast<int32_t>(b) + 1) << "allgatherv block " << b;
+      ASSERT_EQ(a2aGot[at + k], static_cast<int32_t>(b * 1000 + me)) << "alltoallv block " << b;
+    }
+}
+
 // A barrier returns on no rank before the last rank has entered it (rank 0 enters 300 ms late),
 // unnamed and named, blocking and async.
 TEST_F(Collectives, BarrierWaitsForTheLastRank) {
@@ -372,6 +570,13 @@ TEST_F(Collectives, BroadcastOfNothing) {
   comm_.allGather(nullptr, nullptr, 0, priocclFloat64);
   comm_.reduceScatter(nullptr, nullptr, 0, priocclFloat64, priocclAvg);
   comm_.allToAll(nullptr, nullptr, 0, priocclInt32);
+  std::vector<size_t> zeros(static_cast<size_t>(size_), 0);
+  comm_.allGatherV(nullptr, nullptr, zeros.data(), nullptr, priocclFloat32);
+  comm_.reduceScatterV(nullptr, nullptr, zeros.data(), priocclInt64, priocclMin);
+  comm_
+      .allToAllVAsync(nullptr, zeros.data(), nullptr, nullptr, zeros.data(), nullptr, priocclUint8,
+                      0, "empty")
+      .wait();
 }
 
 // Named broadcasts match by key, whatever order each rank submits them in; unnamed ones by order.
