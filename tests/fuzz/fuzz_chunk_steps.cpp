@@ -16,7 +16,9 @@
 // that sends its partial result before every child's data is in, or sends (or leaves at the root)
 // other bytes than its contribution reduced with its children's in their order; an all-gather or
 // reduce-scatter that forwards a block before it has it, forwards other bytes than the block (or
-// partial sum) it holds, or ends with other bytes in its receive buffer.
+// partial sum) it holds, receives elsewhere than its block's slice, or ends with other bytes in
+// its receive buffer (or any outside its slices). The blocked kinds also run on uneven layouts
+// (the v-variants: per-block counts and displacements, some slices empty).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -194,7 +196,7 @@ class Run {
     recv_.assign(inPlace ? 0 : chunkBytes, 0xEE);
     spec_.send = send_.data();
     spec_.recv = inPlace ? send_.data() : recv_.data();
-    if (isBlocked()) setUpBlocks(chunkBytes, inPlace);
+    if (isBlocked()) setUpBlocks(inPlace, flags & 16);
     if (isBroadcast() || isReduce()) {
       root_ = in_.byte() % spec_.nranks;
       // As the API passes them: a broadcast's non-root ranks have no send buffer (out of place),
@@ -285,6 +287,7 @@ class Run {
       if ((!send || !p.send) && overlap(t, p.t)) finding("overlaps a posted transfer: " + what);
     if (isBroadcast() && send) checkForwarded(t, what);
     if (isBlocked() && send) checkBlockSent(t, what);
+    if (isBlocked() && !send) checkBlockReceive(t, what);
     if (isReduce() && send &&
         (t.bytes != send_.size() || std::memcmp(t.buf, partial(false).data(), t.bytes) != 0))
       finding("reduce sends other bytes than its partial result: " + what);
@@ -429,95 +432,157 @@ class Run {
     return acc;
   }
 
-  // All-gather and reduce-scatter: one block of `slice` bytes per rank, in the receive (all-gather)
-  // or send (reduce-scatter) buffer; in place, the other buffer is this rank's block.
-  void setUpBlocks(size_t slice, bool inPlace) {
-    const size_t p = static_cast<size_t>(spec_.nranks), r = static_cast<size_t>(spec_.rank);
-    slice_ = slice;
-    spec_.sendBlocks.count = spec_.recvBlocks.count = spec_.count;  // uniform blocks
-    std::vector<unsigned char> own(send_);  // what the input made: this rank's data
+  // The blocked kinds' buffers: one block per rank, in a layout. Plain: every block `count`
+  // elements, packed, the chunk at the blocks' start (the engine's plain path: no arrays). Uneven
+  // (the v-variants): each block its own count, some shorter than the chunk or than `first` (an
+  // empty slice), with gaps between blocks; the chunk starts `first` elements into each block.
+  struct Layout {
+    std::vector<size_t> counts, displs;  // elements (empty: plain)
+    std::vector<size_t> at, bytes;       // this chunk's slice of each block: offset, length
+    size_t extent = 0;                   // bytes of the buffer
+  };
+  Layout makeLayout(bool uneven, const std::vector<size_t>* sameOwn) {
+    const size_t p = static_cast<size_t>(spec_.nranks), elem = reduce::dtypeSize(spec_.dtype);
+    const size_t first = spec_.first, count = spec_.count;
+    Layout l;
+    size_t next = 0;
+    for (size_t b = 0; b < p; ++b) {
+      size_t n = uneven ? in_.below(first + count + 3) : count;
+      if (sameOwn && b == static_cast<size_t>(spec_.rank)) n = (*sameOwn)[b];
+      size_t d = uneven ? next + in_.below(3) : b * count;
+      if (uneven) l.counts.push_back(n), l.displs.push_back(d);
+      size_t slice = n > first ? std::min(count, n - first) : 0;
+      l.at.push_back(slice ? (d + first) * elem : 0);
+      l.bytes.push_back(slice * elem);
+      next = d + n;
+    }
+    l.extent = (next + first + 1) * elem;  // the chunk's pointer stays inside the buffer
+    return l;
+  }
+  BlockLayout blockLayout(const Layout& l) const {
+    BlockLayout b;
+    b.count = spec_.count;
+    if (!l.counts.empty()) b.counts = l.counts.data(), b.displs = l.displs.data();
+    return b;
+  }
+  void setUpBlocks(bool inPlace, bool uneven) {
+    const size_t r = static_cast<size_t>(spec_.rank), elem = reduce::dtypeSize(spec_.dtype);
+    spec_.first = uneven ? in_.byte() % 4 : 0;
+    known_.assign(static_cast<size_t>(spec_.nranks), {});
+    held_.assign(static_cast<size_t>(spec_.nranks), false);
+    if (!isReduceScatter()) held_[r] = true;  // its own block
     if (isAllGather()) {
-      recv_.assign(p * slice, 0xEE);
-      if (inPlace) std::memcpy(recv_.data() + r * slice, own.data(), slice);
-      spec_.recv = recv_.data();
-      spec_.send = inPlace ? recv_.data() + r * slice : send_.data();
-      known_.assign(p, {});
+      recvL_ = makeLayout(uneven, nullptr);
+      std::vector<unsigned char> own(send_.begin(), send_.begin() + recvL_.bytes[r]);
+      send_ = own;  // this rank's slice: what the input made
+      recv_.assign(recvL_.extent, 0xEE);
+      if (inPlace && !own.empty()) std::memcpy(recv_.data() + recvL_.at[r], own.data(), own.size());
+      spec_.recvBlocks = blockLayout(recvL_);
+      spec_.recv = recv_.data() + spec_.first * elem;
+      spec_.send = inPlace ? recv_.data() + recvL_.at[r] : send_.data();
       known_[r] = own;
       return;
     }
-    send_.resize(p * slice);
-    for (size_t i = slice; i < send_.size(); ++i) send_[i] = static_cast<unsigned char>(i * 97 + 5);
+    sendL_ = makeLayout(uneven, nullptr);
+    send_.resize(sendL_.extent);
+    for (size_t i = 64; i < send_.size(); ++i) send_[i] = static_cast<unsigned char>(i * 97 + 5);
     contribution_ = send_;
-    if (isAllToAll()) {  // never in place; block r is this rank's own
-      recv_.assign(p * slice, 0xEE);
-      spec_.send = send_.data();
-      spec_.recv = recv_.data();
-      known_.assign(p, {});
+    spec_.sendBlocks = blockLayout(sendL_);
+    spec_.send = send_.data() + spec_.first * elem;
+    if (isAllToAll()) {  // never in place; block r is this rank's own, sent and expected alike
+      recvL_ = makeLayout(uneven, uneven ? &sendL_.counts : nullptr);
+      recv_.assign(recvL_.extent, 0xEE);
+      spec_.recvBlocks = blockLayout(recvL_);
+      spec_.recv = recv_.data() + spec_.first * elem;
       known_[r].assign(contributionOf(static_cast<int>(r)),
-                       contributionOf(static_cast<int>(r)) + slice);
+                       contributionOf(static_cast<int>(r)) + sendL_.bytes[r]);
       return;
     }
-    recv_.assign(slice, 0xEE);
-    spec_.send = send_.data();
-    spec_.recv = inPlace ? send_.data() + r * slice : recv_.data();
-    known_.assign(p, {});  // per step: the partial sum this rank holds after it
+    recv_.assign(sendL_.bytes[r], 0xEE);  // per step: the partial sum this rank holds after it
+    spec_.recv = inPlace ? send_.data() + sendL_.at[r] : recv_.data();
   }
   int mod(int x) const { return ((x % spec_.nranks) + spec_.nranks) % spec_.nranks; }
   const unsigned char* contributionOf(int block) const {
-    return contribution_.data() + static_cast<size_t>(block) * slice_;
+    return contribution_.data() + sendL_.at[static_cast<size_t>(block)];
+  }
+  std::vector<unsigned char> contributionSlice(int block) const {
+    return {contributionOf(block),
+            contributionOf(block) + sendL_.bytes[static_cast<size_t>(block)]};
   }
   // What the send of step s must carry. All-gather: block r - s, known once it arrived (own at
   // s = 0). Reduce-scatter: the own contribution to block r - 1 at s = 0, then the partial sum
   // made at step s - 1.
+  // Null when this rank does not hold it yet.
   const std::vector<unsigned char>* expectedSend(int s) {
-    if (isAllGather()) return &known_[static_cast<size_t>(mod(spec_.rank - s))];
+    if (isAllGather()) {
+      size_t b = static_cast<size_t>(mod(spec_.rank - s));
+      return held_[b] ? &known_[b] : nullptr;
+    }
     if (isAllToAll()) {  // step s: this rank's block for rank r + s + 1
-      const int peer = mod(spec_.rank + s + 1);
-      firstSend_.assign(contributionOf(peer), contributionOf(peer) + slice_);
+      firstSend_ = contributionSlice(mod(spec_.rank + s + 1));
       return &firstSend_;
     }
     if (s == 0) {
-      firstSend_.assign(contributionOf(mod(spec_.rank - 1)),
-                        contributionOf(mod(spec_.rank - 1)) + slice_);
+      firstSend_ = contributionSlice(mod(spec_.rank - 1));
       return &firstSend_;
     }
-    return &known_[static_cast<size_t>(s - 1)];
+    return held_[static_cast<size_t>(s - 1)] ? &known_[static_cast<size_t>(s - 1)] : nullptr;
   }
   void checkBlockSent(const Transfer& t, const std::string& what) {
     const std::vector<unsigned char>* want = expectedSend(t.step);
-    if (want->empty()) finding("forwards a block it does not hold yet: " + what);
-    if (t.bytes != want->size() || std::memcmp(t.buf, want->data(), t.bytes) != 0)
+    if (!want) finding("forwards a block it does not hold yet: " + what);
+    if (t.bytes != want->size() || (t.bytes && std::memcmp(t.buf, want->data(), t.bytes) != 0))
       finding("forwards other bytes than the block it holds: " + what);
+  }
+  // A receive must cover exactly its block's slice: in place for the all-gather and all-to-all,
+  // a partial sum's length for the reduce-scatter.
+  void checkBlockReceive(const Transfer& t, const std::string& what) {
+    size_t block = static_cast<size_t>(mod(spec_.rank - t.step - (isReduceScatter() ? 2 : 1)));
+    if (isReduceScatter()) {
+      if (t.bytes != sendL_.bytes[block])
+        finding("receives another length than the block: " + what);
+      return;
+    }
+    if (t.bytes != recvL_.bytes[block] ||
+        (t.bytes && static_cast<unsigned char*>(t.buf) != recv_.data() + recvL_.at[block]))
+      finding("receives elsewhere than the block's slice: " + what);
   }
   void blockArrived(int step, const unsigned char* buf, size_t bytes) {
     std::vector<unsigned char> got(buf, buf + bytes);
-    if (isAllToAll()) {  // step s: rank r - s - 1's block for this rank
-      known_[static_cast<size_t>(mod(spec_.rank - step - 1))] = got;
+    if (isAllToAll() || isAllGather()) {  // step s: rank r - s - 1's block
+      size_t b = static_cast<size_t>(mod(spec_.rank - step - 1));
+      known_[b] = got;
+      held_[b] = true;
       return;
     }
-    if (isAllGather()) {
-      known_[static_cast<size_t>(mod(spec_.rank - step - 1))] = got;
-      return;
-    }
+    held_[static_cast<size_t>(step)] = true;
     const bool last = step == spec_.nranks - 2;
     const int divisor = last && spec_.op == priocclAvg ? spec_.nranks : 1;
-    reduce::apply(got.data(), got.data(), contributionOf(mod(spec_.rank - step - 2)), spec_.count,
+    const size_t elem = reduce::dtypeSize(spec_.dtype);
+    reduce::apply(got.data(), got.data(), contributionOf(mod(spec_.rank - step - 2)), bytes / elem,
                   spec_.dtype, spec_.op, divisor);
     known_[static_cast<size_t>(step)] = got;
   }
   void checkBlocksAtEnd() {
     if (isAllGather() || isAllToAll()) {
-      for (size_t b = 0; b < known_.size(); ++b)
-        if (known_[b].size() != slice_ ||
-            std::memcmp(static_cast<unsigned char*>(spec_.recv) + b * slice_, known_[b].data(),
-                        slice_) != 0)
+      std::vector<bool> inSlice(recv_.size(), false);
+      for (size_t b = 0; b < known_.size(); ++b) {
+        if (known_[b].size() != recvL_.bytes[b] ||
+            (recvL_.bytes[b] &&
+             std::memcmp(recv_.data() + recvL_.at[b], known_[b].data(), recvL_.bytes[b]) != 0))
           finding(std::string(kindName(kind_)) + "'s block " + std::to_string(b) +
                   " differs from what arrived");
+        for (size_t i = 0; i < recvL_.bytes[b]; ++i) inSlice[recvL_.at[b] + i] = true;
+      }
+      for (size_t i = 0; i < recv_.size(); ++i)
+        if (!inSlice[i] && recv_[i] != 0xEE)
+          finding(std::string(kindName(kind_)) + " wrote its receive buffer outside its slices");
       return;
     }
-    std::vector<unsigned char> want(contributionOf(0), contributionOf(0) + slice_);
+    const size_t mine = sendL_.bytes[static_cast<size_t>(spec_.rank)];
+    std::vector<unsigned char> want = contributionSlice(0);
     if (spec_.nranks > 1) want = known_[static_cast<size_t>(spec_.nranks - 2)];
-    if (want.size() != slice_ || std::memcmp(spec_.recv, want.data(), slice_) != 0)
+    if (want.size() != mine || (mine && std::memcmp(spec_.recv, want.data(), mine) != 0))
       finding("reduce-scatter's result differs from the sum of what arrived and its contribution");
   }
 
@@ -545,8 +610,11 @@ class Run {
   std::vector<unsigned char> data_;  // broadcast: the data this rank holds (empty: none yet)
   size_t children_ = 0;              // broadcast, reduce: this rank's children in the tree
   std::map<int, std::vector<unsigned char>> childData_;  // reduce: what each child sent
-  std::vector<unsigned char> contribution_;  // reduce, reduce-scatter: this rank's input
-  size_t slice_ = 0;                         // all-gather, reduce-scatter: one block
+  std::vector<unsigned char> contribution_;  // reduce, reduce-scatter, all-to-all: the input
+  Layout sendL_, recvL_;                     // the blocked kinds' layouts
+  // All-gather, all-to-all: which blocks arrived (or are this rank's); reduce-scatter: which
+  // steps' partial sums are made. (A block may be empty: known_ alone cannot tell.)
+  std::vector<bool> held_;
   // All-gather: each block as this rank knows it; reduce-scatter: its partial sum after each step.
   std::vector<std::vector<unsigned char>> known_;
   std::vector<unsigned char> firstSend_;
@@ -561,7 +629,8 @@ void writeSeeds(const char* dir) {
   int n = 0;
   for (size_t kind = 0; kind < kinds(); ++kind)
     for (int p : {2, 3, 5, 8})
-      for (int flags : {0, 1, 2, 10}) {  // 10: carried on halving-doubling; broadcast: binomial
+      // 10: carried on halving-doubling, broadcast: binomial; 16, 17: blocks of uneven lengths
+      for (int flags : {0, 1, 2, 10, 16, 17}) {
         std::vector<uint8_t> seed(512, 0);
         const uint8_t head[] = {static_cast<uint8_t>(kind),
                                 static_cast<uint8_t>(p - 1),
