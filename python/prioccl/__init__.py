@@ -8,9 +8,11 @@
 
 Works on numpy arrays and CPU torch tensors (contiguous; int8, uint8, int32, uint32, int64,
 uint64, float16, bfloat16 (torch), float32, float64) without copies. Errors raise PriocclError with the library's
-message. Launch with mpirun; prioccl initialises MPI itself.
+message. Launch with mpirun; prioccl initialises MPI itself. allgather, alltoall (splits=...)
+and reducescatter take first dimensions that differ between ranks or do not divide, as Horovod's.
 """
 import ctypes
+import operator
 import os
 
 from . import _lib
@@ -312,19 +314,113 @@ def reduce(tensor, root_rank=0, op=Average, priority=0, name=None):
     return synchronize(reduce_async(tensor, root_rank, op, priority, name))
 
 
-def allgather_async(tensor, priority=0, name=None):
-    """Starts gathering every rank's `tensor` into one, concatenated along the first dimension in
-    rank order (every rank must pass the same shape: ranks that differ all get a PriocclError)."""
-    s_ptr, count, code = _buffer(tensor, writable=False)
+# ---- allgather / alltoall / reducescatter, Horovod's semantics over the v-collectives ----
+_DTYPE_NAMES = {code: name for name, code in _NUMPY_TYPES.items()}
+_DTYPE_NAMES[9] = "bfloat16"
+_INT64 = 4  # priocclDataType_t of the size exchanges' int64s
+
+
+def _sizes(counts):
+    """A ctypes size_t array (the C calls' const size_t*). The library copies it at submission;
+    the Handle still keeps it alive until the op completes, in case that ever changes."""
+    return (ctypes.c_size_t * len(counts))(*counts)
+
+
+def _shape_digest(dims):
+    """A 63-bit FNV-1a of the dimensions after the first, exchanged so that ranks can tell shapes
+    with the same elements per row apart ((2, 3) against (3, 2)) without a variable-size message."""
+    h = 0xCBF29CE484222325
+    for d in (len(dims),) + tuple(dims):
+        h = ((h ^ int(d)) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h >> 1
+
+
+def _exchange(what, values, all_to_all, priority, name):
+    """A blocking plain all-gather (every rank's `values`, concatenated in rank order) or all-to-all
+    (block j of `values` to rank j) of int64s; returns the received ints, k per rank."""
     p = size()
-    flat = _new_empty(tensor, count * p)
+    send = (ctypes.c_int64 * len(values))(*values)
+    k = len(values) // p if all_to_all else len(values)
+    recv = (ctypes.c_int64 * (k * p))()
+    s_ptr, d_ptr = ctypes.addressof(send), ctypes.addressof(recv)
+    if all_to_all:
+        req = _submit(what, name,
+                      lambda r: _L.priocclAllToAllAsync(s_ptr, d_ptr, k, _INT64, priority, _comm,
+                                                        r),
+                      lambda key, r: _L.priocclAllToAllNamedAsync(s_ptr, d_ptr, k, _INT64,
+                                                                  priority, key, _comm, r))
+    else:
+        req = _submit(what, name,
+                      lambda r: _L.priocclAllGatherAsync(s_ptr, d_ptr, k, _INT64, priority, _comm,
+                                                         r),
+                      lambda key, r: _L.priocclAllGatherNamedAsync(s_ptr, d_ptr, k, _INT64,
+                                                                   priority, key, _comm, r))
+    synchronize(Handle(req, (send, recv), None))
+    return [recv[i:i + k] for i in range(0, k * p, k)]
+
+
+def _describe(t):
+    """(row elements, shape digest, dtype code) of a tensor, which every rank must share, plus
+    (address, elements, dtype code) and its shape. A 0-d tensor is one row, as it always was."""
+    ptr, count, code = _buffer(t, writable=False)
+    shape = tuple(t.shape)
+    return (_rows(t), _shape_digest(shape[1:]), code), (ptr, count, code), shape
+
+
+def _agree(what, peers):
+    """Raises unless every rank reported the same (row elements, shape digest, dtype). `peers[k]`
+    is (first, row elements, digest, dtype) from rank k, first < 0 when rank k failed locally.
+    Every rank sees the same `peers`, so every rank raises (never one rank left waiting)."""
+    failed = [k for k, q in enumerate(peers) if q[0] < 0]
+    if failed:
+        raise PriocclError(f"{what}: rank(s) {failed} failed before the op (their error says why)")
+    codes = [q[3] for q in peers]
+    if len(set(codes)) > 1:
+        raise PriocclError(f"{what}: ranks differ in dtype (by rank: "
+                           f"{[_DTYPE_NAMES.get(c, c) for c in codes]})")
+    rows = [q[1] for q in peers]
+    if len(set(rows)) > 1 or len({q[2] for q in peers}) > 1:
+        raise PriocclError(f"{what}: ranks differ in the dimensions after the first (elements per "
+                           f"row by rank: {rows}); only the first dimension may differ")
+
+
+def _int_tensor(like, values):
+    """`values` as a 1-D int64 tensor of `like`'s kind (torch tensor or numpy array)."""
+    if hasattr(like, "data_ptr"):
+        import torch
+        return torch.tensor(values, dtype=torch.int64)
+    import numpy
+    return numpy.array(values, dtype=numpy.int64)
+
+
+def allgather_async(tensor, priority=0, name=None):
+    """Starts gathering every rank's `tensor`, concatenated along the first dimension in rank
+    order (a new tensor from synchronize()). The first dimension may differ between ranks; the
+    others and the dtype must not (every rank then raises PriocclError). Exchanging the sizes
+    first blocks until every rank has called this (named `name` + ".sizes" when named)."""
+    _require()
+    local = None
+    try:
+        mine, (s_ptr, count, code), shape = _describe(tensor)
+        first = shape[0] if shape else 1
+    except PriocclError as e:  # still take part in the exchange, so the other ranks raise too
+        local, mine, first = e, (0, 0, 0), -1
+    peers = _exchange("allgather (sizes)", [first, *mine], False, priority,
+                      None if name is None else f"{name}.sizes")
+    if local is not None:
+        raise local
+    _agree("allgather", peers)
+    row = mine[0]
+    rows = [q[0] for q in peers]
+    counts = _sizes([n * row for n in rows])
+    flat = _new_empty(tensor, sum(rows) * row)
     d_ptr = _buffer(flat)[0]
     req = _submit("allgather", name,
-                  lambda r: _L.priocclAllGatherAsync(s_ptr, d_ptr, count, code, priority, _comm, r),
-                  lambda k, r: _L.priocclAllGatherNamedAsync(s_ptr, d_ptr, count, code, priority,
-                                                             k, _comm, r))
-    rows = tuple(tensor.shape)[0] * p if len(tuple(tensor.shape)) > 0 else p
-    return Handle(req, (tensor, flat), _reshape_rows(flat, tensor, rows))
+                  lambda r: _L.priocclAllGatherVAsync(s_ptr, d_ptr, counts, None, code, priority,
+                                                      _comm, r),
+                  lambda k, r: _L.priocclAllGatherVNamedAsync(s_ptr, d_ptr, counts, None, code,
+                                                              priority, k, _comm, r))
+    return Handle(req, (tensor, flat, counts), _reshape_rows(flat, tensor, sum(rows)))
 
 
 def allgather(tensor, priority=0, name=None):
@@ -332,51 +428,117 @@ def allgather(tensor, priority=0, name=None):
 
 
 def reducescatter_async(tensor, op=Average, priority=0, name=None):
-    """Starts a reduce-scatter: `tensor`'s first dimension is cut into size() equal parts; rank r
-    gets the reduction of every rank's part r (a new tensor)."""
+    """Starts a reduce-scatter: `tensor`'s first dimension is cut into size() parts, as Horovod
+    does (the first rows % size() ranks get one row more); rank r gets the reduction of every
+    rank's part r (a new tensor). Every rank must pass the same shape."""
     s_ptr, count, code = _buffer(tensor, writable=False)
-    p = size()
+    p, me = size(), rank()
     shape = tuple(tensor.shape)
-    if not shape or shape[0] % p:
-        raise PriocclError(f"reducescatter: the first dimension ({shape[0] if shape else 'none'}) "
-                           f"must divide into {p} equal parts, one per rank")
-    part = count // p
-    flat = _new_empty(tensor, part)
+    if not shape:
+        raise PriocclError("reducescatter: the tensor needs a first dimension to cut")
+    base, extra = divmod(shape[0], p)
+    row = _rows(tensor)
+    mine = base + (me < extra)
+    flat = _new_empty(tensor, mine * row)
     d_ptr = _buffer(flat)[0]
+    if extra == 0:  # equal parts: the plain call, as before (same result as the v-call)
+        part = base * row
+        req = _submit("reducescatter", name,
+                      lambda r: _L.priocclReduceScatterAsync(s_ptr, d_ptr, part, code, op,
+                                                             priority, _comm, r),
+                      lambda k, r: _L.priocclReduceScatterNamedAsync(s_ptr, d_ptr, part, code, op,
+                                                                     priority, k, _comm, r))
+        return Handle(req, (tensor, flat), _reshape_rows(flat, tensor, mine))
+    # Every rank computes the same counts from its own shape: ranks whose shapes differ pass
+    # different counts (or the plain kind), which the library fails on every rank.
+    counts = _sizes([(base + (k < extra)) * row for k in range(p)])
     req = _submit("reducescatter", name,
-                  lambda r: _L.priocclReduceScatterAsync(s_ptr, d_ptr, part, code, op, priority,
-                                                         _comm, r),
-                  lambda k, r: _L.priocclReduceScatterNamedAsync(s_ptr, d_ptr, part, code, op,
-                                                                 priority, k, _comm, r))
-    return Handle(req, (tensor, flat), _reshape_rows(flat, tensor, shape[0] // p))
+                  lambda r: _L.priocclReduceScatterVAsync(s_ptr, d_ptr, counts, code, op, priority,
+                                                          _comm, r),
+                  lambda k, r: _L.priocclReduceScatterVNamedAsync(s_ptr, d_ptr, counts, code, op,
+                                                                  priority, k, _comm, r))
+    return Handle(req, (tensor, flat, counts), _reshape_rows(flat, tensor, mine))
 
 
 def reducescatter(tensor, op=Average, priority=0, name=None):
     return synchronize(reducescatter_async(tensor, op, priority, name))
 
 
-def alltoall_async(tensor, priority=0, name=None):
-    """Starts an all-to-all with equal splits: `tensor`'s first dimension is cut into size()
-    equal parts; part j goes to rank j, and the result holds every rank's part for this rank, in
-    rank order (a new tensor of the same shape)."""
-    s_ptr, count, code = _buffer(tensor, writable=False)
+def _parse_splits(splits, p, rows):
+    if hasattr(splits, "tolist"):  # numpy array or torch tensor
+        splits = splits.tolist()
+    try:
+        out = [operator.index(s) for s in splits]  # ints only: 2.5 rows is a mistake
+    except TypeError:
+        raise PriocclError(f"alltoall: splits must be a sequence of ints, got {splits!r}") from None
+    if len(out) != p or min(out) < 0 or sum(out) != rows:
+        raise PriocclError(f"alltoall: splits {out} must be {p} ints >= 0 (one per rank) summing "
+                           f"to the first dimension ({rows})")
+    return out
+
+
+def alltoall_async(tensor, splits=None, priority=0, name=None, return_received_splits=False):
+    """Starts an all-to-all: `tensor`'s first dimension is cut into parts of splits[j] rows
+    (size() equal parts when splits is None), part j goes to rank j, and the result (a new tensor)
+    holds the parts every rank sent this one, in rank order. The other dimensions and the dtype
+    must agree on every rank.
+
+    synchronize() returns the result, or (result, received_splits) with
+    return_received_splits=True: the rows received from each rank, an int64 tensor of the input's
+    kind. (Horovod returns that pair whenever splits are given; here the flag chooses, so that
+    alltoall(t, splits) returns one tensor either way.) With splits, the splits are exchanged
+    first, which blocks until every rank has called this (named `name` + ".splits" when named)."""
+    _require()
     p = size()
-    shape = tuple(tensor.shape)
-    if not shape or shape[0] % p:
-        raise PriocclError(f"alltoall: the first dimension ({shape[0] if shape else 'none'}) "
-                           f"must divide into {p} equal parts (uneven splits: not yet)")
-    out = _empty_like(tensor)
-    d_ptr = _buffer(out)[0]
+    if splits is None:
+        s_ptr, count, code = _buffer(tensor, writable=False)
+        shape = tuple(tensor.shape)
+        if not shape or shape[0] % p:
+            raise PriocclError(f"alltoall: the first dimension ({shape[0] if shape else 'none'}) "
+                               f"must divide into {p} equal parts (or pass splits)")
+        out = _empty_like(tensor)
+        d_ptr = _buffer(out)[0]
+        req = _submit("alltoall", name,
+                      lambda r: _L.priocclAllToAllAsync(s_ptr, d_ptr, count // p, code, priority,
+                                                        _comm, r),
+                      lambda k, r: _L.priocclAllToAllNamedAsync(s_ptr, d_ptr, count // p, code,
+                                                                priority, k, _comm, r))
+        result = (out, _int_tensor(tensor, [shape[0] // p] * p)) if return_received_splits else out
+        return Handle(req, (tensor, out), result)
+    local = None
+    try:
+        mine, (s_ptr, count, code), shape = _describe(tensor)
+        if not shape:
+            raise PriocclError("alltoall: the tensor needs a first dimension to split")
+        sent = _parse_splits(splits, p, shape[0])
+    except PriocclError as e:  # still take part in the exchange, so the other ranks raise too
+        local, mine, sent = e, (0, 0, 0), [-1] * p
+    # To rank j: (rows for j, row elements, shape digest, dtype), so that every rank sees every
+    # rank's shape and dtype and all of them raise alike on a mismatch.
+    peers = _exchange("alltoall (splits)", [v for j in range(p) for v in (sent[j], *mine)], True,
+                      priority, None if name is None else f"{name}.splits")
+    if local is not None:
+        raise local
+    _agree("alltoall", peers)
+    row = mine[0]
+    got = [q[0] for q in peers]
+    send_counts = _sizes([n * row for n in sent])
+    recv_counts = _sizes([n * row for n in got])
+    flat = _new_empty(tensor, sum(got) * row)
+    d_ptr = _buffer(flat)[0]
     req = _submit("alltoall", name,
-                  lambda r: _L.priocclAllToAllAsync(s_ptr, d_ptr, count // p, code, priority,
-                                                    _comm, r),
-                  lambda k, r: _L.priocclAllToAllNamedAsync(s_ptr, d_ptr, count // p, code,
-                                                            priority, k, _comm, r))
-    return Handle(req, (tensor, out), out)
+                  lambda r: _L.priocclAllToAllVAsync(s_ptr, send_counts, None, d_ptr, recv_counts,
+                                                     None, code, priority, _comm, r),
+                  lambda k, r: _L.priocclAllToAllVNamedAsync(s_ptr, send_counts, None, d_ptr,
+                                                             recv_counts, None, code, priority, k,
+                                                             _comm, r))
+    out = _reshape_rows(flat, tensor, sum(got))
+    result = (out, _int_tensor(tensor, got)) if return_received_splits else out
+    return Handle(req, (tensor, flat, send_counts, recv_counts), result)
 
 
-def alltoall(tensor, priority=0, name=None):
-    return synchronize(alltoall_async(tensor, priority, name))
+def alltoall(tensor, splits=None, priority=0, name=None, return_received_splits=False):
+    return synchronize(alltoall_async(tensor, splits, priority, name, return_received_splits))
 
 
 def barrier(priority=0):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 c_int_p = ctypes.POINTER(ctypes.c_int)
 c_void_pp = ctypes.POINTER(ctypes.c_void_p)
+c_size_t_p = ctypes.POINTER(ctypes.c_size_t)  # the v-collectives' count/displacement arrays
 
 
 def _candidates():
@@ -63,6 +64,21 @@ def _declare(lib):
                                                c_void_pp]),
         "priocclAllToAllAsync": (R, [v, v, sz, i, i, v, c_void_pp]),
         "priocclAllToAllNamedAsync": (R, [v, v, sz, i, i, ctypes.c_char_p, v, c_void_pp]),
+        # The v-collectives: per-rank counts/displacements as arrays of nranks size_t (None for
+        # displacements = packed blocks).
+        "priocclAllGatherV": (R, [v, v, c_size_t_p, c_size_t_p, i, v]),
+        "priocclAllGatherVAsync": (R, [v, v, c_size_t_p, c_size_t_p, i, i, v, c_void_pp]),
+        "priocclAllGatherVNamedAsync": (R, [v, v, c_size_t_p, c_size_t_p, i, i, ctypes.c_char_p,
+                                            v, c_void_pp]),
+        "priocclReduceScatterV": (R, [v, v, c_size_t_p, i, i, v]),
+        "priocclReduceScatterVAsync": (R, [v, v, c_size_t_p, i, i, i, v, c_void_pp]),
+        "priocclReduceScatterVNamedAsync": (R, [v, v, c_size_t_p, i, i, i, ctypes.c_char_p, v,
+                                                c_void_pp]),
+        "priocclAllToAllV": (R, [v, c_size_t_p, c_size_t_p, v, c_size_t_p, c_size_t_p, i, v]),
+        "priocclAllToAllVAsync": (R, [v, c_size_t_p, c_size_t_p, v, c_size_t_p, c_size_t_p, i, i,
+                                      v, c_void_pp]),
+        "priocclAllToAllVNamedAsync": (R, [v, c_size_t_p, c_size_t_p, v, c_size_t_p, c_size_t_p,
+                                           i, i, ctypes.c_char_p, v, c_void_pp]),
         "priocclBarrierAsync": (R, [i, v, c_void_pp]),
         "priocclSendAsync": (R, [v, sz, i, i, i, i, v, c_void_pp]),
         "priocclRecvAsync": (R, [v, sz, i, i, i, i, v, c_void_pp]),

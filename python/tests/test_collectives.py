@@ -77,14 +77,12 @@ def numpy_cases(r, p):
     part = prioccl.reducescatter(t, op=prioccl.Sum)
     full = np.arange(4 * p, dtype=np.float32).reshape(2 * p, 2) * p + p * (p - 1) / 2
     check(part.shape == (2, 2) and (part == full[2 * r:2 * r + 2]).all(), "reducescatter part")
-    if p > 1:
-        expect_error(lambda: prioccl.reducescatter(np.zeros(2 * p + 1, dtype=np.float32)),
-                     "equal parts", "reducescatter of an uneven first dimension")
     # alltoall: part j of rank i lands as part i on rank j
     a = np.repeat(np.arange(p, dtype=np.int64) * 100 + r, 3)
     b = prioccl.alltoall(a)
     check((b == np.repeat(np.arange(p, dtype=np.int64) + 100 * r, 3)).all(), "alltoall")
     prioccl.barrier()
+    v_cases(r, p)
 
     if p > 1:  # each rank sends its rank to the next
         got = np.zeros(5, dtype=np.float32)
@@ -104,6 +102,102 @@ def numpy_cases(r, p):
                      "Mismatched allreduce 'bad'", "count mismatch")
         ok = np.ones(3, dtype=np.float32)
         check((prioccl.allreduce(ok, op=prioccl.Sum) == p).all(), "works after a mismatch")
+
+
+def gather_rows(k):
+    """Rank k's rows for the uneven allgather: k of them (rank 0 has none), each [k, i, c]."""
+    return np.array([[k * 100 + i * 10 + c for c in range(3)] for i in range(k)],
+                    dtype=np.int32).reshape(k, 3)
+
+
+def a2a_split(i, j):
+    """Rows rank i sends rank j: uneven, zero for some pairs (every third, and i == j == 0)."""
+    return (i + 2 * j) % 3
+
+
+def a2a_rows(i, j):
+    """The rows rank i sends rank j, each [i, j, t] as one int64 and its negation."""
+    v = np.array([i * 10000 + j * 100 + t for t in range(a2a_split(i, j))], dtype=np.int64)
+    return np.stack([v, -v], axis=1).reshape(len(v), 2)
+
+
+def v_cases(r, p):
+    """allgather / alltoall / reducescatter with a first dimension that differs between ranks or
+    does not divide into size() parts (the v-collectives), all checked exactly."""
+    want = np.concatenate([gather_rows(k) for k in range(p)])
+    g = prioccl.allgather(gather_rows(r))
+    check(g.shape == (p * (p - 1) // 2, 3) and (g == want).all(), "uneven allgather")
+    g = prioccl.allgather(gather_rows(r).reshape(r, 1, 3), name="gather.v")
+    check(g.shape == (p * (p - 1) // 2, 1, 3) and (g.reshape(-1, 3) == want).all(),
+          "uneven allgather, 3-D, named")
+    h = prioccl.allgather_async(np.arange(r + 1, dtype=np.float64) * -1.5, priority=-2,
+                                name="gather.async")
+    g = prioccl.synchronize(h)
+    check((g == np.concatenate([np.arange(k + 1) * -1.5 for k in range(p)])).all(),
+          "uneven allgather async, named")
+    check(prioccl.allgather(np.zeros((0, 4), dtype=np.int8)).shape == (0, 4),
+          "allgather of 0 rows everywhere")
+    if p > 1:  # every rank raises, then the next op still matches
+        expect_error(lambda: prioccl.allgather(np.zeros((1, 3 + (r == p - 1)), dtype=np.int32)),
+                     "dimensions after the first", "allgather of mismatched trailing dims")
+        expect_error(lambda: prioccl.allgather(np.zeros((1, 2, 3) if r else (1, 3, 2),
+                                                        dtype=np.int32), name="gather.shape"),
+                     "dimensions after the first", "allgather of the same row size, other shape")
+        expect_error(lambda: prioccl.allgather(np.zeros(2, dtype=np.float32 if r else np.int32)),
+                     "differ in dtype", "allgather of mismatched dtypes")
+        bad = np.zeros((4, 4), dtype=np.int32)[:, 1] if r == 0 else np.zeros(4, dtype=np.int32)
+        expect_error(lambda: prioccl.allgather(bad), "not C-contiguous" if r == 0 else
+                     "rank(s) [0] failed", "allgather with a local error on rank 0")
+        check((prioccl.allgather(gather_rows(r)) == want).all(), "allgather after the errors")
+
+    # alltoall with uneven splits, zeros included; splits as a list, an array, a tensor
+    sent = [a2a_split(r, j) for j in range(p)]
+    x = np.concatenate([a2a_rows(r, j) for j in range(p)])
+    want = np.concatenate([a2a_rows(i, r) for i in range(p)])
+    got_splits = [a2a_split(i, r) for i in range(p)]
+    out = prioccl.alltoall(x, splits=sent)
+    check(out.shape == want.shape and (out == want).all(), "alltoall with uneven splits")
+    out, rs = prioccl.alltoall(x, splits=np.array(sent), name="a2a.v",
+                               return_received_splits=True)
+    check((out == want).all() and rs.dtype == np.int64 and rs.tolist() == got_splits,
+          "alltoall with splits, named, received splits")
+    h = prioccl.alltoall_async(x, splits=sent, priority=3, name="a2a.async",
+                               return_received_splits=True)
+    out, rs = prioccl.synchronize(h)
+    check((out == want).all() and rs.tolist() == got_splits, "alltoall async with splits")
+    out, rs = prioccl.alltoall(np.arange(2 * p, dtype=np.int32), return_received_splits=True)
+    check(rs.tolist() == [2] * p and (out == np.concatenate(
+        [np.arange(2 * r, 2 * r + 2) for _ in range(p)])).all(), "alltoall, equal splits")
+    expect_error(lambda: prioccl.alltoall(x, splits=[len(x) + 1] + [0] * (p - 1)),
+                 "summing to the first dimension", "alltoall with splits of a wrong sum")
+    if p > 1:  # one rank's splits are wrong: it says why, the others name it
+        expect_error(lambda: prioccl.alltoall(x, splits=sent if r else sent[:-1]),
+                     "one per rank" if r == 0 else "rank(s) [0] failed",
+                     "alltoall with too few splits on rank 0")
+        expect_error(lambda: prioccl.alltoall(np.zeros((p, 2 + r), dtype=np.int64),
+                                              splits=[1] * p, name="a2a.bad"),
+                     "dimensions after the first", "alltoall of mismatched trailing dims")
+        check((prioccl.alltoall(x, splits=sent) == want).all(), "alltoall after the errors")
+
+    # reducescatter of a first dimension that does not divide: rank k gets rows // p rows, one
+    # more for k < rows % p (Horovod's cut); with p - 1 rows the last rank gets none
+    for n in (2 * p + 1, 3 * p + p // 2, p - 1):
+        base, extra = divmod(n, p)
+        start, rows = r * base + min(r, extra), base + (r < extra)
+        t = np.arange(n * 2, dtype=np.int64).reshape(n, 2) * (r + 1) - r
+        full = (np.arange(n * 2, dtype=np.int64).reshape(n, 2) * (p * (p + 1) // 2)
+                - p * (p - 1) // 2)
+        part = prioccl.reducescatter(t, op=prioccl.Sum, name=f"rs.{n}")
+        check(part.shape == (rows, 2) and (part == full[start:start + rows]).all(),
+              f"reducescatter of {n} rows")
+        h = prioccl.reducescatter_async(t, op=prioccl.Max, priority=1)
+        top = np.arange(n * 2, dtype=np.int64).reshape(n, 2) * p - (p - 1)
+        top = np.maximum(top, np.arange(n * 2, dtype=np.int64).reshape(n, 2))
+        check((prioccl.synchronize(h) == top[start:start + rows]).all(),
+              f"reducescatter async max of {n} rows")
+    if p > 1:  # ranks disagree on the rows: the library fails the op on every rank
+        expect_error(lambda: prioccl.reducescatter(np.zeros(2 * p + (r == 0), dtype=np.int32)),
+                     "Mismatched", "reducescatter of mismatched first dimensions")
 
 
 def torch_cases(r, p):
@@ -128,6 +222,26 @@ def torch_cases(r, p):
     check(bool(torch.signbit(z).all()) and bool((z == 0).all()), "torch broadcast_ keeps -0.0")
     expect_error(lambda: prioccl.allreduce(torch.zeros(4, 4).t()), "not contiguous",
                  "non-contiguous tensor")
+    # the v-collectives on tensors: uneven allgather (rank 0 has no rows), alltoall with a
+    # splits tensor, reducescatter of an odd first dimension
+    g = prioccl.allgather(torch.from_numpy(gather_rows(r)), name="torch.gather")
+    check(isinstance(g, torch.Tensor) and tuple(g.shape) == (p * (p - 1) // 2, 3) and
+          bool((g == torch.from_numpy(np.concatenate([gather_rows(k) for k in range(p)]))).all()),
+          "torch uneven allgather")
+    x = torch.from_numpy(np.concatenate([a2a_rows(r, j) for j in range(p)]))
+    sent = torch.tensor([a2a_split(r, j) for j in range(p)])
+    out, rs = prioccl.synchronize(prioccl.alltoall_async(x, splits=sent,
+                                                         return_received_splits=True))
+    want = torch.from_numpy(np.concatenate([a2a_rows(i, r) for i in range(p)]))
+    check(tuple(out.shape) == tuple(want.shape) and bool((out == want).all()) and
+          rs.tolist() == [a2a_split(i, r) for i in range(p)], "torch alltoall with splits")
+    n = 2 * p + 1
+    t = torch.arange(n, dtype=torch.int32) + r
+    start, rows = r * 2 + min(r, 1), 2 + (r < 1)
+    part = prioccl.reducescatter(t, op=prioccl.Sum)
+    check(part.dtype == torch.int32 and
+          part.tolist() == [k * p + p * (p - 1) // 2 for k in range(start, start + rows)],
+          "torch reducescatter of an odd first dimension")
 
 
 def main():
