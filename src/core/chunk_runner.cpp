@@ -17,7 +17,7 @@
 namespace prioccl::detail {
 namespace {
 
-constexpr size_t kMinChunksPerOp = 4, kMinChunkBytes = 64 << 10;
+constexpr size_t kMinChunksPerOp = 4, kMinChunkBytes = 64 << 10, kMinSliceBytes = 16 << 10;
 
 // The most step ids a chunk of any algorithm uses: the tag layout reserves bits for them.
 uint64_t maxSteps(int nranks) {
@@ -89,8 +89,16 @@ size_t ChunkRunner::chunkElements(const OpState& op) const {
   size_t elem = reduce::dtypeSize(op.dtype);
   size_t bytes = op.count * elem;
   bool whole = op.kind == OpState::Kind::kAllReduce && algoEntry(op.algorithm).wholeChunks;
-  size_t chunk = whole ? chunkBytes_
-                       : std::min(chunkBytes_, std::max(kMinChunkBytes, bytes / kMinChunksPerOp));
+  // Every step of the other collectives moves a whole chunk (a blocked kind's chunk is a slice of
+  // every rank's block; a broadcast or reduce passes the chunk along its tree) where a ring
+  // all-reduce's step moves chunk / p: cut by p, their messages are as long as the ring's, so
+  // that several fit in the credit (sent back to back) and an urgent op waits behind no longer a
+  // message. (Point-to-point ops keep whole chunks: their own lanes, no steps to pipeline.)
+  bool wholeSteps = op.kind != OpState::Kind::kAllReduce && !op.pointToPoint();
+  size_t cap = wholeSteps ? std::max(kMinSliceBytes, chunkBytes_ / static_cast<size_t>(nranks_))
+                          : chunkBytes_;
+  size_t chunk =
+      whole ? chunkBytes_ : std::min(cap, std::max(kMinChunkBytes, bytes / kMinChunksPerOp));
   return std::max<size_t>(1, chunk / elem);
 }
 
