@@ -2,6 +2,7 @@
 import ctypes
 import ctypes.util
 import os
+import sysconfig
 from pathlib import Path
 
 c_int_p = ctypes.POINTER(ctypes.c_int)
@@ -9,13 +10,34 @@ c_void_pp = ctypes.POINTER(ctypes.c_void_p)
 c_size_t_p = ctypes.POINTER(ctypes.c_size_t)  # the v-collectives' count/displacement arrays
 
 
+# The path (or loader name) load() loaded, for checks and diagnostics; None until then.
+loaded_path = None
+
+
 def _candidates():
+    """Where load() looks, in order: PRIOCCL_LIBRARY; the library installed beside this package
+    (cmake --install puts the package in <prefix>/lib/python3.X/dist-packages and the library in
+    <prefix>/<libdir>); the source tree's build/ (package run from python/); the system's loader."""
     env = os.environ.get("PRIOCCL_LIBRARY")
     if env:
         yield env
-    here = Path(__file__).resolve().parent
-    for build in (here.parent.parent / "build", here.parent.parent.parent / "lib"):
-        yield str(build / "libprioccl.so")
+    here = Path(__file__).resolve().parent  # .../prioccl
+    # <prefix>/lib*/python3[.X]/{dist,site}-packages/prioccl -> <prefix>
+    up = here.parents
+    if (len(up) >= 4 and up[0].name in ("dist-packages", "site-packages")
+            and up[1].name.startswith("python") and up[2].name.startswith("lib")):
+        prefix = up[3]
+        libdirs = [up[2].name, "lib"]
+        multiarch = sysconfig.get_config_var("MULTIARCH")  # Debian's lib/x86_64-linux-gnu
+        if multiarch:
+            libdirs.append("lib/" + multiarch)
+        libdirs.append("lib64")
+        for libdir in dict.fromkeys(libdirs):
+            for name in ("libprioccl.so.1", "libprioccl.so"):
+                yield str(prefix / libdir / name)
+    repo = here.parent.parent  # <repo>/python/prioccl
+    if here.parent.name == "python" and (repo / "CMakeLists.txt").is_file():
+        yield str(repo / "build" / "libprioccl.so")
     found = ctypes.util.find_library("prioccl")
     if found:
         yield found
@@ -23,20 +45,28 @@ def _candidates():
 
 
 def load():
-    """The library, loaded RTLD_GLOBAL: Open MPI's plugins resolve MPI's symbols through it."""
-    errors = []
-    for path in _candidates():
+    """The library, loaded RTLD_GLOBAL: Open MPI's plugins resolve MPI's symbols through it.
+    Sets loaded_path; the OSError, when nothing loads, names every place tried."""
+    global loaded_path
+    errors = [] if os.environ.get("PRIOCCL_LIBRARY") else ["PRIOCCL_LIBRARY: unset"]
+    seen = set()
+    for path in _candidates():  # lazily: find_library() runs ldconfig, only if needed
+        if path in seen:
+            continue
+        seen.add(path)
         if os.sep in path and not os.path.exists(path):
+            errors.append(f"{path}: no such file")
             continue
         try:
             lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
         except OSError as e:
-            errors.append(f"{path}: {e}")
+            errors.append(f"{path}: {e}" if os.sep in path else f"{path} (system loader): {e}")
             continue
         _declare(lib)
+        loaded_path = path
         return lib
     raise OSError("cannot load libprioccl.so (build it with scripts/build.sh, or set "
-                  "PRIOCCL_LIBRARY to its path): " + "; ".join(errors or ["not found"]))
+                  "PRIOCCL_LIBRARY to its path); tried: " + "; ".join(errors))
 
 
 def _declare(lib):
