@@ -6,27 +6,38 @@
     h = prioccl.allreduce_async_(tensor, priority=0)     # in place; smaller priority = more urgent
     prioccl.synchronize(h)
 
-Works on numpy arrays and CPU torch tensors (contiguous; int8, uint8, int32, uint32, int64,
-uint64, float16, bfloat16 (torch), float32, float64) without copies. Errors raise PriocclError with the library's
-message. Launch with mpirun; prioccl initialises MPI itself. allgather, alltoall (splits=...)
-and reducescatter take first dimensions that differ between ranks or do not divide, as Horovod's.
+Works on numpy arrays and CPU torch tensors (contiguous; int8, uint8, int16, int32, uint32, int64,
+uint64, float16, bfloat16 (torch), float32, float64, bool) without copies (int16 reductions go
+through int32, bool travels as uint8). Errors raise PriocclError with the library's message.
+Launch with mpirun; prioccl initialises MPI itself. allgather, alltoall (splits=...) and
+reducescatter take first dimensions that differ between ranks or do not divide, as Horovod's.
+Every op takes process_set= (a ProcessSet from add_process_set(); None: every rank).
+prioccl.torch has horovod.torch's API on top of this module.
 """
+import atexit
 import ctypes
 import operator
 import os
+import socket
+import sys
+import time
+import zlib
 
 from . import _lib
 
-__all__ = ["init", "shutdown", "abort", "is_initialized", "rank", "size", "local_rank", "allreduce",
-           "allreduce_", "allreduce_async", "allreduce_async_", "synchronize", "poll",
-           "broadcast", "broadcast_", "broadcast_async", "broadcast_async_", "broadcast_parameters",
-           "reduce", "reduce_async", "allgather", "allgather_async", "reducescatter",
-           "reducescatter_async", "alltoall", "alltoall_async", "barrier", "send_async", "recv_async", "PriocclError",
-           "Sum", "Prod", "Min", "Max", "Average"]
+__all__ = ["init", "shutdown", "abort", "is_initialized", "rank", "size", "local_rank",
+           "local_size", "cross_rank", "cross_size", "is_homogeneous", "mpi_threads_supported",
+           "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "grouped_allreduce",
+           "grouped_allreduce_", "grouped_allreduce_async", "grouped_allreduce_async_",
+           "synchronize", "poll", "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
+           "broadcast_parameters", "reduce", "reduce_async", "allgather", "allgather_async",
+           "reducescatter", "reducescatter_async", "alltoall", "alltoall_async", "barrier",
+           "send_async", "recv_async", "PriocclError", "ProcessSet", "global_process_set",
+           "add_process_set", "remove_process_set", "Sum", "Prod", "Min", "Max", "Average"]
 
-# priocclRedOp_t
 # priocclRedOp_t values (NCCL's numbering).
 Sum, Prod, Max, Min, Average = 0, 1, 2, 3, 4
+_OP_NAMES = {Sum: "Sum", Prod: "Prod", Max: "Max", Min: "Min", Average: "Average"}
 
 
 class PriocclError(RuntimeError):
@@ -38,12 +49,13 @@ class PriocclError(RuntimeError):
 
 
 _L = None
-_comm = None
+_comm = None  # the communicator over every rank (global_process_set's)
+_hosts = None  # (local_rank, local_size, cross_rank, cross_size, homogeneous), found at init
 
 
-def _check(result, what):
+def _check(result, what, comm=None):
     if result != 0:
-        detail = _L.priocclGetLastError(_comm).decode(errors="replace")
+        detail = _L.priocclGetLastError(comm or _comm).decode(errors="replace")
         kind = _L.priocclGetErrorString(result).decode()
         raise PriocclError(f"{what}: {kind}: {detail}", result)
 
@@ -53,27 +65,196 @@ def _require():
         raise PriocclError("prioccl is not initialised: call prioccl.init() first")
 
 
-def init():
-    """Creates the communicator over all ranks (MPI_COMM_WORLD). Idempotent."""
-    global _L, _comm
+# ---- process sets: sub-communicators made by priocclCommSplit, as Horovod's process sets ----
+class ProcessSet:
+    """A set of ranks with its own communicator (Horovod's ProcessSet). Create it on every rank
+    with the same ranks, then add_process_set() it on every rank (or pass it to init()); ops given
+    process_set= run among its ranks only, ranked in the order of `ranks`."""
+
+    def __init__(self, ranks=None):
+        self.ranks = None if ranks is None else sorted({operator.index(r) for r in ranks})
+        self.process_set_id = None  # set when registered; 0 is the global set
+        self._comm = None  # this rank's communicator over the set; None where not included
+        self._rank = -1
+
+    def included(self):
+        """True when this rank is in the set (False before registration)."""
+        return self._comm is not None
+
+    def size(self):
+        return None if self.ranks is None else len(self.ranks)
+
+    def rank(self):
+        """This rank's index in the set; -1 where not included."""
+        return self._rank
+
+    def __repr__(self):
+        return f"ProcessSet(process_set_id={self.process_set_id}, ranks={self.ranks})"
+
+
+global_process_set = ProcessSet()
+_process_sets = {}  # process_set_id -> ProcessSet, the global one included
+_next_set_id = 1
+
+
+def _target(process_set, what):
+    """The registered ProcessSet an op runs in (the global one for None); raises where this rank
+    is not a member (Horovod's rule), naming the op."""
+    _require()
+    ps = global_process_set if process_set is None else process_set
+    if not isinstance(ps, ProcessSet):
+        raise PriocclError(f"{what}: process_set must be a prioccl.ProcessSet, not "
+                           f"{type(ps).__name__}")
+    if ps.process_set_id is None or _process_sets.get(ps.process_set_id) is not ps:
+        raise PriocclError(f"{what}: {ps!r} is not registered: add_process_set() it on every rank")
+    if ps._comm is None:
+        raise PriocclError(f"{what}: rank {rank()} is not in {ps!r}")
+    return ps
+
+
+def _register(ps, what):
+    """Collective over every rank: checks that every rank passes the same ranks (an all-reduce of
+    their digest), then splits the global communicator."""
+    global _next_set_id
+    p, me = size(), rank()
+    if ps.ranks is None or not ps.ranks:
+        raise PriocclError(f"{what}: a process set needs at least one rank")
+    if ps.ranks[0] < 0 or ps.ranks[-1] >= p:
+        raise PriocclError(f"{what}: ranks {ps.ranks} must lie in [0, {p})")
+    if ps.process_set_id is not None:
+        raise PriocclError(f"{what}: {ps!r} is registered already")
+    digest = zlib.crc32(repr(ps.ranks).encode())
+    # The digest's min and max over the ranks (min of -digest): equal only if every rank agrees.
+    both = (ctypes.c_int64 * 2)(digest, -digest)
+    _submit_wait(what, lambda r: _L.priocclAllReduceAsync(
+        ctypes.addressof(both), ctypes.addressof(both), 2, _INT64, Min, 0, _comm, r), (both,))
+    if both[0] != -both[1]:
+        raise PriocclError(f"{what}: ranks passed different process sets (this rank: "
+                           f"{ps.ranks})")
+    for other in _process_sets.values():
+        if other.ranks == ps.ranks:
+            raise PriocclError(f"{what}: a process set with ranks {ps.ranks} exists already "
+                               f"(id {other.process_set_id})")
+    new = ctypes.c_void_p()
+    color = 0 if me in ps.ranks else -1  # PRIOCCL_SPLIT_NOCOLOR
+    _check(_L.priocclCommSplit(_comm, color, me, ctypes.byref(new)), what)
+    ps.process_set_id = _next_set_id
+    _next_set_id += 1
+    if color == 0:
+        ps._comm = new
+        ps._rank = ps.ranks.index(me)
+    _process_sets[ps.process_set_id] = ps
+    return ps
+
+
+def add_process_set(process_set):
+    """Registers a ProcessSet (or a list of ranks) on every rank: collective over all ranks, which
+    must pass the same ranks. Returns the ProcessSet."""
+    _require()
+    ps = process_set if isinstance(process_set, ProcessSet) else ProcessSet(process_set)
+    return _register(ps, "add_process_set")
+
+
+def remove_process_set(process_set):
+    """Destroys a registered process set's communicator (after its pending ops). Call it on every
+    rank. Returns False for the global set or an unregistered one, as Horovod does."""
+    _require()
+    if process_set is global_process_set or process_set.process_set_id not in _process_sets:
+        return False
+    del _process_sets[process_set.process_set_id]
+    comm, process_set._comm = process_set._comm, None
+    process_set.process_set_id, process_set._rank = None, -1
+    if comm is not None:
+        _check(_L.priocclCommDestroy(comm), "remove_process_set")
+    return True
+
+
+def init(comm=None, process_sets=None):
+    """Creates the communicator over all ranks (MPI_COMM_WORLD; or comm, an mpi4py communicator)
+    and registers process_sets (a list of ProcessSet). Idempotent."""
+    global _L, _comm, _hosts
     if _comm is not None:
         return
     if _L is None:
         _L = _lib.load()
-    comm = ctypes.c_void_p()
-    _check(_L.priocclCommInitWorld(ctypes.byref(comm)), "init")
-    _comm = comm
+    handle = ctypes.c_void_p()
+    if comm is None:
+        _check(_L.priocclCommInitWorld(ctypes.byref(handle)), "init")
+    elif hasattr(comm, "py2f") or type(comm).__module__.startswith("mpi4py"):
+        from mpi4py import MPI  # an mpi4py communicator: its MPI_Comm, duplicated by prioccl
+        address = MPI._addressof(comm)
+        _check(_L.priocclCommInitMPI(ctypes.byref(handle), ctypes.c_void_p(address), None),
+               "init")
+    else:
+        raise PriocclError(f"init: comm must be None or an mpi4py communicator, not "
+                           f"{type(comm).__name__} (a subset of ranks: process_sets=)")
+    _comm = handle
+    global_process_set.process_set_id = 0
+    global_process_set._comm = _comm
+    global_process_set._rank = rank()
+    global_process_set.ranks = list(range(size()))
+    _process_sets[0] = global_process_set
+    atexit.register(_at_exit)
+    _hosts = _find_hosts()
+    for ps in process_sets or ():
+        _register(ps, "init(process_sets)")
+
+
+def _find_hosts():
+    """Ranks on the same host (same hostname) are local to each other: one all-gather of every
+    rank's hostname digest gives local rank/size and the host's index (cross rank)."""
+    p, me = size(), rank()
+    mine = ctypes.c_int64(zlib.crc32(socket.gethostname().encode()))
+    every = (ctypes.c_int64 * p)()
+    _submit_wait("init (hosts)", lambda r: _L.priocclAllGatherAsync(
+        ctypes.addressof(mine), ctypes.addressof(every), 1, _INT64, 0, _comm, r), (mine, every))
+    every = list(every)
+    hosts = list(dict.fromkeys(every))  # in order of each host's first rank
+    on_mine = [k for k in range(p) if every[k] == mine.value]
+    sizes = {every.count(h) for h in hosts}
+    return on_mine.index(me), len(on_mine), hosts.index(mine.value), len(hosts), len(sizes) == 1
 
 
 def shutdown():
-    """Finishes pending ops and destroys the communicator (finalising MPI if prioccl started it)."""
-    global _comm
+    """Finishes pending ops and destroys the communicators (finalising MPI if prioccl started
+    it). Registered with atexit too."""
+    global _comm, _next_set_id
     if _comm is None:
         return
+    _reap()
+    for ps in list(_process_sets.values()):
+        if ps is not global_process_set:
+            remove_process_set(ps)
+    _process_sets.clear()
+    global_process_set.process_set_id, global_process_set._comm = None, None
+    global_process_set._rank = -1
+    _next_set_id = 1
     comm, _comm = _comm, None
     result = _L.priocclCommDestroy(comm)
     if result != 0:
         raise PriocclError("shutdown: " + _L.priocclGetLastError(None).decode(errors="replace"))
+
+
+def _at_exit():
+    """At interpreter exit: ops still in flight (abandoned or never synchronised) get a few
+    seconds; any still pending then is a rank leaving in the middle of a collective, so the
+    communicator is aborted (the other ranks' ops fail naming this rank) instead of waiting for
+    the timeout, and a warning names the ops."""
+    if _comm is None:
+        return
+    _orphans[:] = list(_ops)  # nobody will synchronize them now
+    deadline = time.monotonic() + 3.0
+    while _reap() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    left = [op.what for op in _ops]
+    if left:
+        print(f"prioccl: rank {rank()} exits with {len(left)} op(s) unfinished "
+              f"({', '.join(left[:5])}): aborting the communicator", file=sys.stderr, flush=True)
+        _L.priocclCommAbort(_comm)
+    try:
+        shutdown()
+    except PriocclError as e:
+        print(f"prioccl: shutdown at exit: {e}", file=sys.stderr, flush=True)
 
 
 def abort():
@@ -102,184 +283,473 @@ def size():
 
 
 def local_rank():
-    """This rank's index on its host, from the launcher (Open MPI, MPICH/Hydra, Slurm)."""
-    for var in ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"):
-        if var in os.environ:
-            return int(os.environ[var])
-    return 0
+    """This rank's index among the ranks on its host (same hostname), in rank order."""
+    _require()
+    return _hosts[0]
+
+
+def local_size():
+    """The number of ranks on this rank's host."""
+    _require()
+    return _hosts[1]
+
+
+def cross_rank():
+    """The index of this rank's host, hosts numbered in the order of their first rank."""
+    _require()
+    return _hosts[2]
+
+
+def cross_size():
+    """The number of hosts."""
+    _require()
+    return _hosts[3]
+
+
+def is_homogeneous():
+    """True when every host runs the same number of ranks."""
+    _require()
+    return _hosts[4]
+
+
+def mpi_threads_supported():
+    """prioccl's communicators run a progress thread beside the caller's: MPI is initialised with
+    MPI_THREAD_MULTIPLE (priocclCommInitWorld), so yes."""
+    _require()
+    return True
 
 
 # ---- buffers: numpy arrays and torch tensors, seen as (pointer, count, priocclDataType_t) ----
-# priocclDataType_t values (NCCL's numbering).
+# priocclDataType_t values (NCCL's numbering). The C library has no int16 or bool: bool travels
+# as uint8 (its bytes are 0 or 1), int16 as bytes where nothing is computed and through int32
+# where something is (see _Kind).
 _NUMPY_TYPES = {"int8": 0, "uint8": 1, "int32": 2, "uint32": 3, "int64": 4, "uint64": 5,
                 "float16": 6, "float32": 7, "float64": 8}
 _TORCH_TYPES = {"torch.int8": 0, "torch.uint8": 1, "torch.int32": 2, "torch.uint32": 3,
                 "torch.int64": 4, "torch.uint64": 5, "torch.float16": 6, "torch.float32": 7,
                 "torch.float64": 8, "torch.bfloat16": 9}
+_UINT8, _INT32, _INT64 = 1, 2, 4
+# Codes beyond the library's, used only in the Python layer's own shape/dtype agreement.
+_INT16_CODE, _BOOL_CODE = 101, 102
+_DTYPE_NAMES = {code: name for name, code in _NUMPY_TYPES.items()}
+_DTYPE_NAMES.update({9: "bfloat16", _INT16_CODE: "int16", _BOOL_CODE: "bool"})
+_FLOAT_CODES = {6, 7, 8, 9}
+
+
+def _dtype_name(t):
+    return str(t.dtype).replace("torch.", "")
+
+
+def _code(t):
+    """The dtype code of a tensor: the library's, or _INT16_CODE/_BOOL_CODE; None if unsupported."""
+    if not (_is_torch(t) or hasattr(t, "__array_interface__")):
+        raise PriocclError(f"expected a numpy array or a torch tensor, got {type(t).__name__}")
+    name = _dtype_name(t)
+    if name == "int16":
+        return _INT16_CODE
+    if name == "bool":
+        return _BOOL_CODE
+    return (_TORCH_TYPES if hasattr(t, "data_ptr") else _NUMPY_TYPES).get(str(t.dtype))
 
 
 def _buffer(t, writable=True):
-    """(address, count, dtype code) of a contiguous CPU numpy array or torch tensor."""
+    """(address, count, dtype code) of a contiguous CPU numpy array or torch tensor, as the wire
+    sees it for an op that computes nothing (int16 as twice as many uint8, bool as uint8)."""
     if hasattr(t, "data_ptr"):  # torch
         if t.device.type != "cpu":
-            raise PriocclError(f"tensor is on {t.device}: only CPU tensors (GPU: issue 10)")
+            raise PriocclError(f"tensor is on {t.device}: only CPU tensors (GPU: issue 24)")
         if not t.is_contiguous():
             raise PriocclError("tensor is not contiguous: call .contiguous() first")
-        code = _TORCH_TYPES.get(str(t.dtype))
-        if code is None:
-            raise PriocclError(f"unsupported dtype {t.dtype}")
-        return t.data_ptr(), t.numel(), code
-    if hasattr(t, "__array_interface__"):  # numpy
+        ptr, count = t.data_ptr(), t.numel()
+    elif hasattr(t, "__array_interface__"):  # numpy
         if not t.flags["C_CONTIGUOUS"]:
             raise PriocclError("array is not C-contiguous: use numpy.ascontiguousarray")
         if writable and not t.flags["WRITEABLE"]:
             raise PriocclError("array is read-only")
-        code = _NUMPY_TYPES.get(str(t.dtype))
-        if code is None:
-            raise PriocclError(f"unsupported dtype {t.dtype}")
-        return t.ctypes.data, t.size, code
-    raise PriocclError(f"expected a numpy array or a torch tensor, got {type(t).__name__}")
-
-
-class Handle:
-    """An op in flight; keeps its buffers alive until it is synchronised."""
-
-    def __init__(self, request, tensors, result):
-        self._request = request
-        self._tensors = tensors
-        self.result = result
-
-    def __del__(self):  # an abandoned handle: the op still must finish before its buffers go
-        if getattr(self, "_request", None) is not None and _L is not None and _comm is not None:
-            _L.priocclWait(self._request)
-
-
-def _submit(what, name, unnamed, named):
-    """Runs the C call (unnamed(req) or named(key, req)); returns the request."""
-    _require()
-    req = ctypes.c_void_p()
-    if name is None:
-        result = unnamed(ctypes.byref(req))
+        ptr, count = t.ctypes.data, t.size
     else:
-        result = named(str(name).encode(), ctypes.byref(req))
-    _check(result, what)
-    return req
+        raise PriocclError(f"expected a numpy array or a torch tensor, got {type(t).__name__}")
+    code = _code(t)
+    if code is None:
+        raise PriocclError(f"unsupported dtype {t.dtype}")
+    if code == _INT16_CODE:
+        return ptr, 2 * count, _UINT8
+    if code == _BOOL_CODE:
+        return ptr, count, _UINT8
+    return ptr, count, code
 
 
-def _pair(src, dst):
-    """(send pointer, receive pointer, count, dtype code) of two buffers of one size and dtype."""
-    _require()
-    s_ptr, count, code = _buffer(src, writable=False)
-    d_ptr, d_count, d_code = _buffer(dst)
-    if (count, code) != (d_count, d_code):
-        raise PriocclError("source and destination differ in size or dtype")
-    return s_ptr, d_ptr, count, code
+def _factor(t):
+    """Wire elements per tensor element (2 for int16, sent as bytes)."""
+    return 2 if _dtype_name(t) == "int16" else 1
 
 
-def _async(src, dst, op, priority, name):
-    s_ptr, d_ptr, count, code = _pair(src, dst)
-    req = _submit("allreduce", name,
-                  lambda r: _L.priocclAllReduceAsync(s_ptr, d_ptr, count, code, op, priority,
-                                                     _comm, r),
-                  lambda k, r: _L.priocclAllReduceNamedAsync(s_ptr, d_ptr, count, code, op,
-                                                             priority, k, _comm, r))
-    return Handle(req, (src, dst), dst)
+def _is_torch(t):
+    return hasattr(t, "data_ptr")
 
 
 def _empty_like(t):
-    if hasattr(t, "data_ptr"):
+    if _is_torch(t):
         import torch
         return torch.empty_like(t, memory_format=torch.contiguous_format)
     import numpy
     return numpy.empty_like(t, order="C")
 
 
-def allreduce_async_(tensor, op=Average, priority=0, name=None):
-    """Starts an in-place all-reduce of `tensor`; returns a handle for synchronize()/poll()."""
-    return _async(tensor, tensor, op, priority, name)
+def _new_empty(t, count, dtype=None):
+    """A new contiguous 1-D tensor/array of t's kind with `count` elements (t's dtype unless
+    dtype, a name such as "int32", is given)."""
+    if _is_torch(t):
+        import torch
+        return torch.empty(count, dtype=t.dtype if dtype is None else getattr(torch, dtype))
+    import numpy
+    return numpy.empty(count, dtype=t.dtype if dtype is None else dtype)
 
 
-def allreduce_async(tensor, op=Average, priority=0, name=None):
-    """Starts an all-reduce into a new tensor (synchronize() returns it); `tensor` is unchanged."""
-    return _async(tensor, _empty_like(tensor), op, priority, name)
+def _cast(t, dtype):
+    """A contiguous copy of t as dtype (a name); integer narrowing wraps (two's complement)."""
+    if _is_torch(t):
+        import torch
+        return t.to(getattr(torch, dtype), copy=True).contiguous()
+    import numpy
+    return numpy.ascontiguousarray(t.astype(dtype))
+
+
+def _copy_into(dst, src):
+    if _is_torch(dst):
+        dst.copy_(src.reshape(dst.shape))
+    else:
+        import numpy
+        numpy.copyto(dst, src.reshape(dst.shape), casting="unsafe")
+
+
+def _trunc_div(t, n):
+    """Integer division rounding toward zero, as the library's integer Average does."""
+    if _is_torch(t):
+        import torch
+        return torch.div(t, n, rounding_mode="trunc")
+    import numpy
+    return (numpy.sign(t) * (numpy.abs(t) // n)).astype(t.dtype)
+
+
+def _check_scales(t, what, *factors):
+    """Scale factors apply to floating-point tensors only (raises before anything is sent)."""
+    if any(f != 1.0 for f in factors) and _code(t) not in _FLOAT_CODES:
+        raise PriocclError(f"{what}: prescale/postscale factors need a floating-point tensor, "
+                           f"not {t.dtype}")
+
+
+def _scale(t, factor):
+    """t *= factor in place (floating point only)."""
+    if factor == 1.0:
+        return
+    if _code(t) not in _FLOAT_CODES:
+        raise PriocclError(f"prescale/postscale factors need a floating-point tensor, not "
+                           f"{t.dtype}")
+    if _is_torch(t):
+        t.mul_(factor)
+    else:
+        t *= t.dtype.type(factor)
+
+
+# ---- ops in flight: handles, names, abandoned handles ----
+class _Op:
+    """One submitted request and what it needs: the buffers it reads and writes stay referenced
+    here until the op is complete, whoever still holds its Handle."""
+
+    __slots__ = ("request", "tensors", "key", "what", "finish", "ps")
+
+    def __init__(self, request, tensors, key, what, finish, ps):
+        self.request, self.tensors, self.key = request, tensors, key
+        self.what, self.finish, self.ps = what, finish, ps
+
+
+_ops = set()  # _Op not yet waited for
+_inflight = {}  # (process_set_id, name) -> _Op: a name may be in flight once per process set
+_orphans = []  # _Op whose Handle was dropped before synchronize()
+
+
+def _complete(op):
+    """Waits for the op, releases its request, runs its finishing step; raises on failure."""
+    _ops.discard(op)
+    if op.key is not None and _inflight.get(op.key) is op:
+        del _inflight[op.key]
+    result = _L.priocclWait(op.request)
+    op.tensors = None
+    _check(result, op.what, op.ps._comm if op.ps is not None else None)
+
+
+def _reap():
+    """Completes the abandoned ops that have finished (never blocks); True while some remain.
+    Their errors have nobody to go to and are dropped (their Handle is gone)."""
+    done = ctypes.c_int()
+    for op in list(_orphans):
+        done.value = 0
+        _L.priocclTest(op.request, ctypes.byref(done))
+        if done.value:
+            _orphans.remove(op)
+            try:
+                _complete(op)
+                if op.finish is not None:
+                    op.finish()
+            except PriocclError:
+                pass
+    return bool(_ops)
+
+
+class Handle:
+    """An op in flight; synchronize() waits for it and returns `result`. Dropping a Handle before
+    synchronize() never blocks (Horovod's semantics): the op finishes in the background, its
+    buffers kept alive until then."""
+
+    def __init__(self, op, result, then=None):
+        self._op = op
+        self.result = result
+        self._then = then  # result -> what synchronize() returns (int16 narrowing, scaling)
+
+    def __del__(self):
+        op = getattr(self, "_op", None)
+        if op is not None and op in _ops:
+            _orphans.append(op)
+
+
+def _submit(what, name, unnamed, named, tensors=(), ps=None, finish=None):
+    """Runs the C call (unnamed(req) or named(key, req)) in process set ps; returns the _Op. A
+    name already in flight in the same process set is an error (Horovod's rule), unless that op
+    has finished."""
+    _require()
+    ps = ps or global_process_set
+    if _orphans:
+        _reap()
+    key = None
+    if name is not None:
+        key = (ps.process_set_id, str(name))
+        old = _inflight.get(key)
+        if old is not None:
+            done = ctypes.c_int()
+            _L.priocclTest(old.request, ctypes.byref(done))
+            if not done.value:
+                raise PriocclError(f"{what}: an op named '{name}' is already in flight on rank "
+                                   f"{rank()}: synchronize it first (names of ops in flight must "
+                                   "be unique)")
+            del _inflight[key]  # finished: its Handle still completes it
+    req = ctypes.c_void_p()
+    if name is None:
+        result = unnamed(ctypes.byref(req))
+    else:
+        result = named(str(name).encode(), ctypes.byref(req))
+    _check(result, what, ps._comm)
+    op = _Op(req, tensors, key, what if name is None else f"{what} '{name}'", finish, ps)
+    _ops.add(op)
+    if key is not None:
+        _inflight[key] = op
+    return op
+
+
+def _submit_wait(what, call, tensors):
+    """A blocking unnamed op on the global communicator (init's and process sets' exchanges)."""
+    _complete(_submit(what, None, call, None, tensors))
 
 
 def synchronize(handle):
-    """Waits for the op; returns its result tensor. Raises PriocclError if the op failed."""
-    req, handle._request = handle._request, None
-    if req is None:
-        return handle.result
-    _check(_L.priocclWait(req), "synchronize")
-    handle._tensors = None
+    """Waits for the op (or every op of a grouped handle); returns its result. Raises
+    PriocclError if it failed."""
+    if isinstance(handle, GroupHandle):
+        return [synchronize(h) for h in handle.handles]
+    op, handle._op = handle._op, None
+    if op is not None and op in _ops:
+        _complete(op)
+        if op.finish is not None:
+            op.finish()
+    if handle._then is not None:
+        handle.result, handle._then = handle._then(handle.result), None
     return handle.result
 
 
 def poll(handle):
     """True when the op has finished (synchronize() then returns at once)."""
-    if handle._request is None:
+    if isinstance(handle, GroupHandle):
+        return all(poll(h) for h in handle.handles)
+    op = handle._op
+    if op is None or op not in _ops:
         return True
     done = ctypes.c_int()
-    _check(_L.priocclTest(handle._request, ctypes.byref(done)), "poll")
+    _check(_L.priocclTest(op.request, ctypes.byref(done)), "poll",
+           op.ps._comm if op.ps is not None else None)
     return bool(done.value)
 
 
-def allreduce(tensor, op=Average, priority=0, name=None):
-    return synchronize(allreduce_async(tensor, op, priority, name))
+class GroupHandle:
+    """The handles of a grouped op; synchronize() returns the list of results."""
+
+    def __init__(self, handles):
+        self.handles = handles
 
 
-def allreduce_(tensor, op=Average, priority=0, name=None):
-    return synchronize(allreduce_async_(tensor, op, priority, name))
+def _pair(src, dst):
+    """(send pointer, receive pointer, count, dtype code) of two buffers of one size and dtype."""
+    s_ptr, count, code = _buffer(src, writable=False)
+    d_ptr, d_count, d_code = _buffer(dst)
+    if (count, code, _code(src)) != (d_count, d_code, _code(dst)):
+        raise PriocclError("source and destination differ in size or dtype")
+    return s_ptr, d_ptr, count, code
 
 
-def _broadcast_async(src, dst, root_rank, priority, name):
+def _bool_op(op, what):
+    """A reduction of bools as uint8 0/1: Sum and Max are OR, Prod and Min are AND."""
+    if op == Average:
+        raise PriocclError(f"{what}: Average of bool tensors is undefined (use Sum = OR or "
+                           "Min = AND)")
+    return {Sum: Max, Max: Max, Prod: Min, Min: Min}.get(op, op)
+
+
+# ---- all-reduce ----
+def _allreduce(src, dst, op, priority, name, process_set, prescale, postscale):
+    """The all-reduce of src into dst (which may be src); a Handle whose result is dst."""
+    ps = _target(process_set, "allreduce")
+    _check_scales(src, "allreduce", prescale, postscale)
+    code = _code(src)
+    if code == _INT16_CODE:  # through int32: exact, then narrowed (wrapping as int16 would)
+        wide = _cast(src, "int32")
+        h = _allreduce(wide, wide, Sum if op == Average else op, priority, name, ps, 1.0, 1.0)
+
+        def narrow(res, n=ps.size()):
+            out = _cast(res, "int16")
+            _copy_into(dst, _trunc_div(out, n) if op == Average else out)
+            return dst
+        h._then = narrow
+        return h
+    if code == _BOOL_CODE:
+        op = _bool_op(op, "allreduce")
+    if prescale != 1.0:
+        if src is not dst:
+            _copy_into(dst, src)
+            src = dst
+        _scale(dst, prescale)
+    s_ptr, d_ptr, count, wire = _pair(src, dst)
+    comm = ps._comm
+    op_ = _submit("allreduce", name,
+                  lambda r: _L.priocclAllReduceAsync(s_ptr, d_ptr, count, wire, op, priority,
+                                                     comm, r),
+                  lambda k, r: _L.priocclAllReduceNamedAsync(s_ptr, d_ptr, count, wire, op,
+                                                             priority, k, comm, r),
+                  (src, dst), ps, (lambda: _scale(dst, postscale)) if postscale != 1.0 else None)
+    return Handle(op_, dst)
+
+
+def allreduce_async_(tensor, op=Average, priority=0, name=None, process_set=None,
+                     prescale_factor=1.0, postscale_factor=1.0):
+    """Starts an in-place all-reduce of `tensor`; returns a handle for synchronize()/poll().
+    prescale_factor multiplies the input before, postscale_factor the result after."""
+    return _allreduce(tensor, tensor, op, priority, name, process_set, prescale_factor,
+                      postscale_factor)
+
+
+def allreduce_async(tensor, op=Average, priority=0, name=None, process_set=None,
+                    prescale_factor=1.0, postscale_factor=1.0):
+    """Starts an all-reduce into a new tensor (synchronize() returns it); `tensor` is unchanged."""
+    return _allreduce(tensor, _empty_like(tensor), op, priority, name, process_set,
+                      prescale_factor, postscale_factor)
+
+
+def allreduce(tensor, op=Average, priority=0, name=None, process_set=None, prescale_factor=1.0,
+              postscale_factor=1.0):
+    return synchronize(allreduce_async(tensor, op, priority, name, process_set, prescale_factor,
+                                       postscale_factor))
+
+
+def allreduce_(tensor, op=Average, priority=0, name=None, process_set=None, prescale_factor=1.0,
+               postscale_factor=1.0):
+    return synchronize(allreduce_async_(tensor, op, priority, name, process_set, prescale_factor,
+                                        postscale_factor))
+
+
+def _grouped(submit_one, tensors, name):
+    """Submits one op per tensor between priocclGroupStart and priocclGroupEnd (named
+    NAME.<i> when named); a GroupHandle."""
+    tensors = list(tensors)
+    _require()
+    _check(_L.priocclGroupStart(), "grouped op")
+    handles = []
+    try:
+        for i, t in enumerate(tensors):
+            handles.append(submit_one(t, None if name is None else f"{name}.{i}"))
+    finally:
+        ended = _L.priocclGroupEnd()
+    _check(ended, "grouped op")
+    return GroupHandle(handles)
+
+
+def grouped_allreduce_async_(tensors, op=Average, priority=0, name=None, process_set=None,
+                             prescale_factor=1.0, postscale_factor=1.0):
+    """In-place all-reduces of a list of tensors, submitted as one group."""
+    return _grouped(lambda t, n: allreduce_async_(t, op, priority, n, process_set, prescale_factor,
+                                                  postscale_factor), tensors, name)
+
+
+def grouped_allreduce_async(tensors, op=Average, priority=0, name=None, process_set=None,
+                            prescale_factor=1.0, postscale_factor=1.0):
+    return _grouped(lambda t, n: allreduce_async(t, op, priority, n, process_set, prescale_factor,
+                                                 postscale_factor), tensors, name)
+
+
+def grouped_allreduce(tensors, op=Average, priority=0, name=None, process_set=None,
+                      prescale_factor=1.0, postscale_factor=1.0):
+    return synchronize(grouped_allreduce_async(tensors, op, priority, name, process_set,
+                                               prescale_factor, postscale_factor))
+
+
+def grouped_allreduce_(tensors, op=Average, priority=0, name=None, process_set=None,
+                       prescale_factor=1.0, postscale_factor=1.0):
+    return synchronize(grouped_allreduce_async_(tensors, op, priority, name, process_set,
+                                                prescale_factor, postscale_factor))
+
+
+# ---- broadcast, reduce ----
+def _broadcast_async(src, dst, root_rank, priority, name, process_set):
+    ps = _target(process_set, "broadcast")
     s_ptr, d_ptr, count, code = _pair(src, dst)
-    req = _submit("broadcast", name,
-                  lambda r: _L.priocclBroadcastAsync(s_ptr, d_ptr, count, code, root_rank,
-                                                     priority, _comm, r),
-                  lambda k, r: _L.priocclBroadcastNamedAsync(s_ptr, d_ptr, count, code, root_rank,
-                                                             priority, k, _comm, r))
-    return Handle(req, (src, dst), dst)
+    comm = ps._comm
+    op = _submit("broadcast", name,
+                 lambda r: _L.priocclBroadcastAsync(s_ptr, d_ptr, count, code, root_rank,
+                                                    priority, comm, r),
+                 lambda k, r: _L.priocclBroadcastNamedAsync(s_ptr, d_ptr, count, code, root_rank,
+                                                            priority, k, comm, r),
+                 (src, dst), ps)
+    return Handle(op, dst)
 
 
-def broadcast_async_(tensor, root_rank=0, priority=0, name=None):
+def broadcast_async_(tensor, root_rank=0, priority=0, name=None, process_set=None):
     """Starts overwriting `tensor` with root_rank's, bit for bit; returns a handle."""
-    return _broadcast_async(tensor, tensor, root_rank, priority, name)
+    return _broadcast_async(tensor, tensor, root_rank, priority, name, process_set)
 
 
-def broadcast_async(tensor, root_rank=0, priority=0, name=None):
+def broadcast_async(tensor, root_rank=0, priority=0, name=None, process_set=None):
     """Starts a broadcast into a new tensor (synchronize() returns it); `tensor` is unchanged."""
-    return _broadcast_async(tensor, _empty_like(tensor), root_rank, priority, name)
+    return _broadcast_async(tensor, _empty_like(tensor), root_rank, priority, name, process_set)
 
 
-def broadcast(tensor, root_rank=0, priority=0, name=None):
+def broadcast(tensor, root_rank=0, priority=0, name=None, process_set=None):
     """root_rank's `tensor`, as a new tensor on every rank."""
-    return synchronize(broadcast_async(tensor, root_rank, priority, name))
+    return synchronize(broadcast_async(tensor, root_rank, priority, name, process_set))
 
 
-def broadcast_(tensor, root_rank=0, priority=0, name=None):
+def broadcast_(tensor, root_rank=0, priority=0, name=None, process_set=None):
     """Overwrites `tensor` with root_rank's, bit for bit (-0.0 and NaN payloads included)."""
-    return synchronize(broadcast_async_(tensor, root_rank, priority, name))
+    return synchronize(broadcast_async_(tensor, root_rank, priority, name, process_set))
 
 
-def broadcast_parameters(params, root_rank=0):
+def broadcast_parameters(params, root_rank=0, process_set=None):
     """Broadcasts a state_dict (or an iterable of (name, tensor)) from root_rank, in place. Every
     rank must pass the same names; ops are named, so dict order does not matter."""
     items = params.items() if hasattr(params, "items") else params
     handles = []
     for name, t in items:
-        target = t.data if hasattr(t, "data_ptr") else t  # a Parameter's storage, not autograd's
-        handles.append(broadcast_async_(target, root_rank, name=f"prioccl.broadcast.{name}"))
+        target = t.data if _is_torch(t) else t  # a Parameter's storage, not autograd's
+        handles.append(broadcast_async_(target, root_rank, name=f"prioccl.broadcast.{name}",
+                                        process_set=process_set))
     for h in handles:
         synchronize(h)
-
-
-def _new_empty(t, count):
-    """A new contiguous 1-D tensor/array of t's dtype with `count` elements."""
-    if hasattr(t, "data_ptr"):
-        import torch
-        return torch.empty(count, dtype=t.dtype)
-    import numpy
-    return numpy.empty(count, dtype=t.dtype)
 
 
 def _rows(t):
@@ -296,33 +766,45 @@ def _reshape_rows(flat, like, rows):
     return flat.reshape((rows,) + tuple(like.shape)[1:])
 
 
-def reduce_async(tensor, root_rank=0, op=Average, priority=0, name=None):
+def reduce_async(tensor, root_rank=0, op=Average, priority=0, name=None, process_set=None):
     """Starts a reduce of `tensor` to root_rank; synchronize() returns the result there (a new
     tensor) and None on the other ranks. `tensor` is unchanged."""
-    s_ptr, count, code = _buffer(tensor, writable=False)
-    out = _empty_like(tensor) if rank() == root_rank else None
+    ps = _target(process_set, "reduce")
+    code = _code(tensor)
+    if code == _INT16_CODE:  # through int32, as allreduce
+        h = reduce_async(_cast(tensor, "int32"), root_rank, Sum if op == Average else op,
+                         priority, name, ps)
+
+        def narrow(res, n=ps.size()):
+            if res is None:
+                return None
+            out = _cast(res, "int16").reshape(tuple(tensor.shape))
+            return _trunc_div(out, n) if op == Average else out
+        h._then = narrow
+        return h
+    if code == _BOOL_CODE:
+        op = _bool_op(op, "reduce")
+    s_ptr, count, wire = _buffer(tensor, writable=False)
+    out = _empty_like(tensor) if ps.rank() == root_rank else None
     d_ptr = _buffer(out)[0] if out is not None else None
+    comm = ps._comm
     req = _submit("reduce", name,
-                  lambda r: _L.priocclReduceAsync(s_ptr, d_ptr, count, code, op, root_rank,
-                                                  priority, _comm, r),
-                  lambda k, r: _L.priocclReduceNamedAsync(s_ptr, d_ptr, count, code, op,
-                                                          root_rank, priority, k, _comm, r))
-    return Handle(req, (tensor, out), out)
+                  lambda r: _L.priocclReduceAsync(s_ptr, d_ptr, count, wire, op, root_rank,
+                                                  priority, comm, r),
+                  lambda k, r: _L.priocclReduceNamedAsync(s_ptr, d_ptr, count, wire, op,
+                                                          root_rank, priority, k, comm, r),
+                  (tensor, out), ps)
+    return Handle(req, out)
 
 
-def reduce(tensor, root_rank=0, op=Average, priority=0, name=None):
-    return synchronize(reduce_async(tensor, root_rank, op, priority, name))
+def reduce(tensor, root_rank=0, op=Average, priority=0, name=None, process_set=None):
+    return synchronize(reduce_async(tensor, root_rank, op, priority, name, process_set))
 
 
 # ---- allgather / alltoall / reducescatter, Horovod's semantics over the v-collectives ----
-_DTYPE_NAMES = {code: name for name, code in _NUMPY_TYPES.items()}
-_DTYPE_NAMES[9] = "bfloat16"
-_INT64 = 4  # priocclDataType_t of the size exchanges' int64s
-
-
 def _sizes(counts):
     """A ctypes size_t array (the C calls' const size_t*). The library copies it at submission;
-    the Handle still keeps it alive until the op completes, in case that ever changes."""
+    the op still keeps it alive until it completes, in case that ever changes."""
     return (ctypes.c_size_t * len(counts))(*counts)
 
 
@@ -335,36 +817,39 @@ def _shape_digest(dims):
     return h >> 1
 
 
-def _exchange(what, values, all_to_all, priority, name):
+def _exchange(what, values, all_to_all, priority, name, ps):
     """A blocking plain all-gather (every rank's `values`, concatenated in rank order) or all-to-all
-    (block j of `values` to rank j) of int64s; returns the received ints, k per rank."""
-    p = size()
+    (block j of `values` to rank j) of int64s in process set ps; returns the received ints, k per
+    rank."""
+    p = ps.size()
     send = (ctypes.c_int64 * len(values))(*values)
     k = len(values) // p if all_to_all else len(values)
     recv = (ctypes.c_int64 * (k * p))()
     s_ptr, d_ptr = ctypes.addressof(send), ctypes.addressof(recv)
+    comm = ps._comm
     if all_to_all:
-        req = _submit(what, name,
-                      lambda r: _L.priocclAllToAllAsync(s_ptr, d_ptr, k, _INT64, priority, _comm,
-                                                        r),
-                      lambda key, r: _L.priocclAllToAllNamedAsync(s_ptr, d_ptr, k, _INT64,
-                                                                  priority, key, _comm, r))
+        op = _submit(what, name,
+                     lambda r: _L.priocclAllToAllAsync(s_ptr, d_ptr, k, _INT64, priority, comm, r),
+                     lambda key, r: _L.priocclAllToAllNamedAsync(s_ptr, d_ptr, k, _INT64,
+                                                                 priority, key, comm, r),
+                     (send, recv), ps)
     else:
-        req = _submit(what, name,
-                      lambda r: _L.priocclAllGatherAsync(s_ptr, d_ptr, k, _INT64, priority, _comm,
-                                                         r),
-                      lambda key, r: _L.priocclAllGatherNamedAsync(s_ptr, d_ptr, k, _INT64,
-                                                                   priority, key, _comm, r))
-    synchronize(Handle(req, (send, recv), None))
+        op = _submit(what, name,
+                     lambda r: _L.priocclAllGatherAsync(s_ptr, d_ptr, k, _INT64, priority, comm,
+                                                        r),
+                     lambda key, r: _L.priocclAllGatherNamedAsync(s_ptr, d_ptr, k, _INT64,
+                                                                  priority, key, comm, r),
+                     (send, recv), ps)
+    _complete(op)
     return [recv[i:i + k] for i in range(0, k * p, k)]
 
 
 def _describe(t):
     """(row elements, shape digest, dtype code) of a tensor, which every rank must share, plus
-    (address, elements, dtype code) and its shape. A 0-d tensor is one row, as it always was."""
-    ptr, count, code = _buffer(t, writable=False)
+    (address, wire elements, wire dtype code) and its shape. A 0-d tensor is one row."""
+    ptr, count, wire = _buffer(t, writable=False)
     shape = tuple(t.shape)
-    return (_rows(t), _shape_digest(shape[1:]), code), (ptr, count, code), shape
+    return (_rows(t), _shape_digest(shape[1:]), _code(t)), (ptr, count, wire), shape
 
 
 def _agree(what, peers):
@@ -386,19 +871,19 @@ def _agree(what, peers):
 
 def _int_tensor(like, values):
     """`values` as a 1-D int64 tensor of `like`'s kind (torch tensor or numpy array)."""
-    if hasattr(like, "data_ptr"):
+    if _is_torch(like):
         import torch
         return torch.tensor(values, dtype=torch.int64)
     import numpy
     return numpy.array(values, dtype=numpy.int64)
 
 
-def allgather_async(tensor, priority=0, name=None):
+def allgather_async(tensor, priority=0, name=None, process_set=None):
     """Starts gathering every rank's `tensor`, concatenated along the first dimension in rank
     order (a new tensor from synchronize()). The first dimension may differ between ranks; the
     others and the dtype must not (every rank then raises PriocclError). Exchanging the sizes
     first blocks until every rank has called this (named `name` + ".sizes" when named)."""
-    _require()
+    ps = _target(process_set, "allgather")
     local = None
     try:
         mine, (s_ptr, count, code), shape = _describe(tensor)
@@ -406,33 +891,53 @@ def allgather_async(tensor, priority=0, name=None):
     except PriocclError as e:  # still take part in the exchange, so the other ranks raise too
         local, mine, first = e, (0, 0, 0), -1
     peers = _exchange("allgather (sizes)", [first, *mine], False, priority,
-                      None if name is None else f"{name}.sizes")
+                      None if name is None else f"{name}.sizes", ps)
     if local is not None:
         raise local
     _agree("allgather", peers)
-    row = mine[0]
+    row = mine[0] * _factor(tensor)
     rows = [q[0] for q in peers]
     counts = _sizes([n * row for n in rows])
-    flat = _new_empty(tensor, sum(rows) * row)
+    flat = _new_empty(tensor, sum(rows) * mine[0])
     d_ptr = _buffer(flat)[0]
-    req = _submit("allgather", name,
-                  lambda r: _L.priocclAllGatherVAsync(s_ptr, d_ptr, counts, None, code, priority,
-                                                      _comm, r),
-                  lambda k, r: _L.priocclAllGatherVNamedAsync(s_ptr, d_ptr, counts, None, code,
-                                                              priority, k, _comm, r))
-    return Handle(req, (tensor, flat, counts), _reshape_rows(flat, tensor, sum(rows)))
+    comm = ps._comm
+    op = _submit("allgather", name,
+                 lambda r: _L.priocclAllGatherVAsync(s_ptr, d_ptr, counts, None, code, priority,
+                                                     comm, r),
+                 lambda k, r: _L.priocclAllGatherVNamedAsync(s_ptr, d_ptr, counts, None, code,
+                                                             priority, k, comm, r),
+                 (tensor, flat, counts), ps)
+    return Handle(op, _reshape_rows(flat, tensor, sum(rows)))
 
 
-def allgather(tensor, priority=0, name=None):
-    return synchronize(allgather_async(tensor, priority, name))
+def allgather(tensor, priority=0, name=None, process_set=None):
+    return synchronize(allgather_async(tensor, priority, name, process_set))
 
 
-def reducescatter_async(tensor, op=Average, priority=0, name=None):
+def reducescatter_async(tensor, op=Average, priority=0, name=None, process_set=None,
+                        prescale_factor=1.0, postscale_factor=1.0):
     """Starts a reduce-scatter: `tensor`'s first dimension is cut into size() parts, as Horovod
     does (the first rows % size() ranks get one row more); rank r gets the reduction of every
     rank's part r (a new tensor). Every rank must pass the same shape."""
-    s_ptr, count, code = _buffer(tensor, writable=False)
-    p, me = size(), rank()
+    ps = _target(process_set, "reducescatter")
+    _check_scales(tensor, "reducescatter", prescale_factor, postscale_factor)
+    code = _code(tensor)
+    if code == _INT16_CODE:  # through int32, as allreduce
+        h = reducescatter_async(_cast(tensor, "int32"), Sum if op == Average else op, priority,
+                                name, ps)
+
+        def narrow(res, n=ps.size()):
+            out = _cast(res, "int16")
+            return _trunc_div(out, n) if op == Average else out
+        h._then = narrow
+        return h
+    if code == _BOOL_CODE:
+        op = _bool_op(op, "reducescatter")
+    if prescale_factor != 1.0:
+        tensor = _cast(tensor, _dtype_name(tensor))  # a copy: the input stays unchanged
+        _scale(tensor, prescale_factor)
+    s_ptr, count, wire = _buffer(tensor, writable=False)
+    p, me = ps.size(), ps.rank()
     shape = tuple(tensor.shape)
     if not shape:
         raise PriocclError("reducescatter: the tensor needs a first dimension to cut")
@@ -441,27 +946,33 @@ def reducescatter_async(tensor, op=Average, priority=0, name=None):
     mine = base + (me < extra)
     flat = _new_empty(tensor, mine * row)
     d_ptr = _buffer(flat)[0]
-    if extra == 0:  # equal parts: the plain call, as before (same result as the v-call)
+    comm = ps._comm
+    finish = (lambda: _scale(flat, postscale_factor)) if postscale_factor != 1.0 else None
+    if extra == 0:  # equal parts: the plain call (same result as the v-call)
         part = base * row
         req = _submit("reducescatter", name,
-                      lambda r: _L.priocclReduceScatterAsync(s_ptr, d_ptr, part, code, op,
-                                                             priority, _comm, r),
-                      lambda k, r: _L.priocclReduceScatterNamedAsync(s_ptr, d_ptr, part, code, op,
-                                                                     priority, k, _comm, r))
-        return Handle(req, (tensor, flat), _reshape_rows(flat, tensor, mine))
+                      lambda r: _L.priocclReduceScatterAsync(s_ptr, d_ptr, part, wire, op,
+                                                             priority, comm, r),
+                      lambda k, r: _L.priocclReduceScatterNamedAsync(s_ptr, d_ptr, part, wire, op,
+                                                                     priority, k, comm, r),
+                      (tensor, flat), ps, finish)
+        return Handle(req, _reshape_rows(flat, tensor, mine))
     # Every rank computes the same counts from its own shape: ranks whose shapes differ pass
     # different counts (or the plain kind), which the library fails on every rank.
     counts = _sizes([(base + (k < extra)) * row for k in range(p)])
     req = _submit("reducescatter", name,
-                  lambda r: _L.priocclReduceScatterVAsync(s_ptr, d_ptr, counts, code, op, priority,
-                                                          _comm, r),
-                  lambda k, r: _L.priocclReduceScatterVNamedAsync(s_ptr, d_ptr, counts, code, op,
-                                                                  priority, k, _comm, r))
-    return Handle(req, (tensor, flat, counts), _reshape_rows(flat, tensor, mine))
+                  lambda r: _L.priocclReduceScatterVAsync(s_ptr, d_ptr, counts, wire, op, priority,
+                                                          comm, r),
+                  lambda k, r: _L.priocclReduceScatterVNamedAsync(s_ptr, d_ptr, counts, wire, op,
+                                                                  priority, k, comm, r),
+                  (tensor, flat, counts), ps, finish)
+    return Handle(req, _reshape_rows(flat, tensor, mine))
 
 
-def reducescatter(tensor, op=Average, priority=0, name=None):
-    return synchronize(reducescatter_async(tensor, op, priority, name))
+def reducescatter(tensor, op=Average, priority=0, name=None, process_set=None,
+                  prescale_factor=1.0, postscale_factor=1.0):
+    return synchronize(reducescatter_async(tensor, op, priority, name, process_set,
+                                           prescale_factor, postscale_factor))
 
 
 def _parse_splits(splits, p, rows):
@@ -477,7 +988,8 @@ def _parse_splits(splits, p, rows):
     return out
 
 
-def alltoall_async(tensor, splits=None, priority=0, name=None, return_received_splits=False):
+def alltoall_async(tensor, splits=None, priority=0, name=None, return_received_splits=False,
+                   process_set=None):
     """Starts an all-to-all: `tensor`'s first dimension is cut into parts of splits[j] rows
     (size() equal parts when splits is None), part j goes to rank j, and the result (a new tensor)
     holds the parts every rank sent this one, in rank order. The other dimensions and the dtype
@@ -485,11 +997,11 @@ def alltoall_async(tensor, splits=None, priority=0, name=None, return_received_s
 
     synchronize() returns the result, or (result, received_splits) with
     return_received_splits=True: the rows received from each rank, an int64 tensor of the input's
-    kind. (Horovod returns that pair whenever splits are given; here the flag chooses, so that
-    alltoall(t, splits) returns one tensor either way.) With splits, the splits are exchanged
-    first, which blocks until every rank has called this (named `name` + ".splits" when named)."""
-    _require()
-    p = size()
+    kind. With splits, the splits are exchanged first, which blocks until every rank has called
+    this (named `name` + ".splits" when named)."""
+    ps = _target(process_set, "alltoall")
+    p = ps.size()
+    comm = ps._comm
     if splits is None:
         s_ptr, count, code = _buffer(tensor, writable=False)
         shape = tuple(tensor.shape)
@@ -498,13 +1010,14 @@ def alltoall_async(tensor, splits=None, priority=0, name=None, return_received_s
                                f"must divide into {p} equal parts (or pass splits)")
         out = _empty_like(tensor)
         d_ptr = _buffer(out)[0]
-        req = _submit("alltoall", name,
-                      lambda r: _L.priocclAllToAllAsync(s_ptr, d_ptr, count // p, code, priority,
-                                                        _comm, r),
-                      lambda k, r: _L.priocclAllToAllNamedAsync(s_ptr, d_ptr, count // p, code,
-                                                                priority, k, _comm, r))
+        op = _submit("alltoall", name,
+                     lambda r: _L.priocclAllToAllAsync(s_ptr, d_ptr, count // p, code, priority,
+                                                       comm, r),
+                     lambda k, r: _L.priocclAllToAllNamedAsync(s_ptr, d_ptr, count // p, code,
+                                                               priority, k, comm, r),
+                     (tensor, out), ps)
         result = (out, _int_tensor(tensor, [shape[0] // p] * p)) if return_received_splits else out
-        return Handle(req, (tensor, out), result)
+        return Handle(op, result)
     local = None
     try:
         mine, (s_ptr, count, code), shape = _describe(tensor)
@@ -516,52 +1029,54 @@ def alltoall_async(tensor, splits=None, priority=0, name=None, return_received_s
     # To rank j: (rows for j, row elements, shape digest, dtype), so that every rank sees every
     # rank's shape and dtype and all of them raise alike on a mismatch.
     peers = _exchange("alltoall (splits)", [v for j in range(p) for v in (sent[j], *mine)], True,
-                      priority, None if name is None else f"{name}.splits")
+                      priority, None if name is None else f"{name}.splits", ps)
     if local is not None:
         raise local
     _agree("alltoall", peers)
-    row = mine[0]
+    row = mine[0] * _factor(tensor)
     got = [q[0] for q in peers]
     send_counts = _sizes([n * row for n in sent])
     recv_counts = _sizes([n * row for n in got])
-    flat = _new_empty(tensor, sum(got) * row)
+    flat = _new_empty(tensor, sum(got) * mine[0])
     d_ptr = _buffer(flat)[0]
-    req = _submit("alltoall", name,
-                  lambda r: _L.priocclAllToAllVAsync(s_ptr, send_counts, None, d_ptr, recv_counts,
-                                                     None, code, priority, _comm, r),
-                  lambda k, r: _L.priocclAllToAllVNamedAsync(s_ptr, send_counts, None, d_ptr,
-                                                             recv_counts, None, code, priority, k,
-                                                             _comm, r))
+    op = _submit("alltoall", name,
+                 lambda r: _L.priocclAllToAllVAsync(s_ptr, send_counts, None, d_ptr, recv_counts,
+                                                    None, code, priority, comm, r),
+                 lambda k, r: _L.priocclAllToAllVNamedAsync(s_ptr, send_counts, None, d_ptr,
+                                                            recv_counts, None, code, priority, k,
+                                                            comm, r),
+                 (tensor, flat, send_counts, recv_counts), ps)
     out = _reshape_rows(flat, tensor, sum(got))
     result = (out, _int_tensor(tensor, got)) if return_received_splits else out
-    return Handle(req, (tensor, flat, send_counts, recv_counts), result)
+    return Handle(op, result)
 
 
-def alltoall(tensor, splits=None, priority=0, name=None, return_received_splits=False):
-    return synchronize(alltoall_async(tensor, splits, priority, name, return_received_splits))
+def alltoall(tensor, splits=None, priority=0, name=None, return_received_splits=False,
+             process_set=None):
+    return synchronize(alltoall_async(tensor, splits, priority, name, return_received_splits,
+                                      process_set))
 
 
-def barrier(priority=0):
-    """Returns once every rank has called barrier()."""
-    _require()
-    req = ctypes.c_void_p()
-    _check(_L.priocclBarrierAsync(priority, _comm, ctypes.byref(req)), "barrier")
-    synchronize(Handle(req, (), None))
+def barrier(priority=0, process_set=None):
+    """Returns once every rank (of the process set) has called barrier()."""
+    ps = _target(process_set, "barrier")
+    comm = ps._comm
+    synchronize(Handle(_submit("barrier", None,
+                               lambda r: _L.priocclBarrierAsync(priority, comm, r), None, (), ps),
+                       None))
 
 
 def send_async(tensor, peer, tag=0, priority=0):
     _require()
     ptr, count, code = _buffer(tensor, writable=False)
-    req = ctypes.c_void_p()
-    _check(_L.priocclSendAsync(ptr, count, code, peer, tag, priority, _comm, ctypes.byref(req)),
-           "send")
-    return Handle(req, (tensor,), tensor)
+    op = _submit("send", None, lambda r: _L.priocclSendAsync(ptr, count, code, peer, tag, priority,
+                                                             _comm, r), None, (tensor,))
+    return Handle(op, tensor)
 
 
 def recv_async(tensor, peer, tag=0, priority=0):
     _require()
     ptr, count, code = _buffer(tensor)
-    req = ctypes.c_void_p()
-    _check(_L.priocclRecvAsync(ptr, count, code, peer, tag, priority, _comm, ctypes.byref(req)),
-           "recv")
-    return Handle(req, (tensor,), tensor)
+    op = _submit("recv", None, lambda r: _L.priocclRecvAsync(ptr, count, code, peer, tag, priority,
+                                                             _comm, r), None, (tensor,))
+    return Handle(op, tensor)

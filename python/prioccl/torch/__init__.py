@@ -1,3 +1,81 @@
-"""prioccl.torch: horovod.torch's API over prioccl (`import prioccl.torch as hvd`)."""
+"""prioccl.torch: horovod.torch's API over prioccl. A Horovod script runs with its import changed:
+
+    import prioccl.torch as hvd
+    hvd.init()
+    opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+
+Every op also takes prioccl's `priority=` (smaller = more urgent). Not implemented (a clear
+error, never a hang): join(), Adasum, GPU tensors (issue 24), start_timeline() at run time (set
+PRIOCCL_TIMELINE before init()).
+"""
+from prioccl import (PriocclError, ProcessSet, global_process_set, add_process_set,
+                     remove_process_set, init, shutdown, is_initialized, rank, size, local_rank,
+                     local_size, cross_rank, cross_size, is_homogeneous, mpi_threads_supported,
+                     synchronize, poll)
 from prioccl.torch.compression import Compression
+from prioccl.torch.mpi_ops import (
+    Sum, Average, Min, Max, Product, Adasum,
+    allreduce, allreduce_, allreduce_async, allreduce_async_,
+    grouped_allreduce, grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_,
+    allgather, allgather_async, grouped_allgather, grouped_allgather_async,
+    broadcast, broadcast_, broadcast_async, broadcast_async_,
+    alltoall, alltoall_async, reducescatter, reducescatter_async, grouped_reducescatter,
+    grouped_reducescatter_async, barrier, join)
+from prioccl.torch.functions import (broadcast_parameters, broadcast_optimizer_state,
+                                     broadcast_object, allgather_object)
 from prioccl.torch.optimizer import DistributedOptimizer
+from prioccl.torch.ddp import PriorityState, ddp_comm_hook
+
+HorovodInternalError = PriocclError  # what Horovod code catches around collectives
+
+
+# What this build has, answered truthfully: prioccl runs over MPI (its default transport) on CPU
+# tensors; it has no Gloo, NCCL (issue 24), DDL, oneCCL, CUDA or ROCm path.
+def mpi_built():
+    return True
+
+
+def mpi_enabled():
+    return True
+
+
+def gloo_built():
+    return False
+
+
+def gloo_enabled():
+    return False
+
+
+def nccl_built():
+    return False
+
+
+def ddl_built():
+    return False
+
+
+def ccl_built():
+    return False
+
+
+def cuda_built():
+    return False
+
+
+def rocm_built():
+    return False
+
+
+def start_timeline(file_path, mark_cycles=False):
+    """prioccl's timeline is chosen when the communicator is created: set PRIOCCL_TIMELINE=path
+    before init(). Starting one later is not supported (raises rather than record nothing)."""
+    raise PriocclError("start_timeline: prioccl records a timeline only when PRIOCCL_TIMELINE is "
+                       "set before init() (docs/features.md, Observability)")
+
+
+def stop_timeline():
+    raise PriocclError("stop_timeline: prioccl's timeline (PRIOCCL_TIMELINE) runs until "
+                       "shutdown()")

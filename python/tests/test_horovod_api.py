@@ -1,0 +1,283 @@
+"""prioccl.torch as horovod.torch (run under mpirun at 1-4 ranks): the basics, every op with
+Horovod's arguments against references computed here, int16 and bool, compression, grouped ops,
+autograd through each differentiable op, objects and optimizer state, process sets, duplicate
+names in flight and abandoned handles. Skips (saying so) without python3-torch."""
+import gc
+import sys
+import time
+import warnings
+
+import prioccl
+from checks import check, finish
+
+try:
+    import torch
+except ImportError:
+    print("SKIPPED: python3-torch is not installed", flush=True)
+    sys.exit(0)
+import prioccl.torch as hvd
+
+
+def raises(fn, kind, needle, what):
+    try:
+        fn()
+    except kind as e:
+        check(needle in str(e), f"{what}: message '{e}' lacks '{needle}'")
+        return
+    except Exception as e:  # noqa: BLE001 - the wrong kind is a failure, reported
+        check(False, f"{what}: {type(e).__name__} instead of {kind.__name__}: {e}")
+        return
+    check(False, f"{what}: no {kind.__name__}")
+
+
+def basics(r, p):
+    check(hvd.is_initialized() and hvd.rank() == r and hvd.size() == p, "rank/size")
+    # One host: every rank is local, one cross rank.
+    check(hvd.local_rank() == r and hvd.local_size() == p, "local_rank/local_size on one host")
+    check(hvd.cross_rank() == 0 and hvd.cross_size() == 1 and hvd.is_homogeneous(), "cross")
+    check(hvd.mpi_built() and hvd.mpi_enabled() and hvd.mpi_threads_supported(), "mpi")
+    check(not (hvd.nccl_built() or hvd.gloo_built() or hvd.cuda_built()), "nothing else built")
+    raises(lambda: hvd.start_timeline("/tmp/x.json"), hvd.PriocclError, "PRIOCCL_TIMELINE",
+           "start_timeline")
+    raises(hvd.join, hvd.PriocclError, "not implemented", "join")
+
+
+def allreduce_cases(r, p):
+    x = torch.arange(1000, dtype=torch.float32) * (r + 1)
+    tri = p * (p + 1) / 2
+    want = torch.arange(1000, dtype=torch.float64) * tri
+    avg = hvd.allreduce(x, name="avg")
+    check(torch.allclose(avg.double(), want / p, rtol=1e-6), "allreduce averages by default")
+    check(torch.equal(x, torch.arange(1000, dtype=torch.float32) * (r + 1)), "input unchanged")
+    check(torch.equal(hvd.allreduce(x, op=hvd.Sum).double(), want), "op=Sum")
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        s = hvd.allreduce(x, average=False)
+    check(torch.equal(s.double(), want) and any("deprecated" in str(m.message) for m in w),
+          "average=False sums and warns")
+    raises(lambda: hvd.allreduce(x, average=True, op=hvd.Sum), ValueError, "supersedes",
+           "average and op")
+    raises(lambda: hvd.allreduce(x, op=hvd.Adasum), hvd.PriocclError, "Adasum", "Adasum")
+    ints = torch.full((33,), r + 2, dtype=torch.int64)
+    check(torch.equal(hvd.allreduce(ints, op=hvd.Product),
+                      torch.full((33,), int(torch.arange(2, p + 2).prod()))), "Product")
+    check(torch.equal(hvd.allreduce(ints, op=hvd.Min), torch.full((33,), 2)), "Min")
+    check(torch.equal(hvd.allreduce(ints, op=hvd.Max), torch.full((33,), p + 1)), "Max")
+    # prescale before the sum, postscale after: post * sum(pre * x)
+    scaled = hvd.allreduce(x.double(), op=hvd.Sum, prescale_factor=0.5, postscale_factor=3.0)
+    check(torch.allclose(scaled, want * 1.5, rtol=1e-12), "prescale/postscale")
+    inplace = x.clone()
+    hvd.allreduce_(inplace, op=hvd.Average, prescale_factor=2.0)
+    check(torch.allclose(inplace.double(), 2 * want / p, rtol=1e-6), "allreduce_ prescale")
+    raises(lambda: hvd.allreduce(ints, prescale_factor=2.0), hvd.PriocclError, "floating-point",
+           "scale factor on integers")
+    h = hvd.allreduce_async(x, name="async", op=hvd.Sum, priority=-1)
+    check(torch.equal(hvd.synchronize(h).double(), want) and hvd.poll(h), "allreduce_async")
+    # int16: exact (through int32), wrapping like int16 arithmetic; Average truncates
+    big = torch.full((17,), 30000 - r, dtype=torch.int16)
+    total = sum(30000 - k for k in range(p))
+    wrapped = (total + 32768) % 65536 - 32768
+    check(torch.equal(hvd.allreduce(big, op=hvd.Sum), torch.full((17,), wrapped,
+                                                                 dtype=torch.int16)),
+          "int16 sum wraps as int16")
+    neg = torch.full((5,), -7 - 3 * r, dtype=torch.int16)
+    exact = sum(-7 - 3 * k for k in range(p))
+    want_avg = -((-exact) // p)  # toward zero
+    got = hvd.allreduce(neg)
+    check(got.dtype == torch.int16 and torch.equal(got, torch.full((5,), want_avg,
+                                                                   dtype=torch.int16)),
+          f"int16 average truncates toward zero ({got[0]} vs {want_avg})")
+    check(torch.equal(hvd.allreduce(neg, op=hvd.Min), torch.full((5,), -7 - 3 * (p - 1),
+                                                                 dtype=torch.int16)), "int16 min")
+    # bool: Sum and Max are OR, Min and Prod AND; travels as uint8
+    flags = torch.tensor([r == 0, True, False, r == p - 1])
+    ors = hvd.allreduce(flags, op=hvd.Sum)
+    check(torch.equal(ors.view(torch.uint8), torch.tensor([1, 1, 0, 1], dtype=torch.uint8)),
+          f"bool Sum is OR, bytes 0/1 ({ors.view(torch.uint8).tolist()})")
+    check(torch.equal(hvd.allreduce(flags, op=hvd.Min),
+                      torch.tensor([p == 1, True, False, p == 1])), "bool AND")
+    raises(lambda: hvd.allreduce(flags), hvd.PriocclError, "bool", "bool average")
+    # compression: fp16 on the wire, the reduction in fp16, the result back in float32
+    v = torch.linspace(-3, 3, 999) * (r + 1) / 3
+    comp = hvd.allreduce(v, op=hvd.Sum, compression=hvd.Compression.fp16)
+    ref = hvd.allreduce(v.half(), op=hvd.Sum).float()
+    check(comp.dtype == torch.float32 and torch.equal(comp, ref), "fp16 compression")
+    check(hvd.Compression.bf16.compress(v)[0].dtype == torch.bfloat16, "bf16 compressor")
+    # grouped: the same results as one by one
+    ts = [torch.full((n,), float(r + n)) for n in (1, 100, 7000)]
+    outs = hvd.grouped_allreduce(ts, op=hvd.Sum, name="grp")
+    check(all(torch.equal(o, torch.full_like(t, sum(k + t.numel() for k in range(p))))
+              for o, t in zip(outs, ts)), "grouped_allreduce")
+    hvd.grouped_allreduce_(ts, op=hvd.Max)
+    check(all(torch.equal(t, torch.full_like(t, p - 1 + t.numel())) for t in ts),
+          "grouped_allreduce_ in place")
+    hs = hvd.grouped_allreduce_async([x, x * 2], op=hvd.Sum)
+    got = hvd.synchronize(hs)
+    check(torch.equal(got[1].double(), 2 * want), "grouped_allreduce_async")
+
+
+def other_ops(r, p):
+    rows = torch.arange((r + 1) * 3, dtype=torch.int16).reshape(r + 1, 3) + 1000 * r
+    g = hvd.allgather(rows)
+    want = torch.cat([torch.arange((k + 1) * 3, dtype=torch.int16).reshape(k + 1, 3) + 1000 * k
+                      for k in range(p)])
+    check(g.dtype == torch.int16 and torch.equal(g, want), "allgather int16, uneven rows")
+    b = torch.tensor([r % 2 == 0] * (r + 1))
+    check(torch.equal(hvd.allgather(b), torch.tensor([k % 2 == 0 for k in range(p)
+                                                      for _ in range(k + 1)])), "allgather bool")
+    bits = torch.arange(100, dtype=torch.int16) * (r + 1) - 50
+    check(torch.equal(hvd.broadcast(bits, root_rank=p - 1),
+                      torch.arange(100, dtype=torch.int16) * p - 50), "broadcast int16")
+    splits = [k + 1 for k in range(p)]  # rank r sends k + 1 rows to rank k
+    send = torch.cat([torch.full((k + 1, 2), 100 * r + k, dtype=torch.int16) for k in range(p)])
+    out, got = hvd.alltoall(send, splits=splits)
+    want = torch.cat([torch.full((r + 1, 2), 100 * k + r, dtype=torch.int16) for k in range(p)])
+    check(torch.equal(out, want) and got.tolist() == [r + 1] * p, "alltoall int16 with splits")
+    eq = hvd.alltoall(torch.arange(2 * p, dtype=torch.float32) + 10 * r)
+    check(torch.equal(eq, torch.tensor([10.0 * k + 2 * r + j for k in range(p)
+                                        for j in range(2)])), "alltoall without splits")
+    h = hvd.alltoall_async(send, splits)
+    out2, got2 = hvd.synchronize(h)
+    check(torch.equal(out2, out) and torch.equal(got2, got), "alltoall_async returns both")
+    t = torch.arange(2 * p + 1, dtype=torch.float64) + r  # does not divide: rank 0 a row more
+    part = hvd.reducescatter(t, op=hvd.Sum)
+    lo = r * 2 + min(r, 1)
+    n = 3 if r == 0 else 2
+    full = torch.arange(2 * p + 1, dtype=torch.float64) * p + p * (p - 1) / 2
+    check(torch.equal(part, full[lo:lo + n]), "reducescatter uneven")
+    check(torch.allclose(hvd.reducescatter(t, postscale_factor=2.0), 2 * full[lo:lo + n] / p),
+          "reducescatter average, postscale")
+    hvd.barrier()
+
+
+def autograd_cases(r, p):
+    w = torch.arange(6, dtype=torch.float64) + r  # the loss weights differ per rank
+    wsum = sum(torch.arange(6, dtype=torch.float64) + k for k in range(p))
+    x = torch.ones(6, dtype=torch.float64, requires_grad=True)
+    (hvd.allreduce(x, op=hvd.Sum) * w).sum().backward()
+    check(torch.equal(x.grad, wsum), "allreduce gradient = sum of the output gradients")
+    x = torch.ones(6, dtype=torch.float64, requires_grad=True)
+    (hvd.broadcast(x, root_rank=0) * w).sum().backward()
+    check(torch.equal(x.grad, wsum if r == 0 else torch.zeros(6, dtype=torch.float64)),
+          "broadcast gradient: the root gets the sum, the others zero")
+    x = torch.ones(r + 1, 2, dtype=torch.float64, requires_grad=True)
+    y = hvd.allgather(x)  # sum(k + 1) rows
+    coeff = torch.arange(y.numel(), dtype=torch.float64).reshape(y.shape) * (r + 1)
+    (y * coeff).sum().backward()
+    start = sum(k + 1 for k in range(r))
+    base = torch.arange(y.numel(), dtype=torch.float64).reshape(y.shape)[start:start + r + 1]
+    check(torch.equal(x.grad, base * tri(p)), "allgather gradient: my rows of the summed grads")
+    splits = [k + 1 for k in range(p)]
+    x = torch.ones(sum(splits), dtype=torch.float64, requires_grad=True)
+    out, _ = hvd.alltoall(x, splits=splits)
+    (out * (r + 1)).sum().backward()
+    want = torch.cat([torch.full((k + 1,), float(k + 1), dtype=torch.float64) for k in range(p)])
+    check(torch.equal(x.grad, want), "alltoall gradient: back to where each row came from")
+    x = torch.ones(2 * p, dtype=torch.float64, requires_grad=True)
+    (hvd.reducescatter(x) * (r + 1)).sum().backward()  # Average
+    want = torch.cat([torch.full((2,), (k + 1) / p, dtype=torch.float64) for k in range(p)])
+    check(torch.allclose(x.grad, want), "reducescatter gradient (Average)")
+
+
+def tri(p):
+    return p * (p + 1) / 2
+
+
+def objects_and_state(r, p):
+    obj = {"rank": r, "list": [r] * 3, "t": torch.full((2,), float(r))}
+    got = hvd.broadcast_object(obj if r == p - 1 else None, root_rank=p - 1)
+    check(got["rank"] == p - 1 and torch.equal(got["t"], torch.full((2,), float(p - 1))),
+          "broadcast_object")
+    every = hvd.allgather_object(("x" * r, r))
+    check(every == [("x" * k, k) for k in range(p)], "allgather_object (sizes differ)")
+    torch.manual_seed(r)  # different weights and optimizer state on every rank
+    net = torch.nn.Linear(4, 3)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1 * (r + 1), momentum=0.9)
+    if r == 0 or p == 1:
+        for _ in range(2):
+            opt.zero_grad()
+            net(torch.randn(5, 4)).sum().backward()
+            opt.step()
+    hvd.broadcast_parameters(net.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    mine = torch.cat([opt.state[q]["momentum_buffer"].flatten() for q in net.parameters()]
+                     + [torch.tensor([opt.param_groups[0]["lr"]])])
+    check(torch.equal(hvd.broadcast(mine, 0), mine), "broadcast_optimizer_state: root's, bitwise")
+    flat = torch.cat([q.detach().flatten() for q in net.parameters()])
+    check(torch.equal(hvd.broadcast(flat, 0), flat), "broadcast_parameters")
+
+
+def process_sets(r, p):
+    if p < 2:
+        raises(lambda: hvd.add_process_set([0, 1]), hvd.PriocclError, "[0, 1)", "rank out of range")
+        return
+    evens = hvd.add_process_set([k for k in range(p) if k % 2 == 0])
+    odds = hvd.add_process_set(hvd.ProcessSet(range(1, p, 2)))
+    mine, other = (evens, odds) if r % 2 == 0 else (odds, evens)
+    check(mine.included() and not other.included() and mine.rank() == r // 2, "membership")
+    s = hvd.allreduce(torch.tensor([float(r)]), op=hvd.Sum, process_set=mine, name="sub")
+    check(s.item() == sum(k for k in range(p) if k % 2 == r % 2), "allreduce in a process set")
+    g = hvd.allgather(torch.tensor([r]), process_set=mine)
+    check(g.tolist() == mine.ranks, "allgather in a process set")
+    raises(lambda: hvd.allreduce(torch.ones(1), process_set=other), hvd.PriocclError,
+           "is not in", "op in a set this rank is not in")
+    raises(lambda: hvd.add_process_set([0, 1] if r == 0 else [0, p - 1] if p > 2 else [1]),
+           hvd.PriocclError, "different process sets", "ranks disagree on a set") \
+        if p > 2 else None
+    hvd.barrier(process_set=mine)
+    check(hvd.remove_process_set(odds) and hvd.remove_process_set(evens)
+          and not hvd.remove_process_set(hvd.global_process_set), "remove_process_set")
+    raises(lambda: hvd.allreduce(torch.ones(1), process_set=mine), hvd.PriocclError,
+           "not registered", "op in a removed set")
+
+
+def names_and_handles(r, p):
+    t = torch.full((1000,), float(r))
+    if p > 1:
+        # Rank 0's op cannot finish before the others submit theirs, after the barrier.
+        if r == 0:
+            h = hvd.allreduce_async(t, name="dup", op=hvd.Sum)
+            raises(lambda: hvd.allreduce_async(t, name="dup"), hvd.PriocclError,
+                   "already in flight", "duplicate name in flight")
+            hvd.barrier()
+        else:
+            hvd.barrier()
+            h = hvd.allreduce_async(t, name="dup", op=hvd.Sum)
+        check(hvd.synchronize(h)[0].item() == tri(p - 1), "the first op of the name")
+    again = hvd.allreduce(t, name="dup", op=hvd.Sum)  # finished: the name is free again
+    check(again[0].item() == tri(p - 1), "a name reused after synchronize")
+    # An abandoned handle never blocks: rank 0 drops its handle while the others have not
+    # submitted yet (they wait in a barrier that rank 0 reaches only afterwards).
+    buf = torch.full((4096,), float(r + 1))
+    if r == 0:
+        h = hvd.allreduce_async_(buf, name="abandoned", op=hvd.Sum)
+        start = time.monotonic()
+        del h
+        gc.collect()
+        check(time.monotonic() - start < 1.0, "dropping a pending handle returns at once")
+        hvd.barrier()
+    else:
+        hvd.barrier()
+        hvd.allreduce_(buf, name="abandoned", op=hvd.Sum)
+    hvd.barrier()
+    deadline = time.monotonic() + 30
+    while prioccl._orphans and time.monotonic() < deadline:  # completed in the background
+        prioccl._reap()
+        time.sleep(0.01)
+    check(not prioccl._orphans and buf[0].item() == tri(p), "the abandoned op still completed")
+
+
+def main():
+    hvd.init()
+    r, p = hvd.rank(), hvd.size()
+    basics(r, p)
+    allreduce_cases(r, p)
+    other_ops(r, p)
+    autograd_cases(r, p)
+    objects_and_state(r, p)
+    process_sets(r, p)
+    names_and_handles(r, p)
+    finish("python horovod_api")
+
+
+main()
