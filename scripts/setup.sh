@@ -14,7 +14,7 @@ case "${1:-}" in
   --test)
     packages+=(googletest libgtest-dev binutils python3 python3-numpy python3-matplotlib
                python3-torch python3-sklearn iproute2 clang libclang-rt-14-dev valgrind
-               python3-venv python3-setuptools python3-wheel python3-wheel-whl)
+               python3-venv python3-setuptools python3-wheel python3-wheel-whl python3-torchvision)
     ;;
   *) echo "usage: setup.sh [--test]" >&2; exit 2 ;;
 esac
