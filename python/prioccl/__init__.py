@@ -340,16 +340,26 @@ def _dtype_name(t):
     return str(t.dtype).replace("torch.", "")
 
 
+_codes = {}  # dtype object -> _code(), so that an op does not format dtypes as strings
+
+
 def _code(t):
     """The dtype code of a tensor: the library's, or _INT16_CODE/_BOOL_CODE; None if unsupported."""
+    try:
+        return _codes[t.dtype]
+    except (KeyError, AttributeError, TypeError):
+        pass
     if not (_is_torch(t) or hasattr(t, "__array_interface__")):
         raise PriocclError(f"expected a numpy array or a torch tensor, got {type(t).__name__}")
     name = _dtype_name(t)
     if name == "int16":
-        return _INT16_CODE
-    if name == "bool":
-        return _BOOL_CODE
-    return (_TORCH_TYPES if hasattr(t, "data_ptr") else _NUMPY_TYPES).get(str(t.dtype))
+        code = _INT16_CODE
+    elif name == "bool":
+        code = _BOOL_CODE
+    else:
+        code = (_TORCH_TYPES if _is_torch(t) else _NUMPY_TYPES).get(str(t.dtype))
+    _codes[t.dtype] = code
+    return code
 
 
 def _buffer(t, writable=True):
@@ -366,7 +376,7 @@ def _buffer(t, writable=True):
             raise PriocclError("array is not C-contiguous: use numpy.ascontiguousarray")
         if writable and not t.flags["WRITEABLE"]:
             raise PriocclError("array is read-only")
-        ptr, count = t.ctypes.data, t.size
+        ptr, count = t.__array_interface__["data"][0], t.size  # .ctypes is slower
     else:
         raise PriocclError(f"expected a numpy array or a torch tensor, got {type(t).__name__}")
     code = _code(t)
@@ -381,7 +391,7 @@ def _buffer(t, writable=True):
 
 def _factor(t):
     """Wire elements per tensor element (2 for int16, sent as bytes)."""
-    return 2 if _dtype_name(t) == "int16" else 1
+    return 2 if _code(t) == _INT16_CODE else 1
 
 
 def _is_torch(t):
