@@ -1,12 +1,16 @@
-"""PyTorch integration: a drop-in for horovod.torch.DistributedOptimizer.
+"""PyTorch integration: horovod.torch.DistributedOptimizer, with prioccl's training modes.
 
     opt = prioccl.torch.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
                                              model.named_parameters(), mode="p3", model=model)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)   # works unchanged
 
-The result is an instance of a subclass of the wrapped optimizer's class (Horovod's way), so
-it is a torch.optim.Optimizer: LR schedulers, param_groups, state_dict and load_state_dict work.
-It takes over the wrapped optimizer's param groups and state; use it instead of the original.
+The signature is horovod.torch's (optimizer, named_parameters=None, compression=Compression.none,
+backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0, num_groups=0,
+groups=None, sparse_as_dense=False, process_set=None), then prioccl's mode=, model= and the
+modes' keywords. The result is an instance of a subclass of the wrapped optimizer's class
+(Horovod's way), so it is a torch.optim.Optimizer: LR schedulers, param_groups, state_dict and
+load_state_dict work. It takes over the wrapped optimizer's param groups and state; use it
+instead of the original.
 
 Modes:
 - "sync": each gradient is all-reduced (averaged) as soon as backward has accumulated it;
@@ -16,7 +20,8 @@ Modes:
   next forward of each module waits only for its own parameters' all-reduces and applies their
   update just before the module runs, so communication overlaps the next forward too. The update
   uses the hyper-parameters (lr, ...) of the step() that produced the gradient, even when a
-  scheduler has changed them since: weights are bitwise identical to "sync".
+  scheduler has changed them since: weights are bitwise identical to "sync". An update whose
+  module did not run in the next forward (a branch not taken) is applied by the next step().
 - "lagged": Last Batch Optimization: the whole gradient in one fused all-reduce overlapping the
   next iteration; step() applies the previous step's aggregate (none at the switch step).
   warmup_steps synchronous steps first (all-reduces overlapped with backward, as "sync");
@@ -29,49 +34,213 @@ Modes:
   (its parameters become views of it) with its own lr, momentum and weight decay; the group's
   current lr is read at every step, so schedulers work.
 
-synchronize() waits for every gradient in flight so that p.grad holds the averaged gradient
-(sync, p3: clip after it, then step(); skip_synchronize() is accepted for Horovod code), and
-applies every update still pending (p3: the previous step's; lagged: the last aggregate;
-delayed: a pull, leaving the exact global weights). Call it before evaluating or checkpointing.
+Horovod's semantics (sync, p3, and lagged's warm-up; see DistributedOptimizer for the rest):
+every rank all-reduces the same named gradients every step. A parameter whose hook did not fire
+on a rank (a branch not taken) is all-reduced at step()/synchronize() with its gradient as it is
+(zeros where it has none), so no rank waits for it forever and missing gradients count as zero.
+Gradients accumulate locally over backward_passes_per_step backward passes; the all-reduce of
+each starts with its last pass.
+
+synchronize() finishes the current step's gradients (p.grad then holds the reduced gradient:
+clip after it, then `with opt.skip_synchronize(): opt.step()`), and applies every pending update
+(p3: the previous step's; lagged: the last aggregate; delayed: a pull, leaving the exact global
+weights). Call it before evaluating or checkpointing. As in Horovod, it all-reduces every gradient
+that the current step has not reduced yet, so called right after step() it all-reduces p.grad
+once more (weights untouched).
 """
 import contextlib
 import ctypes
+import os
+import sys
 import warnings
+from collections import Counter
 
 import torch
 
 import prioccl
 from prioccl import _lib
+from prioccl.torch.compression import Compression
 
 _MODES = ("sync", "p3", "lagged", "delayed")
 _LEAST_URGENT = 2 ** 31 - 1
 _FLOAT32 = prioccl._TORCH_TYPES["torch.float32"]  # priocclFloat32, the only dtype lagged mode takes
+_OPS = {prioccl.Sum: "Sum", prioccl.Prod: "Prod", prioccl.Min: "Min", prioccl.Max: "Max",
+        prioccl.Average: "Average"}
 
 
-def DistributedOptimizer(optimizer, named_parameters, mode="sync", model=None, op=prioccl.Average,
+class ArgumentError(prioccl.PriocclError, ValueError):
+    """A bad argument: a ValueError where Horovod raises one, and a PriocclError as prioccl's other
+    argument checks."""
+
+
+class NotSupportedError(prioccl.PriocclError, NotImplementedError):
+    """A Horovod feature prioccl does not implement (op=Adasum)."""
+
+
+def _is_adasum(op):
+    if isinstance(op, str):
+        return op.lower() == "adasum"
+    adasum = getattr(prioccl, "Adasum", None)
+    try:  # horovod.torch's op constants (prioccl.torch.mpi_ops), where that module exists
+        from prioccl.torch import mpi_ops
+        adasum = getattr(mpi_ops, "Adasum", adasum)
+    except ImportError:
+        pass
+    return adasum is not None and op is adasum or (isinstance(op, int) and op == adasum)
+
+
+def _check_op(op):
+    if _is_adasum(op):
+        raise NotSupportedError("DistributedOptimizer: op=Adasum is not implemented by prioccl; "
+                                "use op=prioccl.Average (the default) or prioccl.Sum")
+    if isinstance(op, bool) or not isinstance(op, int) or op not in _OPS:
+        raise ArgumentError(f"DistributedOptimizer: op must be one of prioccl.Average, Sum, Min, "
+                            f"Max, Prod, not {op!r}")
+
+
+def _check_groups(num_groups, groups):
+    """Horovod's groups: an int (that many groups of consecutive parameters) or a list of lists of
+    parameters; num_groups is the older int spelling. Returns None, an int > 0 or a list."""
+    if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 0:
+        raise ArgumentError(f"num_groups must be an int >= 0, not {num_groups!r}")
+    if num_groups and groups is not None:
+        raise ArgumentError("give groups= or num_groups= (its older spelling), not both")
+    if groups is None:
+        return num_groups or None
+    if isinstance(groups, int) and not isinstance(groups, bool):
+        if groups < 0:
+            raise ArgumentError(f"groups must be an int >= 0 or a list of lists of parameters, "
+                                f"not {groups}")
+        return groups or None
+    if not isinstance(groups, (list, tuple)):
+        raise ArgumentError("groups must be an int >= 0 or a list of lists of torch.Tensor "
+                            f"parameters, not {type(groups).__name__}")
+    seen = set()
+    out = []
+    for group in groups:
+        if not isinstance(group, (list, tuple)):
+            raise ArgumentError("groups must be a list of lists of torch.Tensor parameters; an "
+                                f"element is a {type(group).__name__}")
+        for p in group:
+            if not isinstance(p, torch.Tensor):
+                raise ArgumentError("groups must consist of torch.Tensor parameters, not "
+                                    f"{type(p).__name__}")
+            if id(p) in seen:
+                raise ArgumentError("a parameter can appear in only one group of groups")
+            seen.add(id(p))
+        out.append(list(group))
+    return out
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
+                         backward_passes_per_step=1, op=prioccl.Average,
+                         gradient_predivide_factor=1.0, num_groups=0, groups=None,
+                         sparse_as_dense=False, process_set=None, mode="sync", model=None,
                          warmup_steps=0, switch_decay=False, k=2, alpha=2.0, beta=0.5,
                          local_lr=0.0):
-    """Wraps `optimizer` (see the module's docstring); returns a torch.optim.Optimizer."""
+    """Wraps `optimizer` (see the module's docstring); returns a torch.optim.Optimizer.
+
+    named_parameters: (name, parameter) pairs naming the all-reduces (model.named_parameters());
+        None names them by position ("allreduce.noname.<i>", in param-group order, the same on
+        every rank for the same model). Every parameter of the optimizer must be named
+        (ValueError otherwise: it would train on local gradients); duplicate names are a
+        ValueError; named parameters the optimizer does not hold are ignored, as Horovod does.
+    compression: Compression.none, fp16 or bf16: gradients travel, and are summed, in the wire
+        type, then are cast back into p.grad (sync, p3, lagged's warm-up).
+    backward_passes_per_step: gradients accumulate locally over this many backward passes before
+        their all-reduce (set_backward_passes_per_step() changes it). They are summed, not
+        averaged: scale the loss by 1 / passes for a mean, as with Horovod.
+    op: prioccl.Average (default), Sum, Min, Max or Prod. Adasum raises NotImplementedError.
+    gradient_predivide_factor: f; gradients are multiplied by 1/f before the all-reduce and the
+        result by f after (Horovod's split of the average; op=Average only, else ValueError).
+    num_groups / groups: all-reduces of a group start together, once backward has produced all
+        of its gradients (an int: that many groups of consecutive parameters; a list of lists of
+        parameters, the rest one group each). Each gradient is still its own named all-reduce,
+        so results are those without groups.
+    sparse_as_dense: sparse gradients (nn.Embedding(sparse=True)) are all-reduced as dense
+        tensors and turned back into sparse ones. Without it they are all-gathered (indices and
+        values, Horovod's default) at step()/synchronize(); every rank must then know the
+        parameter's gradient is sparse: pass model= (its sparse embeddings are found) or make
+        sure every rank produces that gradient at the first step.
+    process_set: a prioccl.ProcessSet to all-reduce among (None: every rank); sync and p3 only.
+        A rank outside the set does not communicate: it trains on its own gradients.
+    mode, model, warmup_steps, switch_decay, k, alpha, beta, local_lr: see the module's docstring.
+
+    A feature that does not apply to a mode raises PriocclError here: compression and
+    process_set in lagged and delayed (their fused float32 ops run on the global communicator),
+    op other than Average, gradient_predivide_factor and groups in delayed.
+    """
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise prioccl.PriocclError(f"optimizer must be a torch.optim.Optimizer, not "
                                    f"{type(optimizer).__name__}")
+    if isinstance(compression, str):
+        raise ArgumentError(f"compression must be a Compression (e.g. Compression.fp16), not "
+                            f"{compression!r}: pass the mode by keyword, mode={compression!r}")
+    if not (callable(getattr(compression, "compress", None))
+            and callable(getattr(compression, "decompress", None))):
+        raise ArgumentError("compression must have compress() and decompress() "
+                            "(prioccl.torch.Compression.none, fp16, bf16)")
+    _check_passes(backward_passes_per_step)
+    _check_op(op)
+    try:
+        predivide = float(gradient_predivide_factor)
+    except (TypeError, ValueError):
+        raise ArgumentError(f"gradient_predivide_factor must be a number, not "
+                            f"{gradient_predivide_factor!r}") from None
+    if not predivide > 0:
+        raise ArgumentError(f"gradient_predivide_factor must be > 0, not {predivide}")
+    if predivide != 1.0 and op != prioccl.Average:
+        raise ArgumentError("gradient_predivide_factor not supported with op != Average")
+    groups = _check_groups(num_groups, groups)
+    if mode not in _MODES:
+        raise ArgumentError(f"mode must be one of {_MODES}, not {mode!r}")
+    if mode in ("lagged", "delayed"):
+        what = None
+        if compression is not Compression.none:
+            what = "compression (its fused all-reduce is float32)"
+        elif process_set is not None:
+            what = "process_set (its fused ops run on the global communicator)"
+        elif mode == "delayed" and op != prioccl.Average:
+            what = "an op other than Average (SSD-SGD averages)"
+        elif mode == "delayed" and predivide != 1.0:
+            what = "gradient_predivide_factor (the average is taken inside SSD-SGD's op)"
+        elif mode == "delayed" and groups is not None:
+            what = "groups (its all-reduces are one per param group)"
+        if what:
+            raise ArgumentError(f"mode={mode!r} does not support {what}")
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
-    return cls(optimizer, named_parameters, mode, model, op, warmup_steps, switch_decay, k, alpha,
-               beta, local_lr)
+    return cls(optimizer, named_parameters, compression, backward_passes_per_step, op, predivide,
+               groups, bool(sparse_as_dense), process_set, mode, model, warmup_steps,
+               switch_decay, k, alpha, beta, local_lr)
+
+
+def _caller_level():
+    """warnings.warn's stacklevel, for its caller's caller, that names the first frame outside
+    this module and torch (step() is wrapped by torch's profiler hook and LR schedulers)."""
+    frame, level = sys._getframe(2), 2
+    torch_dir = os.path.dirname(torch.__file__)
+    while frame is not None and (frame.f_code.co_filename == __file__
+                                 or frame.f_code.co_filename.startswith(torch_dir)):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _check_passes(passes):
+    if isinstance(passes, bool) or not isinstance(passes, int) or passes < 1:
+        raise ArgumentError(f"backward_passes_per_step must be an int >= 1, not {passes!r}")
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
     """The methods mixed into a subclass of the wrapped optimizer's class."""
 
-    def __init__(self, optimizer, named_parameters, mode, model, op, warmup_steps, switch_decay,
-                 k, alpha, beta, local_lr):
-        if mode not in _MODES:
-            raise prioccl.PriocclError(f"mode must be one of {_MODES}, not {mode!r}")
+    def __init__(self, optimizer, named_parameters, compression, passes, op, predivide, groups,
+                 sparse_as_dense, process_set, mode, model, warmup_steps, switch_decay, k, alpha,
+                 beta, local_lr):
         if mode == "p3" and model is None:
-            raise prioccl.PriocclError("mode='p3' needs model= (its forward order sets priorities)")
+            raise ArgumentError("mode='p3' needs model= (its forward order sets priorities)")
         if warmup_steps < 0:
-            raise prioccl.PriocclError(f"warmup_steps must be >= 0, not {warmup_steps}")
+            raise ArgumentError(f"warmup_steps must be >= 0, not {warmup_steps}")
         prioccl._require()
         # The wrapped class's constructor, on the wrapped optimizer's groups (their dicts carry
         # every hyper-parameter) and then its state (momentum buffers, ...).
@@ -79,27 +248,36 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self.state.update(optimizer.state)
         self.mode = mode
         self.op = op
-        self._named = [(n, p) for n, p in named_parameters if p.requires_grad]
-        names = [n for n, _ in self._named]
-        if len(set(names)) != len(names):
-            raise prioccl.PriocclError("named_parameters has duplicate names")
-        self._name = {p: n for n, p in self._named}
-        grouped = {p for g in self.param_groups for p in g["params"]}
-        missing = [n for n, p in self._named if p not in grouped]
-        if missing:
-            raise prioccl.PriocclError(f"parameters not in the optimizer: {missing[:5]}")
-        self._handles = {}  # param -> Handle of its gradient's all-reduce
-        self._produced = set()  # params whose gradient this iteration's backward produced
-        self._priority = {p: 0 for _, p in self._named}
+        self.backward_passes_per_step = passes
+        self.gradient_predivide_factor = predivide
+        self.sparse_as_dense = sparse_as_dense
+        self.process_set = process_set
+        self._compression = compression
+        self._set_names(named_parameters)
+        self._named = [(self._name[p], p) for p in self._order]
+        # A rank outside process_set does not communicate (Horovod): it trains on its own.
+        included = getattr(process_set, "included", None)
+        self._local_only = process_set is not None and callable(included) and not included()
+        self._handles = {}  # param -> (Handle, wire tensor, compression ctx, sparse dim or None)
+        self._passes = {p: 0 for p in self._order}  # backward passes since its last reduction
+        self._sparse_known = {}  # param -> sparse dim, for params whose gradients are sparse
+        if model is not None:
+            for m in model.modules():
+                if (isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and m.sparse
+                        and m.weight in self._name):
+                    self._sparse_known[m.weight] = 1
+        self._synchronized = False  # synchronize() has reduced this step's gradients
+        self._should_synchronize = True  # False inside skip_synchronize()
+        self._priority = {p: 0 for p in self._order}
         self._hooks = []
         self._steps = 0
         self._warmup = warmup_steps
         self._lagged = None
         self._delayed = []
-        if mode != "delayed":
-            self._register_grad_hooks()
+        self._ready = set()  # p3: params whose update waits for their module's next forward
+        self._make_groups(groups)
+        self._register_grad_hooks()
         if mode == "p3":
-            self._ready = set()  # params whose update waits for their module's next forward
             self._ready_hyper = None  # the hyper-parameters of the step that produced them
             self._recorded = False
             self._zero_after_apply = None  # zero_grad() came while updates were pending
@@ -109,10 +287,88 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if mode == "delayed":
             self._setup_delayed(k, alpha, beta, local_lr)
 
+    def _set_names(self, named_parameters):
+        """Horovod's checks: (name, tensor) pairs, unique names, every parameter of the optimizer
+        named (else it would train on local gradients: the ranks would diverge)."""
+        order = [p for g in self.param_groups for p in g["params"]]
+        if named_parameters is None:
+            named = [(f"allreduce.noname.{i}", p) for i, p in enumerate(order)]
+        else:
+            named = list(named_parameters)
+            for item in named:
+                if not (isinstance(item, (tuple, list)) and len(item) == 2
+                        and isinstance(item[1], torch.Tensor)):
+                    raise ArgumentError("named_parameters must be a sequence of (name, parameter) "
+                                        "tuples, as model.named_parameters() gives; got "
+                                        f"{type(item).__name__} {str(item)[:60]}")
+        counts = Counter(str(n) for n, _ in named)
+        dups = sorted(n for n, c in counts.items() if c > 1)
+        if dups:
+            raise ArgumentError("parameter names in named_parameters must be unique; duplicates: "
+                                + ", ".join(dups))
+        name_of = {}
+        for n, p in named:
+            name_of.setdefault(p, str(n))
+        unnamed = [f"param_groups[{gi}]['params'][{i}] (shape {tuple(p.shape)})"
+                   for gi, g in enumerate(self.param_groups) for i, p in enumerate(g["params"])
+                   if p not in name_of]
+        if unnamed:
+            raise ArgumentError(f"named_parameters does not name {len(unnamed)} parameter(s) of "
+                                "the optimizer, whose gradients would not be all-reduced: "
+                                + ", ".join(unnamed[:8]) + (" ..." if len(unnamed) > 8 else ""))
+        # Parameters named but not in the optimizer are ignored (Horovod): e.g. two optimizers
+        # over parts of one model, each given model.named_parameters().
+        self._order = [p for p in order if p.requires_grad]  # the same order on every rank
+        self._name = {p: name_of[p] for p in self._order}
+
+    def _make_groups(self, groups):
+        self._groups = []  # lists of params whose all-reduces start together
+        if isinstance(groups, int):
+            n = min(groups, len(self._order))
+            base, extra = divmod(len(self._order), n) if n else (0, 0)
+            at = 0
+            for i in range(n):
+                size = base + (i < extra)
+                self._groups.append(self._order[at:at + size])
+                at += size
+        elif groups:
+            for group in groups:
+                mine = [p for p in group if p in self._name]  # others: not the optimizer's
+                if mine:
+                    self._groups.append(mine)
+        self._groups = [g for g in self._groups if len(g) > 1]  # one param: no group needed
+        self._group_of = {p: i for i, g in enumerate(self._groups) for p in g}
+        self._arrived = [set() for _ in self._groups]
+
     def _base(self):
         return super(self.__class__, self)
 
+    def set_backward_passes_per_step(self, passes):
+        """Horovod's: the number of backward passes accumulated before each all-reduce."""
+        _check_passes(passes)
+        self.backward_passes_per_step = passes
+        self._reset_counts()
+
+    def _reset_counts(self):
+        for p in self._passes:
+            self._passes[p] = 0
+        for arrived in self._arrived:
+            arrived.clear()
+
+    def _communicating(self):
+        """Whether gradients are all-reduced one by one now (sync, p3, lagged's warm-up)."""
+        if self._local_only:
+            return False
+        return self.mode in ("sync", "p3") or (self.mode == "lagged" and self._steps < self._warmup)
+
     def zero_grad(self, set_to_none=False):
+        if self._communicating() and any(self._passes.values()):
+            raise prioccl.PriocclError(
+                "optimizer.zero_grad() was called after loss.backward() but before "
+                "optimizer.step() or optimizer.synchronize(): the gradients' all-reduces are in "
+                "flight or pending (Horovod forbids this too); call synchronize() first")
+        self._reset_counts()
+        self._synchronized = False
         if self.mode != "p3" or not self._ready:
             self._base().zero_grad(set_to_none=set_to_none)
             return
@@ -127,39 +383,72 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                         p.grad.zero_()
         self._zero_after_apply = "none" if set_to_none else "zero"
 
+    def load_state_dict(self, state_dict):
+        """Finishes what is in flight (and p3's pending updates), forgets the accumulated passes
+        (as Horovod), then loads. Call it between steps."""
+        if self.mode == "p3" and self._ready:
+            self._apply(list(self._ready))
+        self._wait(list(self._handles))
+        self._reset_counts()
+        self._synchronized = False
+        self._should_synchronize = True
+        self._base().load_state_dict(state_dict)
+
     def step(self, closure=None):
         if closure is not None:
             raise prioccl.PriocclError("closures are not supported")
         self._steps += 1
         if self.mode == "sync" or (self.mode == "lagged" and self._steps <= self._warmup):
-            self._wait(list(self._handles))
-            self._produced.clear()
+            self._finish_step(wait=True)
             if self.mode == "lagged":
                 self._step_with_switch_decay()
             else:
-                self._base().step()
+                return self._base().step()
         elif self.mode == "p3":
+            # Updates of the previous step whose module did not run in this forward: now, with
+            # that step's hyper-parameters, before their gradients are reduced again.
+            if self._ready:
+                self._apply(list(self._ready))
+            self._finish_step(wait=False)
             # Updates happen in the next forward, module by module, with this step's
             # hyper-parameters; parameters no forward uses (or all, before the first forward has
             # recorded the order) are updated now.
-            self._ready = set(self._produced)
-            self._produced.clear()
+            self._ready = set(self._order)
             self._ready_hyper = [{k: v for k, v in g.items() if k != "params"}
                                  for g in self.param_groups]
-            unhooked = [p for p in self._ready if p not in self._hooked]
+            unhooked = [p for p in self._order if p not in self._hooked]
             if unhooked:
                 self._apply(unhooked)
         elif self.mode == "lagged":
+            self._reset_counts()
             self._lagged_step()
         else:
+            self._reset_counts()
             self._delayed_step()
+        return None
+
+    def _finish_step(self, wait):
+        """The reduction part of step() in sync, p3 and lagged's warm-up (Horovod's rules)."""
+        if self._local_only:
+            self._reset_counts()
+        elif not self._synchronized:
+            self._complete(wait)
+        elif self._should_synchronize:
+            warnings.warn("optimizer.step() called after optimizer.synchronize() without "
+                          "optimizer.skip_synchronize(): the gradients synchronize() reduced are "
+                          "used as they are (not reduced again); write `with "
+                          "optimizer.skip_synchronize(): optimizer.step()` after synchronize()",
+                          stacklevel=_caller_level())
+        self._synchronized = False
 
     def synchronize(self):
-        """Waits for every gradient in flight (p.grad then holds the average) and applies every
-        pending update: see the module's docstring."""
+        """Finishes this step's gradients (p.grad then holds the reduced gradient) and applies
+        every pending update: see the module's docstring."""
         if self.mode == "p3" and self._ready:
             self._apply(list(self._ready))
-        self._wait(list(self._handles))
+        if self._communicating():
+            self._complete(wait=True)
+            self._synchronized = True
         if self.mode == "lagged" and self._lagged:
             self._lagged_flush()
         if self.mode == "delayed":
@@ -168,36 +457,174 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     @contextlib.contextmanager
     def skip_synchronize(self):
-        """Horovod's idiom (synchronize(); clip; with skip_synchronize(): step()): step() never
-        waits twice for a gradient, so there is nothing to skip."""
-        yield
+        """Horovod's idiom: synchronize(); clip; `with opt.skip_synchronize(): opt.step()`. The
+        step() inside does not reduce the gradients again (nor warn). A step() inside without a
+        synchronize() before it still finishes the reductions: it never applies local or
+        half-reduced gradients."""
+        self._should_synchronize = False
+        try:
+            yield
+        finally:
+            self._should_synchronize = True
 
-    # -- sync / p3 (and lagged's warm-up) --
+    # -- gradient all-reduces: sync / p3 (and lagged's warm-up) --
     def _register_grad_hooks(self):
+        """Every mode counts backward passes; sync, p3 and lagged's warm-up all-reduce."""
         self._accumulators = []  # kept alive: their hooks fire once the gradient is accumulated
-        for _, p in self._named:
+        for p in self._order:
+            self._hooks.append(p.register_hook(self._make_pre_hook(p)))
             acc = p.expand_as(p).grad_fn.next_functions[0][0]
             self._hooks.append(acc.register_hook(self._make_grad_hook(p)))
             self._accumulators.append(acc)
 
+    def _make_pre_hook(self, p):
+        def pre_hook(grad):  # before accumulation: p.grad may be in an all-reduce
+            if self._passes[p] >= self.backward_passes_per_step:
+                raise prioccl.PriocclError(
+                    f"the gradient of {self._name[p]} was computed more than "
+                    f"backward_passes_per_step={self.backward_passes_per_step} times before "
+                    "step(): call step() in between, or raise backward_passes_per_step to "
+                    "accumulate gradients locally")
+            if p in self._ready:
+                raise prioccl.PriocclError(
+                    f"mode='p3': {self._name[p]} got a gradient before its module's forward "
+                    "applied its previous update (a parameter used outside its own module, or "
+                    "before it runs): use mode='sync' for this model")
+            return None
+        return pre_hook
+
     def _make_grad_hook(self, p):
         def hook(*_):
-            if self.mode == "lagged" and self._steps >= self._warmup:
-                return  # lagged after its warm-up: one fused op in step()
-            if p in self._produced:
-                raise prioccl.PriocclError(f"gradient of {self._name[p]} produced twice before "
-                                           "step(): call step() in between")
-            self._produced.add(p)
-            self._handles[p] = prioccl.allreduce_async_(p.grad, op=self.op,
-                                                        priority=self._priority[p],
-                                                        name=f"grad.{self._name[p]}")
+            self._passes[p] += 1
+            self._synchronized = False
+            if not self._communicating() or self._passes[p] < self.backward_passes_per_step:
+                return
+            self._learn_sparse(p)
+            sparse = self._is_sparse(p)
+            group = self._group_of.get(p)
+            if group is None:
+                if not sparse:  # sparse ones are all-gathered at step()/synchronize()
+                    self._submit(p)
+                return
+            arrived = self._arrived[group]
+            arrived.add(p)
+            if len(arrived) == len(self._groups[group]):
+                for q in self._groups[group]:
+                    if q not in self._handles and not self._is_sparse(q):
+                        self._submit(q)
         return hook
 
+    def _learn_sparse(self, p):
+        """Records the sparse dims of p's gradient (an empty one says nothing: torch's zero_()
+        makes every dim sparse)."""
+        if p.grad is not None and p.grad.is_sparse and p.grad._nnz() > 0:
+            self._sparse_known[p] = p.grad.sparse_dim()
+
+    def _is_sparse(self, p):
+        """Whether p's gradient is all-gathered as a sparse one (not sparse_as_dense)."""
+        if self.sparse_as_dense:
+            return False
+        return p.grad.is_sparse if p.grad is not None else p in self._sparse_known
+
+    def _kwargs(self):
+        return {} if self.process_set is None else {"process_set": self.process_set}
+
+    def _submit(self, p):
+        """Starts the all-reduce of p.grad (zeros where p has no gradient on this rank)."""
+        g = p.grad
+        sparse_dim = None
+        if g is None:
+            src = torch.zeros_like(p, memory_format=torch.contiguous_format)
+            sparse_dim = self._sparse_known.get(p)  # sparse_as_dense: sparse like other ranks'
+            if sparse_dim is None:
+                p.grad = src
+        elif g.is_sparse:  # sparse_as_dense
+            sparse_dim = self._sparse_known.get(p, g.sparse_dim())
+            src = g.to_dense()
+        else:
+            if not g.is_contiguous():
+                g = p.grad = g.contiguous()
+            src = g
+        wire, ctx = self._compression.compress(src)
+        if self.gradient_predivide_factor != 1.0:
+            wire.mul_(1.0 / self.gradient_predivide_factor)
+        handle = prioccl.allreduce_async_(wire, op=self.op, priority=self._priority[p],
+                                          name=f"grad.{self._name[p]}", **self._kwargs())
+        self._handles[p] = (handle, wire, ctx, sparse_dim)
+
+    def _complete(self, wait):
+        """Horovod's forced all-reduce: every parameter not submitted yet in this step (its hook
+        did not fire on this rank, its group is incomplete, or it has fewer passes) is submitted
+        now, in the same order on every rank; sparse gradients are all-gathered."""
+        forced = [p for p in self._order if p not in self._handles]
+        sparse = [p for p in forced if self._is_sparse(p)]
+        dense = set(forced) - set(sparse)  # sets: `in` on a list of tensors compares values
+        for p in forced:
+            if p in dense:
+                self._submit(p)
+        for p in sparse:
+            self._sparse_reduce(p)
+        if wait:
+            self._wait(list(self._handles))
+        self._reset_counts()
+
     def _wait(self, params):
+        """Waits for these parameters' all-reduces and puts the results into p.grad."""
         for p in params:
-            h = self._handles.pop(p, None)
-            if h is not None:
-                prioccl.synchronize(h)
+            entry = self._handles.pop(p, None)
+            if entry is None:
+                continue
+            handle, wire, ctx, sparse_dim = entry
+            prioccl.synchronize(handle)
+            out = self._compression.decompress(wire, ctx)
+            if self.gradient_predivide_factor != 1.0:
+                out.mul_(self.gradient_predivide_factor)
+            if sparse_dim is not None:
+                out = out.to_sparse(sparse_dim)
+                p.grad = out if out._nnz() else None  # as _sparse_reduce
+            elif out is not p.grad:
+                if p.grad is None or p.grad.is_sparse or p.grad.shape != out.shape:
+                    p.grad = out
+                else:
+                    p.grad.copy_(out)
+
+    def _sparse_reduce(self, p):
+        """Horovod's sparse all-reduce: every rank's (index, value) rows all-gathered, values
+        divided by the number of ranks for Average. Blocking; called in the same order on every
+        rank. The first op, named as the dense all-reduce would be, gives the most rows of any
+        rank: a rank that took the parameter for a dense one fails it (never a hang)."""
+        if self.op not in (prioccl.Average, prioccl.Sum):
+            raise prioccl.PriocclError(f"sparse gradient of {self._name[p]}: op must be Average or "
+                                       "Sum (or pass sparse_as_dense=True)")
+        name, priority, kw = f"grad.{self._name[p]}", self._priority[p], self._kwargs()
+        g = p.grad
+        dim = self._sparse_known.get(p, g.sparse_dim() if g is not None else 1)
+        if g is None or g._nnz() == 0:
+            idx = torch.empty((0, dim), dtype=torch.int64)
+            val = torch.empty((0,) + tuple(p.shape[dim:]), dtype=p.dtype)
+        else:
+            g = g.coalesce()
+            if g.sparse_dim() != dim:  # the same layout as every other rank's
+                g = g.to_dense().to_sparse(dim)
+            idx = g.indices().t().contiguous()
+            val = g.values().contiguous()
+        rows = torch.tensor([idx.shape[0]], dtype=torch.int64)
+        prioccl.allreduce_(rows, op=prioccl.Max, priority=priority, name=name, **kw)
+        most = int(rows.item())
+        if most == 0:  # no rank has a row: no gradient (SparseAdam fails on an empty one)
+            p.grad = None
+            return
+        pad = most - idx.shape[0]  # every rank sends `most` rows; index -1 marks padding
+        idx = torch.cat([idx, idx.new_full((pad, dim), -1)])
+        val = torch.cat([val, val.new_zeros((pad,) + tuple(val.shape[1:]))])
+        all_idx = prioccl.allgather(idx, priority=priority, name=name + ".indices", **kw)
+        all_val = prioccl.allgather(val, priority=priority, name=name + ".values", **kw)
+        ranks = all_idx.shape[0] // most
+        keep = all_idx[:, 0] >= 0
+        values = all_val[keep]
+        if self.op == prioccl.Average:
+            values = values / ranks
+        p.grad = torch.sparse_coo_tensor(all_idx[keep].t(), values, tuple(p.shape)).coalesce()
 
     def _apply(self, params):
         """Waits for these parameters' gradients and runs the optimizer on them alone, with the
@@ -220,6 +647,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._ready -= keep
         if self._zero_after_apply:
             for p in params:
+                if p.grad is None:
+                    continue
                 if self._zero_after_apply == "none":
                     p.grad = None
                 else:
@@ -264,7 +693,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if switch_decay and self._warmup == 0:
             warnings.warn("prioccl lagged mode: switch_decay without warmup_steps scales the "
                           "learning rate by 0.4 from the first step (LB-SGD pairs it with a "
-                          "synchronous warm-up)", stacklevel=3)
+                          "synchronous warm-up)", stacklevel=4)
         self._flat = torch.empty(self._numel, dtype=torch.float32)
         self._lagged = ctypes.c_void_p()
         # The warm-up runs here as "sync" (overlapped with backward): the fused op starts after.
@@ -292,6 +721,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _lagged_step(self):
         self._flatten_into(self._flat, lambda p: p.grad)  # zeros where there is no gradient
+        if self.gradient_predivide_factor != 1.0:
+            self._flat.mul_(1.0 / self.gradient_predivide_factor)
         has = ctypes.c_int()
         prioccl._check(self._L.priocclLaggedStep(self._lagged, self._flat.data_ptr(),
                                                  self._flat.data_ptr(), ctypes.byref(has)),
@@ -307,16 +738,25 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._apply_flat_grads()
 
     def _apply_flat_grads(self):
+        if self.gradient_predivide_factor != 1.0:
+            self._flat.mul_(self.gradient_predivide_factor)
         at = 0
         for _, p in self._named:
             n = p.numel()
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-            p.grad.copy_(self._flat[at:at + n].view_as(p))
+            chunk = self._flat[at:at + n].view_as(p)
+            self._learn_sparse(p)
+            if p in self._sparse_known:  # the optimizer (SparseAdam, ...) expects a sparse one
+                sparse = chunk.to_sparse(self._sparse_known[p])
+                p.grad = sparse if sparse._nnz() else None
+            elif p.grad is None:
+                p.grad = chunk.clone()
+            else:
+                p.grad.copy_(chunk)
             at += n
         self._step_with_switch_decay()
 
     def _flatten_into(self, flat, tensors, named=None):
+        """The fused modes' flat gradient; sparse gradients are made dense (the fused op is)."""
         at = 0
         for _, p in (named if named is not None else self._named):
             n = p.numel()
@@ -324,6 +764,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if t is None:
                 flat[at:at + n].zero_()
             else:
+                if t.is_sparse:
+                    t = t.to_dense()
                 flat[at:at + n].copy_(t.reshape(-1))
             at += n
 
@@ -376,7 +818,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def close(self):
         """Applies what is pending (synchronize()) and releases the mode's resources."""
         try:
-            if self._lagged or self._delayed or self._handles or getattr(self, "_ready", None):
+            if self._lagged or self._delayed or self._handles or self._ready:
                 self.synchronize()
         finally:
             for h in self._hooks:
