@@ -20,6 +20,7 @@ import operator
 import os
 import socket
 import sys
+import threading
 import time
 import zlib
 
@@ -242,7 +243,8 @@ def _at_exit():
     the timeout, and a warning names the ops."""
     if _comm is None:
         return
-    _orphans[:] = list(_ops)  # nobody will synchronize them now
+    with _lock:
+        _orphans[:] = list(_ops)  # nobody will synchronize them now
     deadline = time.monotonic() + 3.0
     while _reap() and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -477,33 +479,56 @@ class _Op:
 _ops = set()  # _Op not yet waited for
 _inflight = {}  # (process_set_id, name) -> _Op: a name may be in flight once per process set
 _orphans = []  # _Op whose Handle was dropped before synchronize()
+# Guards the three above. Ops are submitted and completed from several threads (the DDP hook's
+# completion thread, a user's), and a request must be tested only while nobody can release it:
+# an op leaves _ops (is claimed) under the lock before its request is waited for (released).
+# Reentrant: a Handle's __del__ may run during garbage collection inside a locked region.
+_lock = threading.RLock()
 
 
-def _complete(op):
-    """Waits for the op, releases its request, runs its finishing step; raises on failure."""
-    _ops.discard(op)
-    if op.key is not None and _inflight.get(op.key) is op:
-        del _inflight[op.key]
+def _claim(op):
+    """Takes the op out of the books; False if another caller already did (it completes it)."""
+    with _lock:
+        if op not in _ops:
+            return False
+        _ops.discard(op)
+        if op.key is not None and _inflight.get(op.key) is op:
+            del _inflight[op.key]
+        return True
+
+
+def _wait_claimed(op):
+    """Waits for a claimed op and releases its request; raises on failure."""
     result = _L.priocclWait(op.request)
     op.tensors = None
     _check(result, op.what, op.ps._comm if op.ps is not None else None)
 
 
+def _complete(op):
+    """Waits for the op (unless another caller completes it); raises on failure."""
+    if _claim(op):
+        _wait_claimed(op)
+
+
 def _reap():
-    """Completes the abandoned ops that have finished (never blocks); True while some remain.
-    Their errors have nobody to go to and are dropped (their Handle is gone)."""
+    """Completes the abandoned ops that have finished (never blocks); True while ops remain in
+    flight. Their errors have nobody to go to and are dropped (their Handle is gone)."""
     done = ctypes.c_int()
-    for op in list(_orphans):
-        done.value = 0
-        _L.priocclTest(op.request, ctypes.byref(done))
-        if done.value:
-            _orphans.remove(op)
-            try:
-                _complete(op)
-                if op.finish is not None:
-                    op.finish()
-            except PriocclError:
-                pass
+    finished = []
+    with _lock:
+        for op in list(_orphans):
+            done.value = 0
+            _L.priocclTest(op.request, ctypes.byref(done))
+            if done.value and _claim(op):
+                _orphans.remove(op)
+                finished.append(op)
+    for op in finished:
+        try:
+            _wait_claimed(op)  # finished: returns at once
+            if op.finish is not None:
+                op.finish()
+        except PriocclError:
+            pass
     return bool(_ops)
 
 
@@ -519,8 +544,10 @@ class Handle:
 
     def __del__(self):
         op = getattr(self, "_op", None)
-        if op is not None and op in _ops:
-            _orphans.append(op)
+        if op is not None and _lock is not None:
+            with _lock:
+                if op in _ops:
+                    _orphans.append(op)
 
 
 def _submit(what, name, unnamed, named, tensors=(), ps=None, finish=None):
@@ -531,11 +558,10 @@ def _submit(what, name, unnamed, named, tensors=(), ps=None, finish=None):
     ps = ps or global_process_set
     if _orphans:
         _reap()
-    key = None
-    if name is not None:
-        key = (ps.process_set_id, str(name))
-        old = _inflight.get(key)
-        if old is not None:
+    key = None if name is None else (ps.process_set_id, str(name))
+    with _lock:  # the name check and the registration as one step
+        old = None if key is None else _inflight.get(key)
+        if old is not None:  # unclaimed, so its request is still valid
             done = ctypes.c_int()
             _L.priocclTest(old.request, ctypes.byref(done))
             if not done.value:
@@ -543,16 +569,16 @@ def _submit(what, name, unnamed, named, tensors=(), ps=None, finish=None):
                                    f"{rank()}: synchronize it first (names of ops in flight must "
                                    "be unique)")
             del _inflight[key]  # finished: its Handle still completes it
-    req = ctypes.c_void_p()
-    if name is None:
-        result = unnamed(ctypes.byref(req))
-    else:
-        result = named(str(name).encode(), ctypes.byref(req))
-    _check(result, what, ps._comm)
-    op = _Op(req, tensors, key, what if name is None else f"{what} '{name}'", finish, ps)
-    _ops.add(op)
-    if key is not None:
-        _inflight[key] = op
+        req = ctypes.c_void_p()
+        if name is None:
+            result = unnamed(ctypes.byref(req))
+        else:
+            result = named(str(name).encode(), ctypes.byref(req))
+        _check(result, what, ps._comm)
+        op = _Op(req, tensors, key, what if name is None else f"{what} '{name}'", finish, ps)
+        _ops.add(op)
+        if key is not None:
+            _inflight[key] = op
     return op
 
 
@@ -567,8 +593,8 @@ def synchronize(handle):
     if isinstance(handle, GroupHandle):
         return [synchronize(h) for h in handle.handles]
     op, handle._op = handle._op, None
-    if op is not None and op in _ops:
-        _complete(op)
+    if op is not None and _claim(op):
+        _wait_claimed(op)
         if op.finish is not None:
             op.finish()
     if handle._then is not None:
@@ -581,11 +607,12 @@ def poll(handle):
     if isinstance(handle, GroupHandle):
         return all(poll(h) for h in handle.handles)
     op = handle._op
-    if op is None or op not in _ops:
-        return True
     done = ctypes.c_int()
-    _check(_L.priocclTest(op.request, ctypes.byref(done)), "poll",
-           op.ps._comm if op.ps is not None else None)
+    with _lock:  # a claimed op's request may be released at any moment
+        if op is None or op not in _ops:
+            return True
+        result = _L.priocclTest(op.request, ctypes.byref(done))
+    _check(result, "poll", op.ps._comm if op.ps is not None else None)
     return bool(done.value)
 
 
