@@ -62,3 +62,14 @@ def cosine(optimizer, total_steps):
     def factor(step):
         return 0.5 * (1 + math.cos(math.pi * min(step, total_steps) / total_steps))
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def identical_weights(model):
+    """True on every rank when every rank holds bitwise the same weights (their element-wise min
+    and max over the ranks agree): checked, not assumed."""
+    import prioccl
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    lo, hi = flat.clone(), flat.clone()
+    prioccl.allreduce_(lo, op=prioccl.Min)
+    prioccl.allreduce_(hi, op=prioccl.Max)
+    return bool(torch.equal(lo, hi))
