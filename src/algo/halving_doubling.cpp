@@ -2,6 +2,7 @@
 #include "algo/halving_doubling.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "reduce/reduce.h"
@@ -206,14 +207,16 @@ void HalvingDoublingChunk::finishRecv(const Round& r) {
 
 // Merges a received [header | part] into acc_: headers as recursive doubling merges them, the
 // data only while every header so far agrees and the part has the expected length. A part of
-// another length is passed on as what it is, so the envelope finds the message malformed.
+// another length is passed on as a payload length no header can announce (not its own length,
+// which may equal the whole payload's: a peer sending everything where a part is due), so the
+// envelope always finds the message malformed.
 void HalvingDoublingChunk::mergeEnvelope(const Round& r) {
   unsigned char* in = inbox_.get();
   size_t got = received_;
   if (got < header_) std::memset(in, 0, header_);  // malformed, never a stale header
-  size_t part = got > header_ ? got - header_ : 0;
+  const bool partFits = got >= header_ && got - header_ == r.recvBytes;
   size_t own = envelope_->ownPayloadBytes();
-  size_t theirs = got >= header_ && part == r.recvBytes ? own : part;
+  size_t theirs = partFits ? own : SIZE_MAX;
   unsigned char* acc = acc_.get();
   const unsigned char* lower = r.peerIsLower ? in : acc;
   const unsigned char* upper = r.peerIsLower ? acc : in;

@@ -22,10 +22,15 @@ if (($(ls "$work/corpus" | wc -l) > 3000)); then
   fi
 fi
 # A fixed seed; the fuzzer writes its seed inputs (valid messages in the current wire format)
-# into seeds/, read-only to libFuzzer; what it learns accumulates in corpus/ across runs.
+# into seeds/, read-only to libFuzzer; what it learns accumulates in corpus/ across runs. Past
+# findings, kept in the source tree (regressions/NAME/, one input per file), are replayed first
+# by every run, read-only too.
+regressions=$(cd "$(dirname "$0")" && pwd)/regressions/$name
+extra=()
+[[ -d $regressions ]] && extra=("$regressions")
 PRIOCCL_FUZZ_SEEDS=$work/seeds "$fuzzer" -seed=1 -runs="$runs" -max_total_time="$seconds" \
   -timeout=10 -artifact_prefix="$work/artifacts/" -print_final_stats=1 "$@" \
-  "$work/corpus" "$work/seeds" >"$log" 2>&1
+  "$work/corpus" "$work/seeds" "${extra[@]}" >"$log" 2>&1
 rc=$?
 # "Done N runs in S second(s)" ends a run that reached -runs or -max_total_time; the final stats
 # come also after a finding.
