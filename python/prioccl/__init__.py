@@ -452,12 +452,10 @@ def _check_scales(t, what, *factors):
 
 
 def _scale(t, factor):
-    """t *= factor in place (floating point only)."""
+    """t *= factor in place (a floating-point tensor: _check_scales refused the others before the
+    op was submitted)."""
     if factor == 1.0:
         return
-    if _code(t) not in _FLOAT_CODES:
-        raise PriocclError(f"prescale/postscale factors need a floating-point tensor, not "
-                           f"{t.dtype}")
     if _is_torch(t):
         t.mul_(factor)
     else:
@@ -537,10 +535,10 @@ class Handle:
     synchronize() never blocks (Horovod's semantics): the op finishes in the background, its
     buffers kept alive until then."""
 
-    def __init__(self, op, result, then=None):
+    def __init__(self, op, result):
         self._op = op
         self.result = result
-        self._then = then  # result -> what synchronize() returns (int16 narrowing, scaling)
+        self._then = None  # result -> what synchronize() returns (the int16 paths set it)
 
     def __del__(self):
         op = getattr(self, "_op", None)
