@@ -7,6 +7,7 @@
 #define PRIOCCL_H_
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define PRIOCCL_MAJOR 0
 #define PRIOCCL_MINOR 2
@@ -324,6 +325,18 @@ PRIOCCL_API priocclResult_t priocclAllToAllVNamedAsync(
     const char* key, priocclComm_t comm, priocclRequest_t* request);
 /* Barrier: returns (completes) on a rank once every rank has called it. */
 PRIOCCL_API priocclResult_t priocclBarrier(priocclComm_t comm);
+/* Horovod's join, for ranks with uneven work: blocks until every rank has joined and sets
+ * *lastRank to the last one to join. Meanwhile this rank takes part in the others' named
+ * all-reduces, reduces and reduce-scatters with the op's identity element (0 for sum and average;
+ * an average still divides by the rank count), their named broadcasts from a rank that has not
+ * joined, and their named barriers; any other op of theirs fails on every rank that submitted it,
+ * naming this rank. Unnamed ops are not answered (they wait for the timeout). Not in a group. */
+PRIOCCL_API priocclResult_t priocclJoin(priocclComm_t comm, int* lastRank);
+/* The tensor shape (dims[0..ndims)) of this thread's next collective call: ranks whose shapes
+ * differ fail that op as a mismatch though their counts agree (Horovod's rule). The next
+ * collective or point-to-point call takes it, whatever its outcome; the v-variants and
+ * point-to-point ops ignore it. */
+PRIOCCL_API priocclResult_t priocclShapeNext(const int64_t* dims, int ndims);
 PRIOCCL_API priocclResult_t priocclBarrierAsync(int priority, priocclComm_t comm,
                                                 priocclRequest_t* request);
 /* Point to point, for pipeline stages: count elements to / from peer, scheduled with the

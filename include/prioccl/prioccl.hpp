@@ -146,6 +146,11 @@ struct DataTypeOf<double> {
 PRIOCCL_API void groupStart();
 PRIOCCL_API void groupEnd();
 
+// The tensor shape of this thread's next collective (priocclShapeNext): ranks whose shapes differ
+// fail that op, though their counts agree (Horovod's rule). Taken by the next collective or
+// point-to-point call, which then forgets it; the v-variants and point-to-point ops ignore it.
+PRIOCCL_API void shapeNext(const std::vector<int64_t>& dims);
+
 // Handle on one asynchronous op. Copies share the op; the op itself never depends on the handle
 // staying alive (dropping every handle does not cancel it).
 class PRIOCCL_API Request {
@@ -294,6 +299,13 @@ class PRIOCCL_API Communicator {
   Request barrierAsync(int priority = 0);
   Request barrierAsync(int priority, const std::string& key);
   void barrier();
+  // Horovod's join, for ranks with uneven work: a rank out of work calls join(), which blocks
+  // until every rank has; meanwhile it takes part in the other ranks' named all-reduces, reduces
+  // and reduce-scatters with the op's identity element (0 for sum and average: an average still
+  // divides by size()), their named broadcasts (from a rank that has not joined) and barriers.
+  // Any other op of theirs fails everywhere, naming the joined rank; an unnamed op is not
+  // answered (it waits for the timeout). Returns the last rank to join. Not inside a group.
+  int join();
   // Point to point (pipeline stages): `count` elements to or from `peer`, scheduled with the
   // collectives by priority. Sends and receives between two ranks with the same tag match in
   // submission order; both sides must agree on count and datatype (a size mismatch fails the

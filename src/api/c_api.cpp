@@ -7,6 +7,7 @@
 #include <string>
 
 #include "api/c_api_support.h"
+#include "api/shape.h"
 #include "common/error.h"
 #include "common/params.h"
 #include "core/op.h"
@@ -458,6 +459,17 @@ priocclResult_t priocclBarrierAsync(int priority, priocclComm_t comm, priocclReq
 
 priocclResult_t priocclBarrier(priocclComm_t comm) {
   return guarded(__func__, comm, [&] { lookup(comm).barrier(); });
+}
+
+priocclResult_t priocclJoin(priocclComm_t comm, int* lastRank) {
+  return guarded(__func__, comm, [&] {
+    if (!lastRank) detail::fail(priocclInvalidArgument, "lastRank is NULL");
+    *lastRank = lookup(comm).join();
+  });
+}
+
+priocclResult_t priocclShapeNext(const int64_t* dims, int ndims) {
+  return guarded(__func__, nullptr, [&] { detail::shape::setNext(dims, ndims); });
 }
 
 priocclResult_t priocclBcast(void* buff, size_t count, priocclDataType_t datatype, int root,

@@ -14,6 +14,7 @@
 
 #include "algo/registry.h"
 #include "api/group.h"
+#include "api/shape.h"
 #include "common/log.h"
 #include "common/params.h"
 #include "core/engine.h"
@@ -172,6 +173,7 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
                           priocclDataType_t dtype, priocclRedOp_t op, int root, int priority,
                           const std::string* key, bool callerWaits = false) {
     using Kind = OpState::Kind;
+    const uint64_t shape = shape::takeNext();  // taken first: a failing call must not leave it
     const bool broadcast = kind == Kind::kBroadcast, reduceOp = kind == Kind::kReduce;
     const bool rooted = broadcast || reduceOp;
     const std::string what = kind == Kind::kAllReduce ? "" : concat(kindName(kind), ": ");
@@ -216,6 +218,7 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     auto state = makeOp(send, recv, count, dtype, broadcast ? priocclSum : op);
     state->kind = kind;
     state->root = rooted ? root : -1;
+    state->layout = shape;  // compared across ranks (Announce::layout)
     return submitCollective(state, priority, key, callerWaits);
   }
 
@@ -231,6 +234,7 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
                            priocclDataType_t dtype, priocclRedOp_t op, int priority,
                            const std::string* key, bool callerWaits = false) {
     using Kind = OpState::Kind;
+    shape::takeNext();  // the v-variants compare their counts instead (layout)
     const std::string what = concat(kindName(kind), ": ");
     const size_t elem = reduce::dtypeSize(dtype), p = static_cast<size_t>(size_);
     const size_t me = static_cast<size_t>(rank_);
@@ -328,6 +332,20 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     return submitCollective(state, priority, key, callerWaits);
   }
 
+  // Horovod's join: blocks until every rank has joined, answering the others' ops meanwhile (the
+  // engine's stand-ins); returns the last rank to join.
+  int join() {
+    if (group::active())
+      fail(priocclInvalidUsage,
+           "join: not inside a group (priocclGroupStart): it blocks until "
+           "every rank has joined");
+    static const std::string kJoinKey = "prioccl.join";
+    auto state = makeOp(nullptr, nullptr, 0, priocclUint8, priocclSum);
+    state->kind = OpState::Kind::kJoin;
+    submitCollective(state, 0, &kJoinKey, true).wait();
+    return state->root;  // written before the op finished
+  }
+
   // A collective's common tail: its priority and key, then to the engine (or the group).
   Request submitCollective(const std::shared_ptr<OpState>& state, int priority,
                            const std::string* key, bool callerWaits) {
@@ -346,6 +364,7 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   // A send (buf read) or receive (buf written) of `count` elements with `peer`.
   Request pointToPoint(OpState::Kind kind, void* buf, size_t count, priocclDataType_t dtype,
                        int peer, int tag, int priority) {
+    shape::takeNext();  // point-to-point ops are matched by order and count only
     const char* what = kind == OpState::Kind::kSend ? "send" : "recv";
     size_t elem = reduce::dtypeSize(dtype);
     if (count > SIZE_MAX / elem)
@@ -642,6 +661,12 @@ Communicator Communicator::fromMpi(const void* mpiComm, const Config& config) {
       config, [&] { return makeMpiBootstrap(mpiComm, config.requireThreadMultiple); }));
 }
 
+void shapeNext(const std::vector<int64_t>& dims) {
+  if (dims.size() > static_cast<size_t>(INT32_MAX))
+    detail::fail(priocclInvalidArgument, "shape: ", dims.size(), " dimensions");
+  detail::shape::setNext(dims.data(), static_cast<int>(dims.size()));
+}
+
 void groupStart() {
   detail::group::start();
 }
@@ -897,6 +922,10 @@ Request Communicator::barrierAsync(int priority) {
 Request Communicator::barrierAsync(int priority, const std::string& key) {
   return impl().collectiveAsync(detail::OpState::Kind::kBarrier, nullptr, nullptr, 0, priocclUint8,
                                 priocclSum, -1, priority, &key);
+}
+
+int Communicator::join() {
+  return impl().join();
 }
 
 void Communicator::barrier() {

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "common/log.h"
+#include "core/stand_in.h"
 #include "reduce/reduce.h"
 
 namespace prioccl::detail {
@@ -241,12 +242,40 @@ bool Engine::takeSubmissions() {
     ~Clear() { v.clear(); }
   } clear{fresh};
   for (auto& op : fresh) {
-    // The algorithm is settled once, from arguments every rank agrees on (and a table every rank
-    // holds alike); a mismatched op fails before its algorithm matters.
-    if (op->kind == OpState::Kind::kAllReduce && op->algorithm == priocclAlgoAuto)
-      op->algorithm = selector_.choose(op->count * reduce::dtypeSize(op->dtype));
+    if (join_ && !op->pointToPoint()) {  // it takes part in the others' ops, not its own
+      end(*op, priocclInvalidUsage,
+          concat(kindName(op->kind), " ", describeOp(*op, matcher_.nextUnnamed()),
+                 " submitted on rank ", rank_,
+                 " after its join (priocclJoin): a joined rank submits no collective until "
+                 "every rank has joined"));
+      continue;
+    }
+    if (op->kind == OpState::Kind::kJoin) join_ = op;
+    settleAlgorithm(*op);
     matcher_.admit(std::move(op), control_.negotiator(), *this);
   }
+  return true;
+}
+
+// From arguments every rank agrees on (and a table every rank holds alike); a mismatched op fails
+// before its algorithm matters.
+void Engine::settleAlgorithm(OpState& op) const {
+  if (op.kind == OpState::Kind::kAllReduce && op.algorithm == priocclAlgoAuto)
+    op.algorithm = selector_.choose(op.count * reduce::dtypeSize(op.dtype));
+}
+
+bool Engine::answerForJoined(const Decision& d) {
+  if (d.filled == 0 || !join_ || matcher_.awaits(d)) return false;
+  std::shared_ptr<OpState> standIn;
+  if (d.ok) {  // a failed op has nothing to run: the ranks that submitted it report it
+    standIn = makeStandIn(d, rank_, transport_->size());
+    standIn->submitted = standIn->lastProgress = Clock::now();
+    standIn->gate = gate_;
+    standIn->errorLog = errorLog_;
+    settleAlgorithm(*standIn);
+    stats_.opSubmitted();
+  }
+  matcher_.adopt(d, standIn);
   return true;
 }
 
@@ -261,9 +290,10 @@ bool Engine::schedule() {
 bool Engine::exchangeControl() {
   bool any = control_.sendNegotiation();
   for (const Decision& d : control_.negotiator().takeDecisions()) {
-    matcher_.apply(d, *this);
+    if (!answerForJoined(d) || d.ok) matcher_.apply(d, *this);
     any = true;
   }
+  if (join_ && join_->ended) join_.reset();  // every rank joined
   return any;
 }
 
@@ -329,6 +359,7 @@ void Engine::failWith(priocclResult_t code, const std::string& full, const Abort
   runner_.clear(doomed);
   transfers_.clear();
   matcher_.clear(doomed);
+  join_.reset();
   for (auto& op : doomed)
     if (op && !op->ended) finishOp(*op, code, full);
 }

@@ -128,6 +128,11 @@ class Engine : private ChunkRunner::Events, private OpMatcher::Sink, private Con
   }
   // Counts the op as ended; finish() runs after the progress lock is released.
   void finishOp(OpState& op, priocclResult_t code, const std::string& message);
+  // The algorithm of a collective, settled once from arguments every rank agrees on.
+  void settleAlgorithm(OpState& op) const;
+  // While this rank has joined: an op the coordinator answered for it (d.filled) runs as a
+  // stand-in (stand_in.h). False when `d` is not such an op.
+  bool answerForJoined(const Decision& d);
 
   // Fails the communicator: every pending and later op gets `code`. Unless the failure came from
   // a peer's abort, the control peers are told (the coordinator relays a peer's to the others).
@@ -167,7 +172,8 @@ class Engine : private ChunkRunner::Events, private OpMatcher::Sink, private Con
   Transfers transfers_;   // the cookie table and the control channel (after stats_)
   ControlPlane control_;  // negotiation, heartbeats, goodbyes, abort notices (after transfers_)
   ChunkRunner runner_;    // lanes, chunks, the send scheduler (after transfers_)
-  Watchdog watchdog_;     // lost peers, stalls, timeouts (after runner_)
+  std::shared_ptr<OpState> join_;  // this rank's join (priocclJoin) until every rank has joined
+  Watchdog watchdog_;              // lost peers, stalls, timeouts (after runner_)
   std::thread thread_;
 };
 

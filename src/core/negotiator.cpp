@@ -2,6 +2,7 @@
 #include "core/negotiator.h"
 
 #include "common/error.h"
+#include "core/op.h"
 
 namespace prioccl::detail {
 
@@ -23,6 +24,27 @@ void Negotiator::submit(const Announce& a) {
     announces_.push_back(a);
 }
 
+namespace {
+
+constexpr auto kAllReduceKind = static_cast<int32_t>(OpState::Kind::kAllReduce);
+constexpr auto kBroadcastKind = static_cast<int32_t>(OpState::Kind::kBroadcast);
+constexpr auto kReduceKind = static_cast<int32_t>(OpState::Kind::kReduce);
+constexpr auto kReduceScatterKind = static_cast<int32_t>(OpState::Kind::kReduceScatter);
+constexpr auto kBarrierKind = static_cast<int32_t>(OpState::Kind::kBarrier);
+static_assert(kJoinWireKind == static_cast<int32_t>(OpState::Kind::kJoin));
+
+// Whether a joined rank can take part in the op with no data of its own: it contributes the
+// reduction's identity, or only receives. A rooted op's root must have data.
+bool answerable(const Announce& a, const std::vector<bool>& joined) {
+  bool rooted = a.kind == kBroadcastKind || a.kind == kReduceKind;
+  if (rooted && (a.root < 0 || a.root >= static_cast<int>(joined.size()) || joined[a.root]))
+    return false;
+  return a.kind == kAllReduceKind || a.kind == kReduceScatterKind || a.kind == kBarrierKind ||
+         rooted;
+}
+
+}  // namespace
+
 void Negotiator::record(int rank, const Announce& a) {
   Pending& p = pending_[{a.key, a.occurrence}];
   if (p.reportedBy.empty()) p.reportedBy.assign(nranks_, false);
@@ -38,18 +60,64 @@ void Negotiator::record(int rank, const Announce& a) {
     p.otherRank = rank;
     p.other = a;
   }
-  if (++p.reported < nranks_) return;
+  ++p.reported;
+  if (a.kind != kJoinWireKind) {
+    if (complete(p)) decide(p, a.key, a.occurrence);  // erases p
+    return;
+  }
+  if (joined_.empty()) joined_.assign(nranks_, false);
+  if (!joined_[rank]) ++joinedCount_;
+  joined_[rank] = true;
+  lastJoined_ = rank;
+  // The ops this rank's join completes go first: the join's decision ends the join.
+  decideCompleted();
+  if (complete(p)) decide(p, a.key, a.occurrence);
+}
+
+bool Negotiator::complete(const Pending& p) const {
+  if (p.reported == nranks_) return true;
+  if (joinedCount_ == 0 || p.first.kind == kJoinWireKind) return false;
+  int filled = 0;
+  for (int r = 0; r < nranks_; ++r) filled += joined_[r] && !p.reportedBy[r];
+  return p.reported + filled == nranks_;
+}
+
+void Negotiator::decide(const Pending& p, uint64_t key, uint64_t occurrence) {
   Decision d;
-  d.key = a.key;
-  d.occurrence = a.occurrence;
+  d.key = key;
+  d.occurrence = occurrence;
   d.ok = p.mismatch ? 0 : 1;
   d.rankA = p.firstRank;
   d.a = p.first;
   d.rankB = p.otherRank;
   d.b = p.other;
-  pending_.erase({a.key, a.occurrence});
+  d.filled = static_cast<uint32_t>(nranks_ - p.reported);
+  if (d.filled > 0 && d.ok && !answerable(d.a, joined_)) {
+    // A joined rank cannot take part: the op fails everywhere, naming the first such rank.
+    d.ok = 0;
+    for (int r = 0; r < nranks_ && d.rankB < 0; ++r)
+      if (joined_[r] && !p.reportedBy[r]) d.rankB = r;
+    d.b = Announce{};
+    d.b.key = key;
+    d.b.occurrence = occurrence;
+    d.b.kind = kJoinWireKind;
+  }
+  if (d.a.kind == kJoinWireKind && d.ok) {  // every rank joined: the join ends
+    d.a.root = lastJoined_;
+    joined_.assign(joined_.size(), false);
+    joinedCount_ = 0;
+    lastJoined_ = -1;
+  }
+  pending_.erase({key, occurrence});  // p dies here
   decided_.push_back(d);
   if (nranks_ > 1) broadcast_.push_back(d);
+}
+
+void Negotiator::decideCompleted() {
+  std::vector<Identity> done;
+  for (const auto& [id, p] : pending_)
+    if (p.first.kind != kJoinWireKind && complete(p)) done.push_back(id);
+  for (const Identity& id : done) decide(pending_.at(id), id.first, id.second);
 }
 
 std::vector<int> Negotiator::missingRanks(uint64_t key, uint64_t occurrence) const {

@@ -5,6 +5,15 @@
 // so chunk identities (and the engine's window) stay consistent, and a mismatched op is failed
 // everywhere before any of its data moves, leaving other ops untouched.
 //
+// Joins (priocclJoin, Horovod's join): a rank that ran out of work announces a join and takes part
+// in the others' ops without announcing them. The coordinator counts a joined rank as having
+// announced every op, decides an op once every rank has announced or joined, and says in the
+// decision how many ranks were filled in; the joined ranks run stand-ins (the op's identity
+// element as their data). Only ops a rank can take part in without data of its own are answered
+// so (all-reduce, reduce, reduce-scatter, a broadcast from a rank that has not joined, barrier);
+// the others fail everywhere, naming the joined rank. The join itself is decided once every rank
+// has joined, with the last one to join in its decision.
+//
 // Pure logic: messages go out and come in as byte buffers; the engine carries them.
 #pragma once
 
@@ -51,7 +60,14 @@ class Negotiator {
   std::vector<int> missingRanks(uint64_t key, uint64_t occurrence) const;
 
  private:
-  void record(int rank, const Announce& a);  // coordinator
+  struct Pending;
+  using Identity = std::pair<uint64_t, uint64_t>;  // (key, occurrence)
+  void record(int rank, const Announce& a);        // coordinator
+  // Coordinator: every rank has announced the op or joined.
+  bool complete(const Pending& p) const;
+  void decide(const Pending& p, uint64_t key, uint64_t occurrence);
+  // Coordinator, after a rank joined: decides the ops now complete.
+  void decideCompleted();
 
   struct Pending {
     int reported = 0;
@@ -64,11 +80,14 @@ class Negotiator {
   };
 
   int rank_, nranks_;
-  std::vector<Announce> announces_;                           // not yet sent to the coordinator
-  std::vector<Decision> broadcast_;                           // coordinator: decided, not yet sent
-  std::vector<Decision> decided_;                             // ready for the engine
-  std::map<std::pair<uint64_t, uint64_t>, Pending> pending_;  // coordinator, by (key, occurrence)
+  std::vector<Announce> announces_;      // not yet sent to the coordinator
+  std::vector<Decision> broadcast_;      // coordinator: decided, not yet sent
+  std::vector<Decision> decided_;        // ready for the engine
+  std::map<Identity, Pending> pending_;  // coordinator, by (key, occurrence)
   std::vector<Outgoing> out_;
+  // Coordinator: ranks that joined and wait for the others (all false outside a join).
+  std::vector<bool> joined_;
+  int joinedCount_ = 0, lastJoined_ = -1;
 };
 
 }  // namespace prioccl::detail

@@ -58,9 +58,13 @@ struct OpState : std::enable_shared_from_this<OpState> {
     // The v-variants: per-rank counts and displacements (the vectors below).
     kAllGatherV = 9,
     kReduceScatterV = 10,
-    kAllToAllV = 11
+    kAllToAllV = 11,
+    // priocclJoin: count 0, matched (by the coordinator only) once every rank has joined; `root`
+    // then holds the last rank to join. Until then the coordinator answers other ranks' named
+    // ops for this rank, which runs stand-ins for them (engine.cpp).
+    kJoin = 12
   };
-  static constexpr int kKinds = 12;
+  static constexpr int kKinds = 13;
   Kind kind = Kind::kAllReduce;
   // The step machine a kind runs on: a v-variant's is its plain kind's, with the layout below.
   Kind baseKind() const {
@@ -104,7 +108,9 @@ struct OpState : std::enable_shared_from_this<OpState> {
   priocclAlgorithm_t algorithm = priocclAlgoAuto;
   std::string key;  // named ops: matched across ranks by (key, occurrence)
   std::shared_ptr<ErrorLog> errorLog;
-  std::shared_ptr<ProgressGate> gate;  // lets a thread blocked in wait() drive the engine
+  std::shared_ptr<ProgressGate> gate;
+  // A joined rank's stand-in for an op it never submitted owns its buffer (send and recv).
+  std::vector<unsigned char> standInBuffer;  // lets a thread blocked in wait() drive the engine
 
   // Progress thread only.
   std::chrono::steady_clock::time_point submitted;

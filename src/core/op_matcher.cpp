@@ -1,5 +1,7 @@
 #include "core/op_matcher.h"
 
+#include <algorithm>
+
 #include "algo/agreement.h"
 #include "common/error.h"
 #include "reduce/reduce.h"
@@ -39,6 +41,10 @@ std::string describeArgs(const Announce& a, bool withKind) {
   if (a.kind == kAllGatherKind) return concat("allgather, count ", a.count, " per rank, ", dtype);
   if (a.kind == kAllToAllKind) return concat("alltoall, count ", a.count, " per rank, ", dtype);
   if (a.kind == kBarrierKind) return "barrier";
+  if (a.kind == kJoinWireKind)
+    return "joined (priocclJoin: while it waits for the others, only their allreduce, reduce, "
+           "reducescatter, barrier and broadcast from a rank that has not joined can run, and "
+           "only named ones)";
   // The v-variants' counts differ by rank; the digest of them tells two layouts apart.
   if (a.kind == kAllGatherVKind || a.kind == kReduceScatterVKind)
     return concat(wireKindName(a.kind), ", per-rank counts with digest ", std::hex, a.layout,
@@ -53,11 +59,25 @@ std::string describeArgs(const Announce& a, bool withKind) {
   return concat(wireKindName(a.kind), " (kind ", a.kind, "), count ", a.count, ", ", dtype);
 }
 
-// "rank a had ..., but rank b had ...".
+// ", tensor shape digest h" where the caller gave a shape (priocclShapeNext): the v-variants'
+// layout is their counts' digest, named by describeArgs.
+std::string describeShape(const Announce& a) {
+  if (a.layout == 0 || a.kind == kAllGatherVKind || a.kind == kReduceScatterVKind ||
+      a.kind == kAllToAllVWireKind)
+    return {};
+  return concat(", tensor shape digest ", std::hex, a.layout, std::dec);
+}
+
+// "rank a had ..., but rank b had ...". Where only the shapes differ, both sides say so (a side
+// without one: "no shape given").
 std::string describeSides(int rankA, const Announce& a, int rankB, const Announce& b) {
   bool withKind = a.kind != b.kind;
-  return concat("rank ", rankA, " had ", describeArgs(a, withKind), ", but rank ", rankB, " had ",
-                describeArgs(b, withKind));
+  bool shapes = !describeShape(a).empty() || !describeShape(b).empty();
+  auto side = [&](const Announce& x) {
+    std::string shape = describeShape(x);
+    return describeArgs(x, withKind) + (shapes && shape.empty() ? ", no shape given" : shape);
+  };
+  return concat("rank ", rankA, " had ", side(a), ", but rank ", rankB, " had ", side(b));
 }
 
 // An all-to-all-v whose group agreed on everything but the pairing of counts: "" when every pair
@@ -108,6 +128,8 @@ const char* kindName(OpState::Kind kind) {
       return "reducescatterv";
     case OpState::Kind::kAllToAllV:
       return "alltoallv";
+    case OpState::Kind::kJoin:
+      return "join";
     case OpState::Kind::kSend:
       return "send";
     case OpState::Kind::kRecv:
@@ -185,6 +207,15 @@ std::shared_ptr<OpState> OpMatcher::decided(const Decision& d, std::string* mism
 
 void OpMatcher::settle(OpState& op, const Announce& group) {
   if (op.kind == OpState::Kind::kAllToAllV) op.count = group.count;  // the group's largest block
+  if (op.kind == OpState::Kind::kJoin) op.root = group.root;         // the last rank to join
+}
+
+void OpMatcher::adopt(const Decision& d, std::shared_ptr<OpState> standIn) {
+  uint64_t& next = occurrences_[d.key];
+  next = std::max(next, d.occurrence + 1);
+  if (!standIn) return;
+  standIn->occurrence = d.occurrence;
+  waiting_.emplace(Identity{d.key, d.occurrence}, std::move(standIn));
 }
 
 std::string OpMatcher::verdict(const OpState& op, const AgreementChunk& agreement) const {

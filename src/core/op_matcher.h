@@ -87,7 +87,15 @@ class OpMatcher {
   // submitted it.
   std::shared_ptr<OpState> decided(const Decision& d, std::string* mismatch);
 
-  // An agreed op takes what only the group knows: an all-to-all-v's count (its largest block).
+  // Whether this rank submitted the decided op (and waits for the decision).
+  bool awaits(const Decision& d) const { return waiting_.count({d.key, d.occurrence}) != 0; }
+  // A joined rank (priocclJoin) takes part in an op it never submitted: later ops with its key
+  // are numbered after it, as on the ranks that submitted it, and `standIn` (null when the op
+  // failed: nothing to run) waits for the decision in its place.
+  void adopt(const Decision& d, std::shared_ptr<OpState> standIn);
+
+  // An agreed op takes what only the group knows: an all-to-all-v's count (its largest block), a
+  // join's last rank to join.
   static void settle(OpState& op, const Announce& group);
   // An unnamed op's agreement ended: "" when the ranks agreed, else the message every rank gives.
   std::string verdict(const OpState& op, const AgreementChunk& agreement) const;

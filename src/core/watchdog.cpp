@@ -18,6 +18,9 @@ void Watchdog::check(Clock::time_point now) {
   Clock::duration timeout = limit(timeoutSeconds_), warn = limit(stallWarnSeconds_);
   // An op is stuck when neither it nor anything ahead of it in its lane has moved.
   auto inspect = [&](OpState& op, Clock::time_point laneProgress) {
+    // A join waits, as Horovod's, for as long as the others have work: a lost peer still fails
+    // it (above), a slow one does not.
+    if (op.kind == OpState::Kind::kJoin) return;
     Clock::duration idle = std::min(idleFor(op), now - laneProgress);
     if (timeout.count() > 0 && idle > timeout)
       fail(priocclTimeout, describePending(op), " made no progress for ",

@@ -11,8 +11,9 @@ namespace prioccl::detail {
 
 constexpr size_t kControlBytes = 4096;
 constexpr uint32_t kControlMagic = 0x50434331;  // "PCC1"
-// 4: Announce carries the op's kind and root; 5: the v-collectives' layout digest and pairing sums.
-constexpr uint16_t kControlVersion = 5;
+// 4: Announce carries the op's kind and root; 5: the v-collectives' layout digest and pairing sums;
+// 6: joins (Decision::filled, the shape digest in Announce::layout).
+constexpr uint16_t kControlVersion = 6;
 
 // Announce/Decision carry op identities (negotiator.h); the others keep failures loud (liveness.h):
 // a heartbeat says "alive", a goodbye "my communicator is destroyed, do not wait for me", an
@@ -35,7 +36,8 @@ struct Announce {
   int32_t kind = 0;   // OpState::Kind: ranks must submit the same collective
   int32_t root = -1;  // the root of a rooted collective (broadcast), else -1
   // The v-collectives (per-rank counts). All-gather-v and reduce-scatter-v: a digest of the
-  // per-rank counts, which every rank must have alike (0 for the other kinds).
+  // per-rank counts, which every rank must have alike. The other kinds: a digest of the tensor
+  // shape the caller gave (priocclShapeNext; 0 without one), which must be alike too.
   uint64_t layout = 0;
   // All-to-all-v: what rank i sends rank j must be what rank j expects from rank i, a condition
   // on pairs that no rank sees whole. Each rank adds what it sends and subtracts what it expects,
@@ -46,8 +48,9 @@ struct Announce {
   uint64_t pairDigest = 0, pairCount = 0, pairWhere = 0;
 };
 
-// Announce::kind of an all-to-all-v (OpState::Kind::kAllToAllV, checked there).
+// Announce::kind of an all-to-all-v and of a join (OpState::Kind's, checked there).
 constexpr int32_t kAllToAllVWireKind = 11;
+constexpr int32_t kJoinWireKind = 12;
 
 // Announce::layout of per-rank counts (never 0), and one rank's all-to-all-v pairing terms: `rank`
 // sends sendCounts[j] elements to rank j and expects recvCounts[j] from it.
@@ -68,12 +71,15 @@ bool sameArguments(const Announce& x, const Announce& y);
 bool combineArguments(Announce* group, const Announce& next);
 
 // The coordinator's verdict on one op. On a mismatch, the two disagreeing announcements.
+// `filled`: how many ranks took part without announcing it, because they had joined (priocclJoin);
+// they run stand-ins with a.kind's arguments. A join's decision carries the last rank to join in
+// a.root.
 struct Decision {
   uint64_t key = 0;
   uint64_t occurrence = 0;
   uint32_t ok = 1;
   int32_t rankA = -1, rankB = -1;
-  uint32_t reserved = 0;  // keeps the layout free of padding
+  uint32_t filled = 0;
   Announce a{}, b{};
 };
 

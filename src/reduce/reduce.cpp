@@ -2,6 +2,7 @@
 #include "reduce/reduce.h"
 
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "reduce/half.h"
@@ -136,6 +137,32 @@ void apply16(void* dst, const void* in, const void* local, size_t n, priocclRedO
   }
 }
 
+// The identity of op in T (Avg: Sum's). Floats: -0 for Sum (x + -0 is x, also for x = -0,
+// where +0 would give +0), infinities for Min/Max.
+template <class T>
+T identityOf(priocclRedOp_t op) {
+  constexpr bool kFloat = std::is_floating_point_v<T>;
+  switch (op) {
+    case priocclSum:
+    case priocclAvg:
+      return kFloat ? -T(0) : T(0);
+    case priocclProd:
+      return T(1);
+    case priocclMin:
+      return kFloat ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::max();
+    case priocclMax:
+      return kFloat ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest();
+    default:
+      return T(0);
+  }
+}
+
+template <class T>
+void fillWith(void* dst, size_t n, T value) {
+  T* d = static_cast<T*>(dst);
+  for (size_t i = 0; i < n; ++i) d[i] = value;
+}
+
 }  // namespace
 
 size_t dtypeSize(priocclDataType_t dt) {
@@ -237,6 +264,34 @@ void apply(void* dst, const void* in, const void* local, size_t n, priocclDataTy
       return applyTyped<float>(dst, in, local, n, op, divisor);
     case priocclFloat64:
       return applyTyped<double>(dst, in, local, n, op, divisor);
+    case priocclNumTypes:
+      break;
+  }
+}
+
+void fillIdentity(void* dst, size_t n, priocclDataType_t dt, priocclRedOp_t op) {
+  if (!isValidOp(op)) return;
+  switch (dt) {
+    case priocclInt8:
+      return fillWith(dst, n, identityOf<int8_t>(op));
+    case priocclUint8:
+      return fillWith(dst, n, identityOf<uint8_t>(op));
+    case priocclInt32:
+      return fillWith(dst, n, identityOf<int32_t>(op));
+    case priocclUint32:
+      return fillWith(dst, n, identityOf<uint32_t>(op));
+    case priocclInt64:
+      return fillWith(dst, n, identityOf<int64_t>(op));
+    case priocclUint64:
+      return fillWith(dst, n, identityOf<uint64_t>(op));
+    case priocclFloat32:
+      return fillWith(dst, n, identityOf<float>(op));
+    case priocclFloat64:
+      return fillWith(dst, n, identityOf<double>(op));
+    case priocclFloat16:  // exact in both 16-bit types: 0, 1 and the infinities
+      return fillWith(dst, n, floatToHalf(identityOf<float>(op)));
+    case priocclBfloat16:
+      return fillWith(dst, n, floatToBf16(identityOf<float>(op)));
     case priocclNumTypes:
       break;
   }

@@ -34,6 +34,13 @@ const char* opName(priocclRedOp_t op);        // "sum", ...; "invalid" otherwise
 void apply(void* dst, const void* in, const void* local, size_t n, priocclDataType_t dt,
            priocclRedOp_t op, int divisor);
 
+// Fills dst[0, n) with op's identity element, what a rank that takes part without data
+// contributes (a joined rank, priocclJoin): 0 for Sum and Avg (-0.0 for the floating-point
+// types), 1 for Prod, the type's largest value for Min and its smallest for Max (+/-infinity for
+// the floating-point types), so that apply() with it returns the other operand's bits (NaNs
+// aside). Invalid dt or op: does nothing.
+void fillIdentity(void* dst, size_t n, priocclDataType_t dt, priocclRedOp_t op);
+
 }  // namespace reduce
 }  // namespace prioccl
 

@@ -628,6 +628,15 @@ TEST_F(Catalogue, AllToAllAndBarrier) {
   priocclRequest_t r = nullptr;
   ACCEPTED_CASE(priocclBarrierAsync(INT_MAX, comm, &r));
   EXPECT_EQ(priocclWait(r), priocclSuccess);
+  int last = -1;
+  BAD_CASE(priocclJoin(nullptr, &last), priocclInvalidArgument, "comm");
+  BAD_CASE(priocclJoin(dead, &last), priocclInvalidUsage, "comm");
+  BAD_CASE(priocclJoin(comm, nullptr), priocclInvalidArgument, "lastRank");
+  ACCEPTED_CASE(priocclJoin(comm, &last));
+  const int64_t dims[] = {2, -1};
+  BAD_CASE(priocclShapeNext(nullptr, 1), priocclInvalidArgument, "dims");
+  BAD_CASE(priocclShapeNext(dims, -2), priocclInvalidArgument, "ndims");
+  BAD_CASE(priocclShapeNext(dims, 2), priocclInvalidArgument, "dims[1]");
 }
 
 // ---- The v-variants ----------------------------------------------------------------------------

@@ -3,11 +3,14 @@
 // tests (test_bad_input, test_allreduce's named-op tests) check the same across real ranks.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/op_matcher.h"
+#include "core/stand_in.h"
 #include "prioccl/prioccl.hpp"
 
 namespace {
@@ -164,6 +167,131 @@ TEST(OpMatcher, AdmittedOpsTakeTheirWayIntoTheLanes) {
   EXPECT_EQ(sink.events[3].what, 'e') << "a matched op of nothing ends there";
   EXPECT_EQ(sink.events[3].op, emptyKey.get());
   EXPECT_TRUE(m.empty());
+}
+
+// ---- Joins (priocclJoin): the coordinator answers for ranks that joined.
+
+Announce announce(uint64_t key, OpState::Kind kind, uint64_t occurrence = 0, int root = -1) {
+  Announce a;
+  a.key = key;
+  a.occurrence = occurrence;
+  a.kind = static_cast<int32_t>(kind);
+  a.count = kind == OpState::Kind::kBarrier || kind == OpState::Kind::kJoin ? 0 : 4;
+  a.dtype = priocclFloat32;
+  a.root = root;
+  return a;
+}
+
+// Rank `from` (not the coordinator) says `a`.
+void hear(Negotiator& n, int from, const Announce& a) {
+  std::vector<unsigned char> msg = prioccl::detail::encodeAnnounces(&a, 1);
+  n.onMessage(from, msg.data(), msg.size());
+}
+
+TEST(Negotiator, JoinedRanksAreCountedInForTheOpsTheyCanTakePartIn) {
+  using K = OpState::Kind;
+  const uint64_t kJoin = 99, kX = 1, kY = 2, kB = 3, kZ = 4;
+  Negotiator n(0, 3);
+  hear(n, 2, announce(kJoin, K::kJoin));  // rank 2 runs out of work
+  n.submit(announce(kX, K::kAllReduce));
+  EXPECT_TRUE(n.takeDecisions().empty()) << "rank 1 has not announced X";
+  hear(n, 1, announce(kX, K::kAllReduce));
+  std::vector<Decision> d = n.takeDecisions();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_TRUE(d[0].ok);
+  EXPECT_EQ(d[0].filled, 1u) << "rank 2 takes part without announcing";
+  EXPECT_EQ(d[0].a.count, 4u) << "with the arguments the others announced";
+
+  // An all-gather needs data from every rank: it fails, naming the joined rank.
+  n.submit(announce(kY, K::kAllGather));
+  hear(n, 1, announce(kY, K::kAllGather));
+  // So does a broadcast from the joined rank; one from rank 1 is answered.
+  n.submit(announce(kB, K::kBroadcast, 0, 2));
+  hear(n, 1, announce(kB, K::kBroadcast, 0, 2));
+  n.submit(announce(kB, K::kBroadcast, 1, 1));
+  hear(n, 1, announce(kB, K::kBroadcast, 1, 1));
+  d = n.takeDecisions();
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_FALSE(d[0].ok);
+  EXPECT_EQ(d[0].rankB, 2);
+  EXPECT_EQ(d[0].b.kind, prioccl::detail::kJoinWireKind);
+  EXPECT_FALSE(d[1].ok) << "the root has no data once it joined";
+  EXPECT_TRUE(d[2].ok);
+  EXPECT_EQ(d[2].filled, 1u);
+
+  // Rank 1 announces Z, then joins; the coordinator joins last without announcing Z: Z is decided
+  // (two ranks filled in), then the join, naming rank 0 as the last.
+  hear(n, 1, announce(kZ, K::kAllReduce));
+  hear(n, 1, announce(kJoin, K::kJoin));
+  EXPECT_TRUE(n.takeDecisions().empty()) << "rank 0 has neither announced Z nor joined";
+  n.submit(announce(kJoin, K::kJoin));
+  d = n.takeDecisions();
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].key, kZ);
+  EXPECT_EQ(d[0].filled, 2u);
+  EXPECT_TRUE(d[0].ok);
+  EXPECT_EQ(d[1].key, kJoin);
+  EXPECT_TRUE(d[1].ok);
+  EXPECT_EQ(d[1].a.root, 0) << "the last rank to join";
+  EXPECT_EQ(d[1].filled, 0u);
+
+  // The join is over: an op waits for every rank again.
+  n.submit(announce(kX, K::kAllReduce, 1));
+  hear(n, 1, announce(kX, K::kAllReduce, 1));
+  EXPECT_TRUE(n.takeDecisions().empty()) << "rank 2 no longer counts as joined";
+  hear(n, 2, announce(kX, K::kAllReduce, 1));
+  d = n.takeDecisions();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].filled, 0u);
+}
+
+TEST(OpMatcher, AJoinedRankAdoptsTheOpsItWasAnsweredFor) {
+  OpMatcher m;
+  RecordingSink sink;
+  auto x = named("x");
+  Decision d;
+  d.key = keyHash(*x);
+  d.occurrence = 0;
+  d.filled = 1;
+  d.a = OpMatcher::arguments(*x);
+  EXPECT_FALSE(m.awaits(d));
+  auto standIn = named("(stand-in)");
+  m.adopt(d, standIn);
+  EXPECT_TRUE(m.awaits(d));
+  m.apply(d, sink);
+  ASSERT_EQ(sink.events.size(), 2u);
+  EXPECT_EQ(sink.events[1].op, standIn.get());
+  EXPECT_EQ(sink.events[1].lane, kNamedLane);
+  // Occurrence 1 was answered and failed (nothing to run): later ops with the key come after it.
+  d.occurrence = 1;
+  d.ok = 0;
+  m.adopt(d, nullptr);
+  EXPECT_FALSE(m.awaits(d));
+  EXPECT_EQ(m.number(*x).occurrence, 2u) << "numbered as on the ranks that submitted them";
+}
+
+TEST(StandIn, HoldsTheIdentityInBuffersOfTheDecidedShape) {
+  Decision d;
+  d.filled = 1;
+  d.a.kind = static_cast<int32_t>(OpState::Kind::kReduceScatter);
+  d.a.count = 3;
+  d.a.dtype = priocclFloat32;
+  d.a.op = priocclMin;
+  auto op = prioccl::detail::makeStandIn(d, 1, 4);
+  ASSERT_EQ(op->standInBuffer.size(), 3u * 4 * sizeof(float));
+  EXPECT_EQ(op->send, op->standInBuffer.data());
+  EXPECT_EQ(op->recv, op->standInBuffer.data() + 3 * sizeof(float)) << "rank 1's block, in place";
+  float first;
+  std::memcpy(&first, op->standInBuffer.data(), sizeof first);
+  EXPECT_EQ(first, std::numeric_limits<float>::infinity());
+  d.a.kind = static_cast<int32_t>(OpState::Kind::kBroadcast);
+  d.a.root = 0;
+  op = prioccl::detail::makeStandIn(d, 1, 4);
+  EXPECT_EQ(op->send, nullptr) << "a broadcast's stand-in only receives";
+  EXPECT_NE(op->recv, nullptr);
+  d.a.kind = static_cast<int32_t>(OpState::Kind::kAllGather);
+  EXPECT_THROW(prioccl::detail::makeStandIn(d, 1, 4), prioccl::Error)
+      << "never answered for a joined rank";
 }
 
 }  // namespace

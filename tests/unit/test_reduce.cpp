@@ -531,4 +531,57 @@ TEST(Metadata, SizesNamesValidity) {
   EXPECT_FALSE(prioccl::reduce::isValidOp(5));
 }
 
+// A joined rank's contribution (priocclJoin): the identity of every op, so the others' result
+// keeps its bits. Random bit patterns of every type (NaNs skipped: their payload may change).
+TEST(FillIdentity, LeavesTheOtherOperandsBits) {
+  Rng rng(2026);
+  for (int dti = 0; dti < priocclNumTypes; ++dti) {
+    auto dt = static_cast<priocclDataType_t>(dti);
+    size_t elem = prioccl::reduce::dtypeSize(dt);
+    for (priocclRedOp_t op : {priocclSum, priocclProd, priocclMin, priocclMax}) {
+      SCOPED_TRACE(std::string(prioccl::reduce::dtypeName(dt)) + " " + prioccl::reduce::opName(op));
+      const size_t n = 4096;
+      std::vector<unsigned char> id(n * elem, 0xAB), x(n * elem), out(n * elem);
+      prioccl::reduce::fillIdentity(id.data(), n, dt, op);
+      for (auto& b : x) b = static_cast<unsigned char>(rng());
+      // Specials among the random bits: both zeros and both infinities of the float types.
+      if (dt == priocclFloat32) {
+        float sp[] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
+                      -std::numeric_limits<float>::infinity()};
+        std::memcpy(x.data(), sp, sizeof sp);
+      }
+      for (bool first : {true, false}) {
+        apply(out.data(), first ? id.data() : x.data(), first ? x.data() : id.data(), n, dt, op, 1);
+        for (size_t i = 0; i < n; ++i) {
+          const unsigned char* xi = x.data() + i * elem;
+          bool nan = false;
+          if (dt == priocclFloat32) {
+            float f;
+            std::memcpy(&f, xi, 4);
+            nan = std::isnan(f);
+          }
+          if (dt == priocclFloat64) {
+            double f;
+            std::memcpy(&f, xi, 8);
+            nan = std::isnan(f);
+          }
+          if (dt == priocclFloat16 || dt == priocclBfloat16) {
+            uint16_t h;
+            std::memcpy(&h, xi, 2);
+            nan = dt == priocclFloat16 ? (h & 0x7c00) == 0x7c00 && (h & 0x3ff)
+                                       : (h & 0x7f80) == 0x7f80 && (h & 0x7f);
+          }
+          if (nan) continue;
+          ASSERT_EQ(std::memcmp(out.data() + i * elem, xi, elem), 0)
+              << "element " << i << (first ? " (identity first)" : " (identity second)");
+        }
+      }
+    }
+  }
+  // Avg: its identity is Sum's.
+  std::vector<float> a(3, 5.0f);
+  prioccl::reduce::fillIdentity(a.data(), 3, priocclFloat32, priocclAvg);
+  for (float v : a) EXPECT_TRUE(std::signbit(v) && v == 0.0f);
+}
+
 }  // namespace
