@@ -339,6 +339,8 @@ PRIOCCL_API priocclResult_t priocclJoin(priocclComm_t comm, int* lastRank);
 PRIOCCL_API priocclResult_t priocclShapeNext(const int64_t* dims, int ndims);
 PRIOCCL_API priocclResult_t priocclBarrierAsync(int priority, priocclComm_t comm,
                                                 priocclRequest_t* request);
+PRIOCCL_API priocclResult_t priocclBarrierNamedAsync(int priority, const char* key,
+                                                     priocclComm_t comm, priocclRequest_t* request);
 /* Point to point, for pipeline stages: count elements to / from peer, scheduled with the
  * collectives by priority (an urgent activation preempts a less urgent all-reduce at its next
  * step). A send and a receive between two ranks with the same tag match in submission order; both

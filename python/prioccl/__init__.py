@@ -548,14 +548,24 @@ class Handle:
                     _orphans.append(op)
 
 
-def _submit(what, name, unnamed, named, tensors=(), ps=None, finish=None):
-    """Runs the C call (unnamed(req) or named(key, req)) in process set ps; returns the _Op. A
-    name already in flight in the same process set is an error (Horovod's rule), unless that op
-    has finished."""
+# The C key of ops the caller did not name. Ops with one key match in submission order, as unnamed
+# C ops do, but through the coordinator, which can answer them for a rank that has joined (join()).
+_NONAME = b"prioccl.noname"
+
+
+def _submit(what, name, unnamed, named, tensors=(), ps=None, finish=None, shape=None):
+    """Runs the C call (named(key, req); unnamed(req) where there is no named one) in process set
+    ps; returns the _Op. A name already in flight in the same process set is an error (Horovod's
+    rule), unless that op has finished. `shape`: the tensor's, which every rank's must equal
+    (priocclShapeNext; a 1-D shape says no more than the count, and is not sent)."""
     _require()
     ps = ps or global_process_set
     if _orphans:
         _reap()
+    label = what if name is None else f"{what} '{name}'"
+    if shape is not None:
+        shape = tuple(int(d) for d in shape)
+        label += f" (shape {list(shape)})"
     key = None if name is None else (ps.process_set_id, str(name))
     with _lock:  # the name check and the registration as one step
         old = None if key is None else _inflight.get(key)
@@ -568,12 +578,15 @@ def _submit(what, name, unnamed, named, tensors=(), ps=None, finish=None):
                                    "be unique)")
             del _inflight[key]  # finished: its Handle still completes it
         req = ctypes.c_void_p()
-        if name is None:
+        if shape is not None and len(shape) != 1:  # this thread's next call takes it
+            _check(_L.priocclShapeNext((ctypes.c_int64 * len(shape))(*shape), len(shape)), label,
+                   ps._comm)
+        if named is None:
             result = unnamed(ctypes.byref(req))
         else:
-            result = named(str(name).encode(), ctypes.byref(req))
-        _check(result, what, ps._comm)
-        op = _Op(req, tensors, key, what if name is None else f"{what} '{name}'", finish, ps)
+            result = named(_NONAME if name is None else str(name).encode(), ctypes.byref(req))
+        _check(result, label, ps._comm)
+        op = _Op(req, tensors, key, label, finish, ps)
         _ops.add(op)
         if key is not None:
             _inflight[key] = op
@@ -668,7 +681,8 @@ def _allreduce(src, dst, op, priority, name, process_set, prescale, postscale):
                                                      comm, r),
                   lambda k, r: _L.priocclAllReduceNamedAsync(s_ptr, d_ptr, count, wire, op,
                                                              priority, k, comm, r),
-                  (src, dst), ps, (lambda: _scale(dst, postscale)) if postscale != 1.0 else None)
+                  (src, dst), ps, (lambda: _scale(dst, postscale)) if postscale != 1.0 else None,
+                  shape=src.shape)
     return Handle(op_, dst)
 
 
@@ -750,7 +764,7 @@ def _broadcast_async(src, dst, root_rank, priority, name, process_set):
                                                     priority, comm, r),
                  lambda k, r: _L.priocclBroadcastNamedAsync(s_ptr, d_ptr, count, code, root_rank,
                                                             priority, k, comm, r),
-                 (src, dst), ps)
+                 (src, dst), ps, shape=src.shape)
     return Handle(op, dst)
 
 
@@ -828,7 +842,7 @@ def reduce_async(tensor, root_rank=0, op=Average, priority=0, name=None, process
                                                   priority, comm, r),
                   lambda k, r: _L.priocclReduceNamedAsync(s_ptr, d_ptr, count, wire, op,
                                                           root_rank, priority, k, comm, r),
-                  (tensor, out), ps)
+                  (tensor, out), ps, shape=tensor.shape)
     return Handle(req, out)
 
 
@@ -990,7 +1004,7 @@ def reducescatter_async(tensor, op=Average, priority=0, name=None, process_set=N
                                                              priority, comm, r),
                       lambda k, r: _L.priocclReduceScatterNamedAsync(s_ptr, d_ptr, part, wire, op,
                                                                      priority, k, comm, r),
-                      (tensor, flat), ps, finish)
+                      (tensor, flat), ps, finish, shape=shape)
         return Handle(req, _reshape_rows(flat, tensor, mine))
     # Every rank computes the same counts from its own shape: ranks whose shapes differ pass
     # different counts (or the plain kind), which the library fails on every rank.
@@ -1050,7 +1064,7 @@ def alltoall_async(tensor, splits=None, priority=0, name=None, return_received_s
                                                        comm, r),
                      lambda k, r: _L.priocclAllToAllNamedAsync(s_ptr, d_ptr, count // p, code,
                                                                priority, k, comm, r),
-                     (tensor, out), ps)
+                     (tensor, out), ps, shape=shape)
         result = (out, _int_tensor(tensor, [shape[0] // p] * p)) if return_received_splits else out
         return Handle(op, result)
     local = None
@@ -1093,12 +1107,27 @@ def alltoall(tensor, splits=None, priority=0, name=None, return_received_splits=
 
 
 def barrier(priority=0, process_set=None):
-    """Returns once every rank (of the process set) has called barrier()."""
+    """Returns once every rank (of the process set) has called barrier() (or join())."""
     ps = _target(process_set, "barrier")
     comm = ps._comm
     synchronize(Handle(_submit("barrier", None,
-                               lambda r: _L.priocclBarrierAsync(priority, comm, r), None, (), ps),
-                       None))
+                               lambda r: _L.priocclBarrierAsync(priority, comm, r),
+                               lambda k, r: _L.priocclBarrierNamedAsync(priority, k, comm, r),
+                               (), ps), None))
+
+
+def join():
+    """Horovod's join, for ranks with uneven work: blocks until every rank has called join() and
+    returns the last rank to join. Until then this rank takes part in the other ranks'
+    allreduce, reduce, reducescatter, broadcast (from a rank that has not joined) and barrier
+    calls (on the global process set) with the op's identity element: 0 for Sum and Average (an
+    average still divides by size()), 1 for Product, the extreme for Min and Max; their other
+    ops fail on their ranks, naming this one. The results it takes part in are not kept here:
+    broadcast the model from the returned rank afterwards, as Horovod advises."""
+    _require()
+    last = ctypes.c_int(-1)
+    _check(_L.priocclJoin(_comm, ctypes.byref(last)), "join")
+    return last.value
 
 
 def send_async(tensor, peer, tag=0, priority=0):

@@ -1,7 +1,7 @@
 """prioccl.torch as horovod.torch (run under mpirun at 1-4 ranks): the basics, every op with
 Horovod's arguments against references computed here, int16 and bool, compression, grouped ops,
 autograd through each differentiable op, objects and optimizer state, process sets, duplicate
-names in flight and abandoned handles. Skips (saying so) without python3-torch."""
+names in flight and abandoned handles, shape mismatches, join. Skips (saying so) without python3-torch."""
 import gc
 import sys
 import time
@@ -39,7 +39,6 @@ def basics(r, p):
     check(not (hvd.nccl_built() or hvd.gloo_built() or hvd.cuda_built()), "nothing else built")
     raises(lambda: hvd.start_timeline("/tmp/x.json"), hvd.PriocclError, "PRIOCCL_TIMELINE",
            "start_timeline")
-    raises(hvd.join, hvd.PriocclError, "not implemented", "join")
 
 
 def allreduce_cases(r, p):
@@ -267,6 +266,57 @@ def names_and_handles(r, p):
     check(not prioccl._orphans and buf[0].item() == tri(p), "the abandoned op still completed")
 
 
+def shapes(r, p):
+    """Same element count, different shapes: every rank raises (Horovod's rule), naming its own
+    shape; named or not, for allreduce, broadcast and reduce."""
+    if p == 1:
+        return
+    t = torch.ones((2, 3) if r == 0 else (3, 2))
+    mine = "[2, 3]" if r == 0 else "[3, 2]"
+    raises(lambda: hvd.allreduce(t, name="shaped"), hvd.PriocclError, "tensor shape digest",
+           "named allreduce, shapes differ")
+    raises(lambda: hvd.allreduce(t), hvd.PriocclError, f"(shape {mine})",
+           "unnamed allreduce, shapes differ")
+    raises(lambda: hvd.broadcast(t, 0), hvd.PriocclError, "tensor shape digest",
+           "broadcast, shapes differ")
+    raises(lambda: prioccl.reduce(t, 0), hvd.PriocclError, "tensor shape digest",
+           "reduce, shapes differ")
+    flat = torch.ones(6)  # 1-D against 2-D of the same count differs too
+    raises(lambda: hvd.allreduce(flat if r == 0 else t.reshape(2, 3)), hvd.PriocclError,
+           "shape", "1-D against 2-D")
+    same = hvd.allreduce(torch.ones(2, 3), name="shaped", op=hvd.Sum)
+    check(same.shape == (2, 3) and bool((same == p).all()), "the same shapes still reduce")
+
+
+def joins(r, p):
+    """The last rank joins at once; the others run named and unnamed ops, which it answers with
+    the identity, then join; all learn the last rank to join; names and unnamed ops match on
+    every rank afterwards."""
+    if r == p - 1:
+        last = hvd.join()
+    else:
+        x = torch.full((5, 4), float(r + 1))
+        avg = hvd.allreduce(x)  # unnamed, Average: divides by size() with the joined rank
+        check(bool((avg == tri(p - 1) / p).all()), f"average with a joined rank: {avg[0, 0]}")
+        s = hvd.allreduce(torch.full((3,), r + 1, dtype=torch.int16), name="j16", op=hvd.Sum)
+        check(s.dtype == torch.int16 and bool((s == tri(p - 1)).all()), "int16 with a joined rank")
+        mn = hvd.allreduce(torch.tensor([float(r + 5)]), op=hvd.Min)
+        check(mn.item() == 5.0, "Min ignores the joined rank")
+        b = hvd.broadcast(torch.full((7,), float(r)), 0, name="jb")
+        check(bool((b == 0).all()), "broadcast from rank 0 with a joined rank")
+        hvd.barrier()
+        raises(lambda: hvd.allgather(torch.ones(2, 2)), hvd.PriocclError, "joined",
+               "allgather with a joined rank")
+        last = hvd.join()
+    lasts = hvd.allgather_object(last)
+    check(len(set(lasts)) == 1 and (p == 1 or lasts[0] != p - 1),
+          f"every rank names the same last rank to join, not the first: {lasts}")
+    after = hvd.allreduce(torch.ones(3), op=hvd.Sum)  # unnamed ops numbered alike everywhere
+    check(bool((after == p).all()), "an unnamed op after the join")
+    again = hvd.allreduce(torch.ones(3, dtype=torch.int16), name="j16", op=hvd.Sum)
+    check(bool((again == p).all()), "a name answered for the joined rank, reused")
+
+
 def main():
     hvd.init()
     r, p = hvd.rank(), hvd.size()
@@ -277,6 +327,8 @@ def main():
     objects_and_state(r, p)
     process_sets(r, p)
     names_and_handles(r, p)
+    shapes(r, p)
+    joins(r, p)
     finish("python horovod_api")
 
 

@@ -2,7 +2,8 @@
 (run under mpirun): naming and its ValueErrors, backward_passes_per_step, the forced all-reduce
 of gradients a rank did not produce (a branch taken on some ranks only), compression, op and
 gradient_predivide_factor, groups, sparse gradients, process_set, synchronize() /
-skip_synchronize() and the warning, state_dict, and what each mode refuses. After every
+skip_synchronize() and the warning, state_dict, what each mode refuses, and join() with uneven
+steps. After every
 training run the weights must be bitwise identical on every rank (an all-gather of the flat
 weights) and, where it is defined, equal within float tolerance to a single-process reference
 that applies (sum of every rank's gradients) / size. Skips (saying so) without python3-torch."""
@@ -651,13 +652,47 @@ def test_mode_refusals():
         raises(lambda: DO(net, **kw), (prioccl.PriocclError, ValueError), f"refused: {kw}", why)
 
 
+# ---- join: uneven data ----
+def test_join():
+    """Rank r trains 2 + r steps, then joins: the ranks still training average over size() with
+    the joined ranks counting as zero (Horovod's join); the last rank to join broadcasts its
+    weights, which must equal a single-process reference of exactly that."""
+    net = net_of()
+    opt = DO(net, named_parameters=net.named_parameters())
+    steps = 2 + R
+    for s in range(steps):
+        opt.zero_grad()
+        x, y = batch(R, s)
+        loss_fn(net(x, True), y).backward()
+        opt.step()
+    last = ptorch.join()
+    check(last == P - 1, f"the rank with the most steps joins last: {last}")
+    ptorch.broadcast_parameters(net.state_dict(), root_rank=last)
+    ref_net = net_of()
+    ref_opt = sgd(ref_net)
+    for s in range(2 + P - 1):
+        total = [torch.zeros_like(p) for p in ref_net.parameters()]
+        for r in range(P):
+            if s >= 2 + r:  # rank r has joined
+                continue
+            ref_net.zero_grad(set_to_none=True)
+            x, y = batch(r, s)
+            loss_fn(ref_net(x, True), y).backward()
+            for t, p in zip(total, ref_net.parameters()):
+                t += p.grad
+        for t, p in zip(total, ref_net.parameters()):
+            p.grad = t / P
+        ref_opt.step()
+    agree(flat(net), flat(ref_net), "uneven steps, join, broadcast from the last")
+
+
 def main():
     global P, R
     prioccl.init()
     P, R = prioccl.size(), prioccl.rank()
     for test in (test_names, test_passes, test_branches, test_compression, test_ops, test_groups,
                  test_sparse, test_synchronize, test_state, test_process_set,
-                 test_mode_refusals):
+                 test_mode_refusals, test_join):
         test()
     finish("horovod optimizer")
 

@@ -457,6 +457,15 @@ priocclResult_t priocclBarrierAsync(int priority, priocclComm_t comm, priocclReq
   });
 }
 
+priocclResult_t priocclBarrierNamedAsync(int priority, const char* key, priocclComm_t comm,
+                                         priocclRequest_t* request) {
+  return guarded(__func__, comm, [&] {
+    requireKey(key, request);
+    submitAsync(comm, request, priocclUint8, priocclSum,
+                [&](Communicator& c) { return c.barrierAsync(priority, key); });
+  });
+}
+
 priocclResult_t priocclBarrier(priocclComm_t comm) {
   return guarded(__func__, comm, [&] { lookup(comm).barrier(); });
 }

@@ -628,6 +628,10 @@ TEST_F(Catalogue, AllToAllAndBarrier) {
   priocclRequest_t r = nullptr;
   ACCEPTED_CASE(priocclBarrierAsync(INT_MAX, comm, &r));
   EXPECT_EQ(priocclWait(r), priocclSuccess);
+  BAD_CASE(priocclBarrierNamedAsync(0, nullptr, comm, &r), priocclInvalidArgument, "key");
+  BAD_CASE(priocclBarrierNamedAsync(0, "b", comm, nullptr), priocclInvalidArgument, "request");
+  ACCEPTED_CASE(priocclBarrierNamedAsync(-3, "b", comm, &r));
+  EXPECT_EQ(priocclWait(r), priocclSuccess);
   int last = -1;
   BAD_CASE(priocclJoin(nullptr, &last), priocclInvalidArgument, "comm");
   BAD_CASE(priocclJoin(dead, &last), priocclInvalidUsage, "comm");

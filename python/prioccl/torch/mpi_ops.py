@@ -311,8 +311,7 @@ def barrier(process_set=global_process_set):
 
 
 def join(device=-1):
-    """Horovod's join (ranks that ran out of data contribute zeros to the others' all-reduces
-    until every rank has joined) needs the engine to answer ops it was never given; prioccl does
-    not do that yet, so this raises instead of hanging."""
-    raise PriocclError("join() is not implemented by prioccl yet: give every rank the same "
-                       "number of batches (e.g. drop_last=True in the DistributedSampler's loader)")
+    """Horovod's join (prioccl.join): blocks until every rank has joined, taking part in the
+    others' allreduces (with zeros), reduces, reducescatters, broadcasts and barriers meanwhile;
+    returns the last rank to join. `device` is accepted for Horovod's signature (CPU only)."""
+    return prioccl.join()
