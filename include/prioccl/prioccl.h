@@ -353,6 +353,12 @@ PRIOCCL_API priocclResult_t priocclRecvAsync(void* buf, size_t count, priocclDat
                                              int peer, int tag, int priority, priocclComm_t comm,
                                              priocclRequest_t* request);
 PRIOCCL_API priocclResult_t priocclGetCounters(priocclComm_t comm, priocclCounters_t* counters);
+/* PRIOCCL_TIMELINE at run time (Horovod's start_timeline): this rank's ops from now on go to a
+ * Chrome-trace file at path, named per rank as PRIOCCL_TIMELINE's are; an open timeline is closed
+ * first. Times are aligned to rank 0's only when PRIOCCL_TIMELINE was set at creation. Not
+ * collective. priocclSystemError when the file cannot be written. */
+PRIOCCL_API priocclResult_t priocclTimelineStart(priocclComm_t comm, const char* path);
+PRIOCCL_API priocclResult_t priocclTimelineStop(priocclComm_t comm);
 
 /* Grouped submission, as ncclGroupStart/End: between the outermost start and its end, this
  * thread's calls are held back (blocking ones return priocclSuccess at once, async ones their

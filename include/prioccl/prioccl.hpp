@@ -203,6 +203,12 @@ class PRIOCCL_API Communicator {
   std::string lastError(uint64_t* serial = nullptr) const;
   // The algorithm cost model in force: measured times and the choice by op size.
   std::string algorithmModel() const;
+  // PRIOCCL_TIMELINE at run time (Horovod's start_timeline): this rank's ops from now on go to a
+  // Chrome-trace file at `path`, named per rank as PRIOCCL_TIMELINE's are (an open timeline is
+  // closed first); returns the file's path. Times are aligned to rank 0's clock only when
+  // PRIOCCL_TIMELINE was set at creation (the offset is measured then). Not collective.
+  std::string startTimeline(const std::string& path);
+  void stopTimeline();
   // Records `message` as this communicator's last failure (the C ABI's priocclGetLastError).
   void recordError(const std::string& message) const;
 

@@ -1116,6 +1116,21 @@ def barrier(priority=0, process_set=None):
                                (), ps), None))
 
 
+def start_timeline(path):
+    """This rank's ops from now on go to a Chrome-trace file (PRIOCCL_TIMELINE's format and file
+    naming: %r is the rank, else ".rank<r>" is inserted for ranks other than 0); an open timeline
+    is closed first. Times line up with rank 0's only when PRIOCCL_TIMELINE was set at init()
+    (the clock offset is measured then)."""
+    _require()
+    _check(_L.priocclTimelineStart(_comm, str(path).encode()), "start_timeline")
+
+
+def stop_timeline():
+    """Closes the timeline start_timeline() opened (or PRIOCCL_TIMELINE's)."""
+    _require()
+    _check(_L.priocclTimelineStop(_comm), "stop_timeline")
+
+
 def join():
     """Horovod's join, for ranks with uneven work: blocks until every rank has called join() and
     returns the last rank to join. Until then this rank takes part in the other ranks'

@@ -116,6 +116,8 @@ def _declare(lib):
         "priocclBarrierAsync": (R, [i, v, c_void_pp]),
         "priocclBarrierNamedAsync": (R, [i, ctypes.c_char_p, v, c_void_pp]),
         "priocclJoin": (R, [v, c_int_p]),
+        "priocclTimelineStart": (R, [v, ctypes.c_char_p]),
+        "priocclTimelineStop": (R, [v]),
         "priocclShapeNext": (R, [ctypes.POINTER(ctypes.c_int64), i]),
         "priocclSendAsync": (R, [v, sz, i, i, i, i, v, c_void_pp]),
         "priocclRecvAsync": (R, [v, sz, i, i, i, i, v, c_void_pp]),

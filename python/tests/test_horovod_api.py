@@ -3,6 +3,8 @@ Horovod's arguments against references computed here, int16 and bool, compressio
 autograd through each differentiable op, objects and optimizer state, process sets, duplicate
 names in flight and abandoned handles, shape mismatches, join. Skips (saying so) without python3-torch."""
 import gc
+import json
+import os
 import sys
 import time
 import warnings
@@ -37,8 +39,18 @@ def basics(r, p):
     check(hvd.cross_rank() == 0 and hvd.cross_size() == 1 and hvd.is_homogeneous(), "cross")
     check(hvd.mpi_built() and hvd.mpi_enabled() and hvd.mpi_threads_supported(), "mpi")
     check(not (hvd.nccl_built() or hvd.gloo_built() or hvd.cuda_built()), "nothing else built")
-    raises(lambda: hvd.start_timeline("/tmp/x.json"), hvd.PriocclError, "PRIOCCL_TIMELINE",
-           "start_timeline")
+    # The timeline at run time: this rank's file gets the ops between start and stop.
+    path = f"/tmp/prioccl-hvd-timeline-{os.getppid()}.%r.json"
+    hvd.start_timeline(path)
+    hvd.allreduce(torch.ones(8), name="timed")
+    hvd.stop_timeline()
+    mine = path.replace("%r", str(r))
+    with open(mine) as f:
+        events = json.load(f)
+    os.remove(mine)
+    check(any("timed" in str(e.get("args", {})) for e in events), "the timeline names the op")
+    raises(lambda: hvd.start_timeline("/nonexistent-prioccl-dir/t.json"), hvd.PriocclError,
+           "cannot write", "start_timeline into a missing directory")
 
 
 def allreduce_cases(r, p):

@@ -470,6 +470,17 @@ priocclResult_t priocclBarrier(priocclComm_t comm) {
   return guarded(__func__, comm, [&] { lookup(comm).barrier(); });
 }
 
+priocclResult_t priocclTimelineStart(priocclComm_t comm, const char* path) {
+  return guarded(__func__, comm, [&] {
+    if (!path) detail::fail(priocclInvalidArgument, "path is NULL");
+    lookup(comm).startTimeline(path);
+  });
+}
+
+priocclResult_t priocclTimelineStop(priocclComm_t comm) {
+  return guarded(__func__, comm, [&] { lookup(comm).stopTimeline(); });
+}
+
 priocclResult_t priocclJoin(priocclComm_t comm, int* lastRank) {
   return guarded(__func__, comm, [&] {
     if (!lastRank) detail::fail(priocclInvalidArgument, "lastRank is NULL");

@@ -332,6 +332,23 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     return submitCollective(state, priority, key, callerWaits);
   }
 
+  // Horovod's start_timeline / stop_timeline: this rank's timeline, from now on.
+  std::string startTimeline(const std::string& path) {
+    if (path.empty()) fail(priocclInvalidArgument, "startTimeline: the path is empty");
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
+    std::string file = engine_->startTimeline(path);
+    if (file.empty())
+      fail(priocclSystemError, "startTimeline: cannot write the timeline at ", path,
+           " (the log says why)");
+    return file;
+  }
+  void stopTimeline() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
+    engine_->stopTimeline();
+  }
+
   // Horovod's join: blocks until every rank has joined, answering the others' ops meanwhile (the
   // engine's stand-ins); returns the last rank to join.
   int join() {
@@ -922,6 +939,14 @@ Request Communicator::barrierAsync(int priority) {
 Request Communicator::barrierAsync(int priority, const std::string& key) {
   return impl().collectiveAsync(detail::OpState::Kind::kBarrier, nullptr, nullptr, 0, priocclUint8,
                                 priocclSum, -1, priority, &key);
+}
+
+std::string Communicator::startTimeline(const std::string& path) {
+  return impl().startTimeline(path);
+}
+
+void Communicator::stopTimeline() {
+  impl().stopTimeline();
 }
 
 int Communicator::join() {

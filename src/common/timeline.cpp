@@ -45,7 +45,13 @@ std::string Timeline::pathFor(const std::string& path, int rank, int nranks) {
   return insertBeforeExtension(p, ".rank" + std::to_string(rank));
 }
 
-Timeline::Timeline(const std::string& path, int rank, int nranks, const TimelineClock& clock)
+int Timeline::nextCommunicator() {
+  static std::atomic<int> communicators{0};
+  return communicators.fetch_add(1);
+}
+
+Timeline::Timeline(const std::string& path, int rank, int nranks, const TimelineClock& clock,
+                   int communicator)
     : rank_(rank) {
   if (path.empty()) return;
   int64_t now =
@@ -54,9 +60,8 @@ Timeline::Timeline(const std::string& path, int rank, int nranks, const Timeline
   shiftNs_ = clock.measured ? clock.skewNs + clock.offsetNs - clock.originNs : -now;
   path_ = pathFor(path, rank, nranks);
   // A second communicator in the same process must not truncate the first one's file.
-  static std::atomic<int> communicators{0};
-  if (int n = communicators.fetch_add(1); n > 0)
-    path_ = insertBeforeExtension(path_, ".comm" + std::to_string(n));
+  if (communicator > 0)
+    path_ = insertBeforeExtension(path_, ".comm" + std::to_string(communicator));
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     log(LogLevel::kWarn, "cannot write timeline PRIOCCL_TIMELINE=", path_, ": ",

@@ -33,9 +33,13 @@ struct TimelineArg {
 class Timeline {
  public:
   // `path` may contain %r, replaced by the rank; without it, ranks other than 0 write
-  // path with ".rank<r>" inserted before its extension, and the n-th further communicator of a
-  // process inserts ".comm<n>". An empty path disables the timeline.
-  Timeline(const std::string& path, int rank, int nranks, const TimelineClock& clock = {});
+  // path with ".rank<r>" inserted before its extension, and a process's communicator number
+  // `communicator` > 0 (nextCommunicator()) inserts ".comm<n>". An empty path disables the
+  // timeline.
+  Timeline(const std::string& path, int rank, int nranks, const TimelineClock& clock = {},
+           int communicator = 0);
+  // A number for each communicator of the process, from 0: their files do not collide.
+  static int nextCommunicator();
   ~Timeline();
   Timeline(const Timeline&) = delete;
   Timeline& operator=(const Timeline&) = delete;

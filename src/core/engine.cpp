@@ -121,6 +121,19 @@ void Engine::startApplication() {
   stats_.reset();
 }
 
+std::string Engine::startTimeline(const std::string& path) {
+  std::lock_guard<std::mutex> lock(progress_);  // the timeline is written under it
+  std::string file = stats_.startTimeline(path);
+  transfers_.stampStarts(!file.empty());
+  return file;
+}
+
+void Engine::stopTimeline() {
+  std::lock_guard<std::mutex> lock(progress_);
+  stats_.stopTimeline();
+  transfers_.stampStarts(false);
+}
+
 // Idle: nothing to do but wait for submissions (the standing control receives do not count).
 bool Engine::idle() const {
   return runner_.empty() && matcher_.empty() &&

@@ -88,6 +88,10 @@ class Engine : private ChunkRunner::Events, private OpMatcher::Sink, private Con
   uint64_t chunkOfTag(uint64_t tag, int* lane) const {
     return runner_.lanes().chunkOfTag(tag, lane);
   }
+  // Starts a timeline into `path` at run time (replacing an open one) or stops it; see
+  // OpStats::startTimeline. Returns the file's path, "" when it cannot be written.
+  std::string startTimeline(const std::string& path);
+  void stopTimeline();
   // Replaces the cost model. Only before any op that leaves the algorithm to the model.
   void setSelector(const AlgoSelector& selector) {
     std::lock_guard<std::mutex> lock(progress_);

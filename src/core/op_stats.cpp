@@ -21,13 +21,14 @@ void OpStats::matched(const OpState& op, Clock::time_point now) {
   add(counters_.queueWaitNs,
       static_cast<uint64_t>(
           std::chrono::duration_cast<std::chrono::nanoseconds>(now - op.submitted).count()));
-  if (!timeline_.enabled()) return;
+  if (!timeline_->enabled()) return;
   static const std::string kUnnamed;
   const std::string& key = op.named ? op.key : kUnnamed;
   uint64_t track = timelineTrack(op);
-  timeline_.nameTrack(track, op.named ? concat("op '", key, "' #", op.occurrence, " p", op.priority)
-                                      : concat("op ", track, " p", op.priority));
-  timeline_.span(
+  timeline_->nameTrack(track, op.named
+                                  ? concat("op '", key, "' #", op.occurrence, " p", op.priority)
+                                  : concat("op ", track, " p", op.priority));
+  timeline_->span(
       "QUEUE", track, op.submitted, now,
       {{"priority", op.priority}, {"count", static_cast<int64_t>(op.count)}, {"key", 0, &key}});
 }
@@ -38,8 +39,14 @@ void OpStats::trace(const OpState& op, uint64_t chunkIndex, int step, size_t byt
                                              {"chunk", static_cast<int64_t>(chunkIndex)},
                                              {"step", static_cast<int64_t>(step)},
                                              {"bytes", static_cast<int64_t>(bytes)}};
-  timeline_.span(isRecv ? "RECV" : "SEND", timelineTrack(op), start, done, args);
-  if (isRecv) timeline_.span("REDUCE", timelineTrack(op), done, Clock::now(), args);
+  timeline_->span(isRecv ? "RECV" : "SEND", timelineTrack(op), start, done, args);
+  if (isRecv) timeline_->span("REDUCE", timelineTrack(op), done, Clock::now(), args);
+}
+
+std::string OpStats::startTimeline(const std::string& path) {
+  timeline_.reset();  // closes the open one (valid JSON) before a new one may take its path
+  timeline_ = std::make_unique<Timeline>(path, rank_, nranks_, clock_, communicator_);
+  return timeline_->enabled() ? timeline_->path() : std::string();
 }
 
 priocclCounters_t OpStats::snapshot() const {

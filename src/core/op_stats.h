@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "common/timeline.h"
@@ -20,7 +21,11 @@ class OpStats {
   using Clock = std::chrono::steady_clock;
 
   OpStats(const std::string& timelinePath, int rank, int nranks, const TimelineClock& clock)
-      : timeline_(timelinePath, rank, nranks, clock) {}
+      : rank_(rank),
+        nranks_(nranks),
+        communicator_(Timeline::nextCommunicator()),
+        clock_(clock),
+        timeline_(std::make_unique<Timeline>(timelinePath, rank, nranks, clock, communicator_)) {}
 
   void opSubmitted() { add(counters_.opsSubmitted, 1); }
   void opEnded(bool ok) { add(ok ? counters_.opsCompleted : counters_.opsFailed, 1); }
@@ -34,14 +39,22 @@ class OpStats {
   void transferred(const OpState& op, uint64_t chunkIndex, int step, size_t bytes, bool isRecv,
                    Clock::time_point start, Clock::time_point done) {
     add(isRecv ? counters_.bytesReceived : counters_.bytesSent, bytes);
-    if (timeline_.enabled()) trace(op, chunkIndex, step, bytes, isRecv, start, done);
+    // A transfer posted before a timeline started at run time has no start.
+    if (timeline_->enabled() && start != Clock::time_point())
+      trace(op, chunkIndex, step, bytes, isRecv, start, done);
   }
 
   priocclCounters_t snapshot() const;
   void reset();  // counters restart from zero (after the communicator's own ops at creation)
 
-  bool timelineEnabled() const { return timeline_.enabled(); }
-  void flushTimeline() { timeline_.flush(); }
+  bool timelineEnabled() const { return timeline_->enabled(); }
+  void flushTimeline() { timeline_->flush(); }
+  // At run time (Horovod's start_timeline/stop_timeline): a new timeline into `path` (the file
+  // naming as PRIOCCL_TIMELINE's; an open one is closed first), or none. The clock is the one
+  // measured at creation: aligned to rank 0 only where PRIOCCL_TIMELINE was set then. Returns
+  // the file's path, "" when it cannot be written (a warning says why).
+  std::string startTimeline(const std::string& path);
+  void stopTimeline() { timeline_ = std::make_unique<Timeline>("", rank_, nranks_); }
 
  private:
   static void add(std::atomic<uint64_t>& c, uint64_t n) {
@@ -54,7 +67,9 @@ class OpStats {
     std::atomic<uint64_t> opsSubmitted{0}, opsCompleted{0}, opsFailed{0}, chunksCompleted{0},
         sendsPosted{0}, bytesSent{0}, bytesReceived{0}, preemptions{0}, queueWaitNs{0};
   } counters_;
-  Timeline timeline_;
+  const int rank_, nranks_, communicator_;
+  const TimelineClock clock_;
+  std::unique_ptr<Timeline> timeline_;  // never null; replaced at run time
 };
 
 }  // namespace prioccl::detail

@@ -35,6 +35,8 @@ class Transfers {
   Transfers(Transport& transport, uint64_t controlTag, std::vector<int> controlPeers,
             size_t controlBytes, bool stampStart);
 
+  void stampStarts(bool on) { stampStart_ = on; }  // a timeline started or stopped at run time
+
   // Hands a transfer to the transport; returns its cookie. The record lives until release().
   uint64_t post(Kind kind, int peer, uint64_t tag, void* buf, size_t bytes,
                 SendCompletion completion = SendCompletion::kEndToEnd);
@@ -74,7 +76,7 @@ class Transfers {
   const uint64_t controlTag_;
   const std::vector<int> controlPeers_;
   const size_t controlBytes_;
-  const bool stampStart_;
+  bool stampStart_;
   std::vector<Posted> posted_;                                   // by cookie
   std::vector<uint64_t> free_;                                   // cookies to reuse
   std::vector<std::vector<unsigned char>> controlRecv_;          // one per control peer

@@ -7,9 +7,9 @@
     hvd.broadcast_optimizer_state(opt, root_rank=0)
 
 Every op also takes prioccl's `priority=` (smaller = more urgent). Not implemented (a clear
-error, never a hang): join(), Adasum, GPU tensors (issue 24), start_timeline() at run time (set
-PRIOCCL_TIMELINE before init()).
+error, never a hang): Adasum, GPU tensors (issue 24).
 """
+import prioccl
 from prioccl import (PriocclError, ProcessSet, global_process_set, add_process_set,
                      remove_process_set, init, shutdown, is_initialized, rank, size, local_rank,
                      local_size, cross_rank, cross_size, is_homogeneous, mpi_threads_supported,
@@ -70,12 +70,11 @@ def rocm_built():
 
 
 def start_timeline(file_path, mark_cycles=False):
-    """prioccl's timeline is chosen when the communicator is created: set PRIOCCL_TIMELINE=path
-    before init(). Starting one later is not supported (raises rather than record nothing)."""
-    raise PriocclError("start_timeline: prioccl records a timeline only when PRIOCCL_TIMELINE is "
-                       "set before init() (docs/features.md, Observability)")
+    """Horovod's start_timeline (prioccl.start_timeline): this rank's ops from now on, as a
+    Chrome trace per rank (file_path with %r, else ".rank<r>" inserted for ranks other than 0).
+    mark_cycles has no meaning here (prioccl has no negotiation cycles) and is ignored."""
+    prioccl.start_timeline(file_path)
 
 
 def stop_timeline():
-    raise PriocclError("stop_timeline: prioccl's timeline (PRIOCCL_TIMELINE) runs until "
-                       "shutdown()")
+    prioccl.stop_timeline()

@@ -1,13 +1,17 @@
-// Horovod's join (Communicator::join, priocclJoin) and shape checks (priocclShapeNext) across real
-// ranks: a joined rank takes part in the others' named ops with the op's identity, so their
+// What Horovod offers beyond plain collectives, across real ranks. Join (Communicator::join,
+// priocclJoin): a joined rank takes part in the others' named ops with the op's identity, so their
 // results are bitwise what the same op gives when that rank passes the identity itself; ops a
 // joined rank cannot take part in fail everywhere, naming it; ranks number their ops alike after
-// the join; the last rank to join is reported. Same-count, different-shape ops fail as mismatches.
+// the join; the last rank to join is reported. Shapes (priocclShapeNext): same-count,
+// different-shape ops fail as mismatches. The timeline started and stopped at run time.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <unistd.h>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -284,6 +288,48 @@ TEST(Shape, SameCountDifferentShapesFail) {
   EXPECT_EQ(priocclShapeNext(negative, 2), priocclInvalidArgument);
   EXPECT_EQ(priocclAllReduce(x, x, 6, priocclFloat32, priocclSum, c), priocclSuccess)
       << "a refused shape is not recorded";
+  EXPECT_EQ(priocclCommDestroy(c), priocclSuccess);
+}
+
+// startTimeline/stopTimeline (Horovod's start_timeline): the file gets this rank's ops while it is
+// on, is valid JSON after the stop, and gets nothing afterwards; an unwritable path is an error.
+TEST(Timeline, StartsAndStopsAtRunTime) {
+  const int rank = worldRank();
+  int job = static_cast<int>(getpid());
+  MPI_Bcast(&job, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  Communicator comm = Communicator::world();
+  const std::string path = "/tmp/prioccl-test-timeline-" + std::to_string(job) + ".%r.json";
+  const std::string file = comm.startTimeline(path);
+  // %r is the rank; this process's earlier communicators add ".comm<n>".
+  EXPECT_EQ(file.rfind(path.substr(0, path.find("%r")) + std::to_string(rank) + ".", 0), 0u)
+      << file;
+  std::vector<float> x(1 << 18, 1.0f);  // 1 MiB: several chunks
+  for (int i = 0; i < 3; ++i)
+    comm.allReduceAsync(x.data(), x.data(), x.size(), priocclFloat32, priocclSum, 0).wait();
+  comm.stopTimeline();
+  auto read = [&] {
+    std::ifstream in(file);
+    std::stringstream all;
+    all << in.rdbuf();
+    return all.str();
+  };
+  std::string text = read();
+  ASSERT_FALSE(text.empty()) << file;
+  EXPECT_EQ(text.front(), '[');
+  EXPECT_EQ(text.back() == '\n' ? text[text.size() - 2] : text.back(), ']') << "closed JSON";
+  EXPECT_NE(text.find("\"QUEUE\""), std::string::npos);
+  if (worldSize() > 1) {
+    EXPECT_NE(text.find("\"SEND\""), std::string::npos);
+  }
+  comm.allReduceAsync(x.data(), x.data(), x.size(), priocclFloat32, priocclSum, 0).wait();
+  EXPECT_EQ(read(), text) << "nothing written after the stop";
+  std::remove(file.c_str());
+  EXPECT_THROW(comm.startTimeline("/nonexistent-dir-of-prioccl/x.json"), prioccl::SystemError);
+  EXPECT_THROW(comm.startTimeline(""), prioccl::InvalidArgument);
+  priocclComm_t c = nullptr;
+  ASSERT_EQ(priocclCommInitWorld(&c), priocclSuccess);
+  EXPECT_EQ(priocclTimelineStart(c, nullptr), priocclInvalidArgument);
+  EXPECT_EQ(priocclTimelineStop(c), priocclSuccess) << "stopping without a timeline is fine";
   EXPECT_EQ(priocclCommDestroy(c), priocclSuccess);
 }
 
