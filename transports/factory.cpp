@@ -3,6 +3,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "mpi/mpi_bootstrap.h"
+#include "mpi/mpi_coll_backend.h"
 #include "mpi/mpi_transport.h"
 #ifdef PRIOCCL_HAVE_UCX
 #include "ucx/ucx_transport.h"
@@ -49,6 +50,7 @@ std::unique_ptr<Transport> makeTransport(priocclTransport_t kind, Bootstrap& boo
                                          const TransportOptions& options) {
   switch (kind) {
     case priocclTransportMpi:
+    case priocclTransportMpiColl:  // control messages and point-to-point ops
       return makeMpi(bootstrap);
     case priocclTransportUcx:
       return makeUcx(bootstrap, options);
@@ -58,6 +60,16 @@ std::unique_ptr<Transport> makeTransport(priocclTransport_t kind, Bootstrap& boo
   fail(priocclInvalidArgument, "transport value ", static_cast<int>(kind), " is not one of ",
        static_cast<int>(priocclTransportMpi), " (mpi) or ", static_cast<int>(priocclTransportUcx),
        " (ucx)");
+}
+
+std::unique_ptr<CollBackend> makeCollBackend(priocclTransport_t kind, Bootstrap& bootstrap) {
+  if (kind != priocclTransportMpiColl) return nullptr;
+  auto* mpi = dynamic_cast<MpiBootstrap*>(&bootstrap);
+  if (!mpi)
+    fail(priocclInvalidUsage,
+         "PRIOCCL_TRANSPORT=mpi-coll needs a communicator created from MPI (priocclCommInitWorld/"
+         "MPI or Communicator::fromMpi)");
+  return std::make_unique<MpiCollBackend>(mpi->duplicate());
 }
 
 }  // namespace prioccl

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "bootstrap.h"
+#include "coll_backend.h"
 #include "prioccl/prioccl.h"
 #include "transport.h"
 
@@ -23,5 +24,9 @@ struct TransportOptions {
 // priocclInvalidUsage for a kind this build or this bootstrap cannot provide.
 std::unique_ptr<Transport> makeTransport(priocclTransport_t kind, Bootstrap& bootstrap,
                                          const TransportOptions& options);
+
+// The collective backend a transport kind brings (mpi-coll: MPI's non-blocking collectives on a
+// private communicator), or null for the point-to-point kinds. Collective over `bootstrap`.
+std::unique_ptr<CollBackend> makeCollBackend(priocclTransport_t kind, Bootstrap& bootstrap);
 
 }  // namespace prioccl

@@ -93,7 +93,10 @@ typedef enum {
 typedef enum {
   priocclTransportMpi = 0,
   priocclTransportUcx = 1,
-  priocclNumTransports = 2
+  /* Collectives as MPI non-blocking collectives (MPI_Iallreduce, ...), launched in an order the
+   * coordinator plans by priority: the CPU twin of a NCCL backend. Point-to-point over MPI. */
+  priocclTransportMpiColl = 2,
+  priocclNumTransports = 3
 } priocclTransport_t;
 
 /* Tuning knobs. Start from PRIOCCL_CONFIG_INITIALIZER: a field left at its initial value (-1)
@@ -126,7 +129,7 @@ typedef struct {
   unsigned long long opsCompleted; /* successfully */
   unsigned long long opsFailed;
   unsigned long long chunksCompleted;
-  unsigned long long sendsPosted;
+  unsigned long long sendsPosted; /* a collective backend (mpi-coll): its launches */
   unsigned long long bytesSent;
   unsigned long long bytesReceived;
   unsigned long long preemptions; /* times the wire went to a more urgent chunk while a less

@@ -57,7 +57,7 @@ struct PRIOCCL_API Config {
   // Per op size, taking precedence over `algorithm`: "ALGO<SIZE,...,ALGO", e.g. "rd<64K,tree"
   // (recursive doubling below 64 KiB, tree above); a term may be "auto". PRIOCCL_ALGO accepts it.
   std::string algorithmRules;
-  priocclTransport_t transport = priocclTransportMpi;  // PRIOCCL_TRANSPORT=mpi|ucx
+  priocclTransport_t transport = priocclTransportMpi;  // PRIOCCL_TRANSPORT=mpi|ucx|mpi-coll
   std::string timelinePath;  // PRIOCCL_TIMELINE: Chrome-trace JSON, one file per rank
   // An op that makes no progress for this long fails the communicator with Timeout, and a peer
   // silent this long is declared lost (RemoteError on every pending and later op). 0 = off.

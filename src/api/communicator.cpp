@@ -146,8 +146,9 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     if (rank_ == 0)
       log(LogLevel::kInfo, "prioccl ", PRIOCCL_MAJOR, ".", PRIOCCL_MINOR, ".", PRIOCCL_PATCH,
           " nranks=", size_, " ", config_.describe());
-    engine_ = std::make_unique<Engine>(std::move(transport), config_, selector_, errors_,
-                                       heartbeats_, timelineClock_);
+    engine_ =
+        std::make_unique<Engine>(std::move(transport), config_, selector_, errors_, heartbeats_,
+                                 timelineClock_, makeCollBackend(config_.transport, *bootstrap_));
     agreeAndCalibrate(bootstrap_->processIds());
     engine_->startApplication();  // counters and op numbers are the application's
     if (rank_ == 0) log(LogLevel::kInfo, "algorithm model: ", selector_.describe());
@@ -551,7 +552,9 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     selector_ = AlgoSelector(config_.algorithm);
     selector_.setPolicy(config_.algorithm, byRule);
     selector_.setLink(config_.linkBytesPerSecond, size_);  // the same on every rank
-    if (selector_.usesModel() && config_.calibrate && size_ > 1) {
+    // A collective backend runs the library's own algorithms: nothing to choose or time.
+    const bool collectiveBackend = config_.transport == priocclTransportMpiColl;
+    if (selector_.usesModel() && config_.calibrate && size_ > 1 && !collectiveBackend) {
       if (all[1] == -1) {  // every rank has measured this group already
         // The model comes with the link figure it was stored with (the cost model's floor):
         // this communicator's own link measurement differs on a busy machine, and a different

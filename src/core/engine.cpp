@@ -21,7 +21,7 @@ constexpr unsigned kFullRoundEvery = 16;
 
 Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
                const AlgoSelector& selector, std::shared_ptr<ErrorLog> errorLog, bool heartbeats,
-               const TimelineClock& timelineClock)
+               const TimelineClock& timelineClock, std::unique_ptr<CollBackend> collectives)
     : transport_(std::move(transport)),
       config_(config),
       selector_(selector),
@@ -41,7 +41,15 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
                heartbeats ? config.timeoutSeconds : 0, *this),
       runner_(config, rank_, transport_->size(), transport_->tagSpace() - 1, transfers_, stats_,
               *this),
+      collBackend_(std::move(collectives)),
       watchdog_(config, rank_, control_.liveness(), control_.negotiator(), matcher_, runner_) {
+  if (collBackend_) {
+    CollectiveRunner::Events& events = *this;  // a private base: converted here, not in make_unique
+    collectives_ = std::make_unique<CollectiveRunner>(
+        *collBackend_, config, rank_ == Negotiator::kCoordinator, stats_, events);
+    matcher_.coordinateAll();  // launches need one global order: unnamed ops are decided too
+    watchdog_.watch(collectives_.get());
+  }
   transfers_.postControlReceives();
   gate_->engine = this;
   thread_ = std::thread([this] { run(); });
@@ -136,7 +144,7 @@ void Engine::stopTimeline() {
 
 // Idle: nothing to do but wait for submissions (the standing control receives do not count).
 bool Engine::idle() const {
-  return runner_.empty() && matcher_.empty() &&
+  return runner_.empty() && matcher_.empty() && (!collectives_ || collectives_->empty()) &&
          transport_->pending() == transfers_.controlPeers().size();
 }
 
@@ -307,14 +315,34 @@ bool Engine::exchangeControl() {
     any = true;
   }
   if (join_ && join_->ended) join_.reset();  // every rank joined
+  if (collectives_) {
+    // The launch order: planned here on the coordinator (and sent), followed elsewhere.
+    Negotiator& n = control_.negotiator();
+    if (rank_ == Negotiator::kCoordinator) {
+      std::vector<LaunchEntry> planned = collectives_->plan();
+      if (!planned.empty()) {
+        n.broadcastLaunches(planned);
+        any |= control_.sendNegotiation();
+      }
+    } else {
+      std::vector<LaunchEntry> arrived = n.takeLaunches();
+      if (!arrived.empty()) collectives_->follow(arrived);
+    }
+    any |= collectives_->launch();
+  }
   return any;
 }
 
 bool Engine::pollTransport() {
-  if (transport_->pending() == 0) return false;
+  bool launches = false;
+  if (collectives_) {
+    launches = collectives_->poll(Clock::now());
+    if (launches) runner_.noteNews();  // the next pass plans and launches more
+  }
+  if (transport_->pending() == 0) return launches;
   completions_.clear();
   transport_->poll(completions_);
-  if (completions_.empty()) return false;
+  if (completions_.empty()) return launches;
   Clock::time_point now = Clock::now();  // one clock read for the whole batch
   for (const Completion& c : completions_) {
     onCompletion(c, now);
@@ -370,6 +398,10 @@ void Engine::failWith(priocclResult_t code, const std::string& full, const Abort
   if (tell) control_.tellAbort(*tell, skipPeer);
   transport_->cancelAll();
   runner_.clear(doomed);
+  if (collectives_) {
+    collBackend_->abandon();
+    collectives_->clear(doomed);
+  }
   transfers_.clear();
   matcher_.clear(doomed);
   join_.reset();

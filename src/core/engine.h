@@ -23,8 +23,10 @@
 #include <vector>
 
 #include "algo/select.h"
+#include "coll_backend.h"
 #include "common/timeline.h"
 #include "core/chunk_runner.h"
+#include "core/collective_runner.h"
 #include "core/control_plane.h"
 #include "core/handover.h"
 #include "core/op.h"
@@ -49,14 +51,21 @@ struct ProgressGate {
 // Drives the op's engine until the op is done (no-op when the engine is gone).
 void driveUntilDone(OpState& op);
 
-class Engine : private ChunkRunner::Events, private OpMatcher::Sink, private ControlPlane::Host {
+class Engine : private ChunkRunner::Events,
+               private CollectiveRunner::Events,
+               private OpMatcher::Sink,
+               private ControlPlane::Host {
  public:
   // `heartbeats`: the engine may call the transport while no op is in flight (not with an
   // application that has MPI only at MPI_THREAD_SERIALIZED); without, no peer is declared lost.
   // `timelineClock`: this rank's clock against rank 0's, for PRIOCCL_TIMELINE's timestamps.
+  // `collectives`: a collective backend (coll_backend.h) that runs every collective, in the order
+  // the coordinator plans (collective_runner.h); the transport then carries control messages and
+  // point-to-point ops only. Null: collectives run as step machines over the transport.
   Engine(std::unique_ptr<Transport> transport, const Config& config, const AlgoSelector& selector,
          std::shared_ptr<ErrorLog> errorLog, bool heartbeats = true,
-         const TimelineClock& timelineClock = {});
+         const TimelineClock& timelineClock = {},
+         std::unique_ptr<CollBackend> collectives = nullptr);
   ~Engine() override;  // drains, then stops the progress thread
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -124,7 +133,11 @@ class Engine : private ChunkRunner::Events, private OpMatcher::Sink, private Con
   }
   void opDone(OpState& op) override { finishOp(op, priocclSuccess, ""); }
   void join(uint32_t lane, std::shared_ptr<OpState> op) override {
-    runner_.add(lane, std::move(op));
+    // Decided by the coordinator; the backend runs the kinds it has (v-variants: step machines).
+    if (collectives_ && lane == kNamedLane && CollectiveRunner::runs(op->kind))
+      collectives_->add(std::move(op));
+    else
+      runner_.add(lane, std::move(op));
   }
   void matched(const OpState& op) override { stats_.matched(op, Clock::now()); }
   void end(OpState& op, priocclResult_t code, const std::string& message) override {
@@ -176,6 +189,8 @@ class Engine : private ChunkRunner::Events, private OpMatcher::Sink, private Con
   Transfers transfers_;   // the cookie table and the control channel (after stats_)
   ControlPlane control_;  // negotiation, heartbeats, goodbyes, abort notices (after transfers_)
   ChunkRunner runner_;    // lanes, chunks, the send scheduler (after transfers_)
+  std::unique_ptr<CollBackend> collBackend_;       // null: no collective backend
+  std::unique_ptr<CollectiveRunner> collectives_;  // over collBackend_
   std::shared_ptr<OpState> join_;  // this rank's join (priocclJoin) until every rank has joined
   Watchdog watchdog_;              // lost peers, stalls, timeouts (after runner_)
   std::thread thread_;

@@ -21,7 +21,8 @@
 namespace prioccl::detail {
 
 bool Engine::tryInline(const std::shared_ptr<OpState>& op) {
-  if (op->kind != OpState::Kind::kAllReduce || op->named || op->count == 0) return false;
+  if (op->kind != OpState::Kind::kAllReduce || op->named || op->count == 0 || collectives_)
+    return false;
   size_t bytes = op->count * reduce::dtypeSize(op->dtype);
   if (bytes > ChunkRunner::kCarryMaxBytes) return false;  // (before the locks: most end here)
   std::lock_guard<std::mutex> progress(progress_);

@@ -134,10 +134,11 @@ ControlKind Negotiator::onMessage(int from, const unsigned char* buf, size_t byt
   ControlKind kind;
   std::vector<Announce> announces;
   std::vector<Decision> decisions;
+  std::vector<LaunchEntry> launches;
   std::string error;
   if (from < 0 || from >= nranks_ || from == rank_)
     fail(priocclInternalError, "control message from rank ", from, " of ", nranks_);
-  if (!decodeControl(buf, bytes, &kind, &announces, &decisions, &error, abort))
+  if (!decodeControl(buf, bytes, &kind, &announces, &decisions, &error, abort, &launches))
     fail(priocclRemoteError, "bad control message from rank ", from, ": ", error);
   if (kind == ControlKind::kHeartbeat || kind == ControlKind::kGoodbye ||
       kind == ControlKind::kAbort)
@@ -146,6 +147,8 @@ ControlKind Negotiator::onMessage(int from, const unsigned char* buf, size_t byt
     for (const Announce& a : announces) record(from, a);
   } else if (rank_ != kCoordinator && from == kCoordinator && kind == ControlKind::kDecision) {
     decided_.insert(decided_.end(), decisions.begin(), decisions.end());
+  } else if (rank_ != kCoordinator && from == kCoordinator && kind == ControlKind::kLaunch) {
+    launchesIn_.insert(launchesIn_.end(), launches.begin(), launches.end());
   } else {
     fail(priocclRemoteError, "unexpected control message of kind ", static_cast<int>(kind),
          " from rank ", from);
@@ -166,9 +169,27 @@ std::vector<Negotiator::Outgoing> Negotiator::takeOutgoing() {
       if (r != kCoordinator) out_.push_back({r, msg});
   }
   broadcast_.clear();
+  // After the decisions: a launch refers to an op decided before it (receivers check anyway).
+  for (size_t i = 0; i < launchesOut_.size(); i += kLaunchesPerMessage) {
+    size_t n = std::min(kLaunchesPerMessage, launchesOut_.size() - i);
+    std::vector<unsigned char> msg = encodeLaunches(launchesOut_.data() + i, n);
+    for (int r = 0; r < nranks_; ++r)
+      if (r != kCoordinator) out_.push_back({r, msg});
+  }
+  launchesOut_.clear();
   std::vector<Outgoing> out;
   out.swap(out_);
   return out;
+}
+
+void Negotiator::broadcastLaunches(const std::vector<LaunchEntry>& entries) {
+  if (nranks_ > 1) launchesOut_.insert(launchesOut_.end(), entries.begin(), entries.end());
+}
+
+std::vector<LaunchEntry> Negotiator::takeLaunches() {
+  std::vector<LaunchEntry> l;
+  l.swap(launchesIn_);
+  return l;
 }
 
 std::vector<Decision> Negotiator::takeDecisions() {

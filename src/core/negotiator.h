@@ -52,6 +52,10 @@ class Negotiator {
   std::vector<Outgoing> takeOutgoing();
   // Decisions in global order (the same order on every rank).
   std::vector<Decision> takeDecisions();
+  // A collective backend's launch order (collective_runner.h): the coordinator broadcasts what it
+  // planned (after the decisions it refers to); the others take what arrived, in order.
+  void broadcastLaunches(const std::vector<LaunchEntry>& entries);
+  std::vector<LaunchEntry> takeLaunches();
 
   // Coordinator only: ops some ranks have announced and others not (for stall reports).
   size_t undecided() const { return pending_.size(); }
@@ -80,10 +84,12 @@ class Negotiator {
   };
 
   int rank_, nranks_;
-  std::vector<Announce> announces_;      // not yet sent to the coordinator
-  std::vector<Decision> broadcast_;      // coordinator: decided, not yet sent
-  std::vector<Decision> decided_;        // ready for the engine
-  std::map<Identity, Pending> pending_;  // coordinator, by (key, occurrence)
+  std::vector<Announce> announces_;       // not yet sent to the coordinator
+  std::vector<Decision> broadcast_;       // coordinator: decided, not yet sent
+  std::vector<Decision> decided_;         // ready for the engine
+  std::vector<LaunchEntry> launchesOut_;  // coordinator: planned, not yet sent
+  std::vector<LaunchEntry> launchesIn_;   // others: arrived, not yet taken
+  std::map<Identity, Pending> pending_;   // coordinator, by (key, occurrence)
   std::vector<Outgoing> out_;
   // Coordinator: ranks that joined and wait for the others (all false outside a join).
   std::vector<bool> joined_;

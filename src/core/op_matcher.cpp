@@ -213,7 +213,10 @@ void OpMatcher::settle(OpState& op, const Announce& group) {
 void OpMatcher::adopt(const Decision& d, std::shared_ptr<OpState> standIn) {
   uint64_t& next = occurrences_[d.key];
   next = std::max(next, d.occurrence + 1);
-  if (!standIn) return;
+  if (!standIn) {  // nothing to run, but its place in the global order is taken, as elsewhere
+    ++decided_;
+    return;
+  }
   standIn->occurrence = d.occurrence;
   waiting_.emplace(Identity{d.key, d.occurrence}, std::move(standIn));
 }
@@ -244,7 +247,7 @@ void OpMatcher::admit(std::shared_ptr<OpState> op, Negotiator& negotiator, Sink&
     return;
   }
   Announce a = number(*op);
-  if (!op->named) {  // agreed among the ranks themselves, in submission order
+  if (!op->named && !coordinateAll_) {  // agreed among the ranks themselves, in submission order
     sink.join(kAgreeLane, std::move(op));
     return;
   }

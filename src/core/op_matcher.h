@@ -76,11 +76,15 @@ class OpMatcher {
   uint64_t nextUnnamed() const { return unnamedOps_ - unnamedBase_; }
   // The communicator's own ops end here: unnamed ops are numbered from here on in messages.
   void startApplication() { unnamedBase_ = unnamedOps_; }
+  // Every collective goes to the coordinator, unnamed ones too (numbered in submission order
+  // under key 0): a collective backend launches in one global order (collective_runner.h).
+  void coordinateAll() { coordinateAll_ = true; }
 
   // A named op, numbered (`a`: what number() returned), waits for the coordinator's decision.
   void awaitDecision(std::shared_ptr<OpState> op, const Announce& a);
   bool awaitingDecision(const OpState& op) const {
-    return op.named && waiting_.count({keyHash(op), op.occurrence}) != 0;
+    return (op.named || coordinateAll_) &&
+           waiting_.count({keyHash(op), op.named ? op.occurrence : op.globalSeq}) != 0;
   }
   // The coordinator decided an op: it leaves, with its place in the global order. `mismatch`:
   // set to the message every rank gives when the ranks disagreed. Throws when this rank never
@@ -91,7 +95,8 @@ class OpMatcher {
   bool awaits(const Decision& d) const { return waiting_.count({d.key, d.occurrence}) != 0; }
   // A joined rank (priocclJoin) takes part in an op it never submitted: later ops with its key
   // are numbered after it, as on the ranks that submitted it, and `standIn` (null when the op
-  // failed: nothing to run) waits for the decision in its place.
+  // failed: nothing to run, though it takes its place in the global order) waits for the
+  // decision in its place.
   void adopt(const Decision& d, std::shared_ptr<OpState> standIn);
 
   // An agreed op takes what only the group knows: an all-to-all-v's count (its largest block), a
@@ -139,6 +144,7 @@ class OpMatcher {
   // (null: nothing left to move).
   std::map<uint64_t, std::shared_ptr<OpState>> agreed_;
   uint64_t nextUnnamedData_ = 0;
+  bool coordinateAll_ = false;
 };
 
 }  // namespace prioccl::detail

@@ -49,6 +49,16 @@ std::string OpStats::startTimeline(const std::string& path) {
   return timeline_->enabled() ? timeline_->path() : std::string();
 }
 
+void OpStats::launched(const OpState& op, uint64_t chunk, size_t bytes, Clock::time_point start,
+                       Clock::time_point done) {
+  chunkCompleted();
+  if (!timeline_->enabled()) return;
+  timeline_->span("COLL", timelineTrack(op), start, done,
+                  {{"priority", op.priority},
+                   {"chunk", static_cast<int64_t>(chunk)},
+                   {"bytes", static_cast<int64_t>(bytes)}});
+}
+
 priocclCounters_t OpStats::snapshot() const {
   priocclCounters_t c{};
   auto get = [](const std::atomic<uint64_t>& v) { return v.load(std::memory_order_relaxed); };

@@ -44,6 +44,10 @@ class OpStats {
       trace(op, chunkIndex, step, bytes, isRecv, start, done);
   }
 
+  // A collective backend's launch `chunk` of `op` ran from `start` to `done`: a COLL span.
+  void launched(const OpState& op, uint64_t chunk, size_t bytes, Clock::time_point start,
+                Clock::time_point done);
+
   priocclCounters_t snapshot() const;
   void reset();  // counters restart from zero (after the communicator's own ops at creation)
 

@@ -41,6 +41,7 @@ void Watchdog::check(Clock::time_point now) {
     inspect(op, agreed ? runner_.laneProgress(kUnnamedLane) : op.submitted);
   });
   runner_.forEachOp(inspect);
+  if (collectives_) collectives_->forEachOp(inspect);
 }
 
 std::string Watchdog::describePending(const OpState& op) {
@@ -61,6 +62,7 @@ std::string Watchdog::waitingFor(const OpState& op, Clock::time_point now) const
       ranks += concat(ranks.empty() ? "" : ", ", r);
     return concat("ranks ", ranks.empty() ? "?" : ranks, " have not submitted it", tail);
   }
+  if (collectives_ && !op.pointToPoint()) return collectives_->waitingFor(op) + tail;
   return runner_.waitingFor(op) + tail;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/chunk_runner.h"
+#include "core/collective_runner.h"
 #include "core/liveness.h"
 #include "core/negotiator.h"
 #include "core/op.h"
@@ -42,6 +43,8 @@ class Watchdog {
   // Throws for a lost peer or an op past the timeout; warns once per op stalled past the
   // warning time.
   void check(Clock::time_point now);
+  // The ops a collective backend runs are watched too (set once, before the first op).
+  void watch(const CollectiveRunner* collectives) { collectives_ = collectives; }
 
  private:
   // For stall and timeout messages: the op, and what it waits for.
@@ -54,6 +57,7 @@ class Watchdog {
   const Negotiator& negotiator_;
   const OpMatcher& matcher_;
   const ChunkRunner& runner_;
+  const CollectiveRunner* collectives_ = nullptr;
   Clock::time_point next_ = Clock::now();
 };
 

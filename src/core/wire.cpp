@@ -102,6 +102,10 @@ std::vector<unsigned char> encodeDecisions(const Decision* entries, size_t n) {
   return encode(ControlKind::kDecision, entries, n);
 }
 
+std::vector<unsigned char> encodeLaunches(const LaunchEntry* entries, size_t n) {
+  return encode(ControlKind::kLaunch, entries, n);
+}
+
 std::vector<unsigned char> encodeSignal(ControlKind kind) {
   return encode(kind, static_cast<const unsigned char*>(nullptr), 0);
 }
@@ -118,7 +122,7 @@ std::vector<unsigned char> encodeAbort(const AbortNotice& notice) {
 
 bool decodeControl(const unsigned char* buf, size_t bytes, ControlKind* kind,
                    std::vector<Announce>* announces, std::vector<Decision>* decisions,
-                   std::string* error, AbortNotice* abort) {
+                   std::string* error, AbortNotice* abort, std::vector<LaunchEntry>* launches) {
   Header h;
   if (bytes < sizeof h || bytes > kControlBytes) {
     *error =
@@ -144,6 +148,15 @@ bool decodeControl(const unsigned char* buf, size_t bytes, ControlKind* kind,
     *kind = ControlKind::kDecision;
     decisions->resize(h.entries);
     if (h.entries) std::memcpy(decisions->data(), buf + sizeof h, h.entries * sizeof(Decision));
+    return true;
+  }
+  if (h.kind == static_cast<uint16_t>(ControlKind::kLaunch) &&
+      h.entries == room / sizeof(LaunchEntry) && room % sizeof(LaunchEntry) == 0) {
+    *kind = ControlKind::kLaunch;
+    if (launches) {
+      launches->resize(h.entries);
+      if (h.entries) std::memcpy(launches->data(), buf + sizeof h, h.entries * sizeof(LaunchEntry));
+    }
     return true;
   }
   bool signal = h.kind == static_cast<uint16_t>(ControlKind::kHeartbeat) ||

@@ -12,7 +12,7 @@ namespace prioccl::detail {
 constexpr size_t kControlBytes = 4096;
 constexpr uint32_t kControlMagic = 0x50434331;  // "PCC1"
 // 4: Announce carries the op's kind and root; 5: the v-collectives' layout digest and pairing sums;
-// 6: joins (Decision::filled, the shape digest in Announce::layout).
+// 6: joins (Decision::filled, the shape digest in Announce::layout), launch lists.
 constexpr uint16_t kControlVersion = 6;
 
 // Announce/Decision carry op identities (negotiator.h); the others keep failures loud (liveness.h):
@@ -23,7 +23,8 @@ enum class ControlKind : uint16_t {
   kDecision = 2,
   kHeartbeat = 3,
   kGoodbye = 4,
-  kAbort = 5
+  kAbort = 5,
+  kLaunch = 6  // the coordinator's launch order for a collective backend (collective_runner.h)
 };
 
 // What a rank says of one op it submitted.
@@ -83,7 +84,16 @@ struct Decision {
   Announce a{}, b{};
 };
 
-static_assert(sizeof(Announce) == 72 && sizeof(Decision) == 176, "wire layout");
+// One launch of a collective backend: chunk `chunk` of the op decided `op`-th (its global
+// sequence among decided ops), which every rank launches in the coordinator's order.
+struct LaunchEntry {
+  uint64_t op = 0;
+  uint32_t chunk = 0;
+  uint32_t chunks = 0;  // the op's launches in all (a check: every rank cuts it alike)
+};
+
+static_assert(sizeof(Announce) == 72 && sizeof(Decision) == 176 && sizeof(LaunchEntry) == 16,
+              "wire layout");
 
 // A failure that ended a rank's communicator: the rank where it happened, its priocclResult_t and
 // the message (at most kAbortTextBytes, cut if longer).
@@ -98,13 +108,16 @@ std::vector<unsigned char> encodeAnnounces(const Announce* entries, size_t n);
 std::vector<unsigned char> encodeSignal(ControlKind kind);  // heartbeat or goodbye
 std::vector<unsigned char> encodeAbort(const AbortNotice& notice);
 std::vector<unsigned char> encodeDecisions(const Decision* entries, size_t n);
+std::vector<unsigned char> encodeLaunches(const LaunchEntry* entries, size_t n);
 constexpr size_t kAnnouncesPerMessage = (kControlBytes - 16) / sizeof(Announce);
 constexpr size_t kDecisionsPerMessage = (kControlBytes - 16) / sizeof(Decision);
+constexpr size_t kLaunchesPerMessage = (kControlBytes - 16) / sizeof(LaunchEntry);
 
 // Decodes a control message; returns false with `error` set when it is not a valid one. An abort
-// fills `abort` (ignored when null).
+// fills `abort`, a launch list `launches` (each ignored when null).
 bool decodeControl(const unsigned char* buf, size_t bytes, ControlKind* kind,
                    std::vector<Announce>* announces, std::vector<Decision>* decisions,
-                   std::string* error, AbortNotice* abort = nullptr);
+                   std::string* error, AbortNotice* abort = nullptr,
+                   std::vector<LaunchEntry>* launches = nullptr);
 
 }  // namespace prioccl::detail

@@ -157,6 +157,27 @@ T identityOf(priocclRedOp_t op) {
   }
 }
 
+// An Avg's final division alone: what avgKernel gives with the identity as one operand.
+template <class T>
+void divideTyped(void* data, size_t n, int divisor) {
+  T* d = static_cast<T*>(data);
+  if constexpr (std::is_integral_v<T>) {
+    using D = std::common_type_t<T, int>;
+    const D div = divisor;
+    for (size_t i = 0; i < n; ++i) d[i] = static_cast<T>(static_cast<D>(d[i]) / div);
+  } else {
+    const T div = static_cast<T>(divisor);
+    for (size_t i = 0; i < n; ++i) d[i] = d[i] / div;
+  }
+}
+
+template <class Codec>
+void divide16(void* data, size_t n, int divisor) {
+  uint16_t* d = static_cast<uint16_t*>(data);
+  const float div = static_cast<float>(divisor);
+  for (size_t i = 0; i < n; ++i) d[i] = Codec::store(Codec::load(d[i]) / div);
+}
+
 template <class T>
 void fillWith(void* dst, size_t n, T value) {
   T* d = static_cast<T*>(dst);
@@ -292,6 +313,34 @@ void fillIdentity(void* dst, size_t n, priocclDataType_t dt, priocclRedOp_t op) 
       return fillWith(dst, n, floatToHalf(identityOf<float>(op)));
     case priocclBfloat16:
       return fillWith(dst, n, floatToBf16(identityOf<float>(op)));
+    case priocclNumTypes:
+      break;
+  }
+}
+
+void divide(void* data, size_t n, priocclDataType_t dt, int divisor) {
+  if (divisor <= 1) return;
+  switch (dt) {
+    case priocclInt8:
+      return divideTyped<int8_t>(data, n, divisor);
+    case priocclUint8:
+      return divideTyped<uint8_t>(data, n, divisor);
+    case priocclInt32:
+      return divideTyped<int32_t>(data, n, divisor);
+    case priocclUint32:
+      return divideTyped<uint32_t>(data, n, divisor);
+    case priocclInt64:
+      return divideTyped<int64_t>(data, n, divisor);
+    case priocclUint64:
+      return divideTyped<uint64_t>(data, n, divisor);
+    case priocclFloat32:
+      return divideTyped<float>(data, n, divisor);
+    case priocclFloat64:
+      return divideTyped<double>(data, n, divisor);
+    case priocclFloat16:
+      return divide16<HalfCodec>(data, n, divisor);
+    case priocclBfloat16:
+      return divide16<Bf16Codec>(data, n, divisor);
     case priocclNumTypes:
       break;
   }

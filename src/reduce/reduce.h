@@ -41,6 +41,11 @@ void apply(void* dst, const void* in, const void* local, size_t n, priocclDataTy
 // aside). Invalid dt or op: does nothing.
 void fillIdentity(void* dst, size_t n, priocclDataType_t dt, priocclRedOp_t op);
 
+// An Avg's division on its own, for a backend that sums first (a collective library without an
+// average): data[i] becomes data[i] / divisor as apply()'s Avg computes it (integers truncating
+// toward zero, floats in the type, 16-bit floats in float32 rounded once). divisor <= 1: nothing.
+void divide(void* data, size_t n, priocclDataType_t dt, int divisor);
+
 }  // namespace reduce
 }  // namespace prioccl
 

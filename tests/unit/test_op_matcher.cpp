@@ -267,7 +267,14 @@ TEST(OpMatcher, AJoinedRankAdoptsTheOpsItWasAnsweredFor) {
   d.ok = 0;
   m.adopt(d, nullptr);
   EXPECT_FALSE(m.awaits(d));
-  EXPECT_EQ(m.number(*x).occurrence, 2u) << "numbered as on the ranks that submitted them";
+  Announce a = m.number(*x);
+  EXPECT_EQ(a.occurrence, 2u) << "numbered as on the ranks that submitted them";
+  m.awaitDecision(x, a);
+  d.occurrence = 2;
+  d.ok = 1;
+  d.filled = 0;
+  m.apply(d, sink);
+  EXPECT_EQ(x->globalSeq, 2u) << "the failed op took its place in the global order here too";
 }
 
 TEST(StandIn, HoldsTheIdentityInBuffersOfTheDecidedShape) {
