@@ -194,12 +194,14 @@ std::shared_ptr<OpState> OpMatcher::decided(const Decision& d, std::string* mism
   waiting_.erase(it);
   op->globalSeq = decided_++;
   mismatch->clear();
+  // Unnamed ops (decided here when every op is: coordinateAll) by their application number.
+  const uint64_t shown = op->named ? d.occurrence : op->occurrence;
   if (!d.ok)
     // Named by the first side's kind: every rank gives the same message.
-    *mismatch = concat("Mismatched ", wireKindName(d.a.kind), " ", describeOp(*op, d.occurrence),
-                       ": ", describeSides(d.rankA, d.a, d.rankB, d.b));
+    *mismatch = concat("Mismatched ", wireKindName(d.a.kind), " ", describeOp(*op, shown), ": ",
+                       describeSides(d.rankA, d.a, d.rankB, d.b));
   else if (std::string pairs = pairingError(d.a); !pairs.empty())
-    *mismatch = concat("Mismatched alltoallv ", describeOp(*op, d.occurrence), ": ", pairs);
+    *mismatch = concat("Mismatched alltoallv ", describeOp(*op, shown), ": ", pairs);
   else
     settle(*op, d.a);
   return op;

@@ -83,8 +83,11 @@ class OpMatcher {
   // A named op, numbered (`a`: what number() returned), waits for the coordinator's decision.
   void awaitDecision(std::shared_ptr<OpState> op, const Announce& a);
   bool awaitingDecision(const OpState& op) const {
-    return (op.named || coordinateAll_) &&
-           waiting_.count({keyHash(op), op.named ? op.occurrence : op.globalSeq}) != 0;
+    return (op.named || coordinateAll_) && waiting_.count(announced(op)) != 0;
+  }
+  // The (key hash, occurrence) an op awaiting its decision was announced with.
+  static std::pair<uint64_t, uint64_t> announced(const OpState& op) {
+    return {keyHash(op), op.named ? op.occurrence : op.globalSeq};
   }
   // The coordinator decided an op: it leaves, with its place in the global order. `mismatch`:
   // set to the message every rank gives when the ranks disagreed. Throws when this rank never

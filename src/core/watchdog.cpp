@@ -58,7 +58,8 @@ std::string Watchdog::waitingFor(const OpState& op, Clock::time_point now) const
     if (rank_ != Negotiator::kCoordinator)
       return concat("not every rank has submitted it (rank 0's log names them)", tail);
     std::string ranks;
-    for (int r : negotiator_.missingRanks(keyHash(op), op.occurrence))
+    auto [key, occurrence] = OpMatcher::announced(op);
+    for (int r : negotiator_.missingRanks(key, occurrence))
       ranks += concat(ranks.empty() ? "" : ", ", r);
     return concat("ranks ", ranks.empty() ? "?" : ranks, " have not submitted it", tail);
   }
