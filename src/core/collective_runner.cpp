@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "common/error.h"
-#include "core/op_matcher.h"  // kindName
 #include "reduce/reduce.h"
 
 namespace prioccl::detail {
@@ -144,6 +143,11 @@ bool CollectiveRunner::launch() {
       fail(priocclInternalError, "launch ", e.chunk, " of ", e.chunks, " for ",
            kindName(live.op->kind), " #", e.op, ", which this rank cuts into ", live.chunks,
            " launches");
+    // The coordinator plans an op's launches in order: anything else (a launch twice) is not its.
+    if (e.chunk != live.launched)
+      fail(priocclRemoteError, "the coordinator's launch list names launch ", e.chunk, " of ",
+           kindName(live.op->kind), " #", e.op, " where launch ", live.launched,
+           " is due: a corrupted or foreign control message");
     queue_.pop_front();
     if (!coordinator_) live.planned = std::max(live.planned, e.chunk + 1);
     uint64_t cookie = nextCookie_++;

@@ -134,4 +134,37 @@ struct OpState : std::enable_shared_from_this<OpState> {
   void finish(priocclResult_t code, const std::string& message);
 };
 
+// "allreduce", "broadcast", "send", "recv", ...
+inline const char* kindName(OpState::Kind kind) {
+  switch (kind) {
+    case OpState::Kind::kAllReduce:
+      return "allreduce";
+    case OpState::Kind::kBroadcast:
+      return "broadcast";
+    case OpState::Kind::kReduce:
+      return "reduce";
+    case OpState::Kind::kAllGather:
+      return "allgather";
+    case OpState::Kind::kReduceScatter:
+      return "reducescatter";
+    case OpState::Kind::kAllToAll:
+      return "alltoall";
+    case OpState::Kind::kBarrier:
+      return "barrier";
+    case OpState::Kind::kAllGatherV:
+      return "allgatherv";
+    case OpState::Kind::kReduceScatterV:
+      return "reducescatterv";
+    case OpState::Kind::kAllToAllV:
+      return "alltoallv";
+    case OpState::Kind::kJoin:
+      return "join";
+    case OpState::Kind::kSend:
+      return "send";
+    case OpState::Kind::kRecv:
+      return "recv";
+  }
+  return "op";
+}
+
 }  // namespace prioccl::detail

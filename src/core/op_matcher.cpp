@@ -106,38 +106,6 @@ uint64_t keyHash(const OpState& op) {
   return h | 1;  // never 0
 }
 
-const char* kindName(OpState::Kind kind) {
-  switch (kind) {
-    case OpState::Kind::kAllReduce:
-      return "allreduce";
-    case OpState::Kind::kBroadcast:
-      return "broadcast";
-    case OpState::Kind::kReduce:
-      return "reduce";
-    case OpState::Kind::kAllGather:
-      return "allgather";
-    case OpState::Kind::kReduceScatter:
-      return "reducescatter";
-    case OpState::Kind::kAllToAll:
-      return "alltoall";
-    case OpState::Kind::kBarrier:
-      return "barrier";
-    case OpState::Kind::kAllGatherV:
-      return "allgatherv";
-    case OpState::Kind::kReduceScatterV:
-      return "reducescatterv";
-    case OpState::Kind::kAllToAllV:
-      return "alltoallv";
-    case OpState::Kind::kJoin:
-      return "join";
-    case OpState::Kind::kSend:
-      return "send";
-    case OpState::Kind::kRecv:
-      return "recv";
-  }
-  return "op";
-}
-
 std::string describeOp(const OpState& op, uint64_t occurrence) {
   if (op.kind == OpState::Kind::kSend)
     return concat("send to rank ", op.peer, " (tag ", op.tag, ", count ", op.count, ")");

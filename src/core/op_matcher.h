@@ -34,8 +34,6 @@ inline constexpr uint64_t kPointToPointSeqBase = uint64_t{1} << 62;
 
 // Named ops hash their key; unnamed ops all share key 0 and match by submission order.
 uint64_t keyHash(const OpState& op);
-// "allreduce", "broadcast", "send", "recv".
-const char* kindName(OpState::Kind kind);
 // For messages: "'key' (occurrence n)", "#n (unnamed, ...)", "send to rank r (tag t, ...)".
 std::string describeOp(const OpState& op, uint64_t occurrence);
 

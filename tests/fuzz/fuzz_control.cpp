@@ -3,7 +3,8 @@
 // coordinator from each of its peers, and to another rank from the coordinator. Bad input must
 // end in prioccl::Error; any other exception, a crash or a sanitizer report is a finding, and so
 // is a message that decodes but does not survive re-encoding, or a coordinator whose own output
-// another rank cannot take.
+// another rank cannot take. Launch lists (a collective backend's order) also go to a collective
+// runner that holds a few decided ops: it must launch them or reject the list with an Error.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/collective_runner.h"
 #include "core/negotiator.h"
 #include "core/wire.h"
 #include "prioccl/prioccl.hpp"
@@ -36,13 +38,15 @@ struct Decoded {
   ControlKind kind{};
   std::vector<Announce> announces;
   std::vector<Decision> decisions;
+  std::vector<LaunchEntry> launches;
   AbortNotice abort;
   std::string error;
 };
 
 Decoded decode(const unsigned char* buf, size_t bytes) {
   Decoded d;
-  d.ok = decodeControl(buf, bytes, &d.kind, &d.announces, &d.decisions, &d.error, &d.abort);
+  d.ok = decodeControl(buf, bytes, &d.kind, &d.announces, &d.decisions, &d.error, &d.abort,
+                       &d.launches);
   if (!d.ok && d.error.empty()) finding("rejected without a reason");
   return d;
 }
@@ -55,6 +59,8 @@ std::vector<unsigned char> encode(const Decoded& d) {
       return encodeDecisions(d.decisions.data(), d.decisions.size());
     case ControlKind::kAbort:
       return encodeAbort(d.abort);
+    case ControlKind::kLaunch:
+      return encodeLaunches(d.launches.data(), d.launches.size());
     default:
       return encodeSignal(d.kind);
   }
@@ -67,8 +73,9 @@ void roundTrip(const Decoded& d, size_t bytes) {
   Decoded e = decode(again.data(), again.size());
   if (!e.ok) finding("re-encoded message does not decode: " + e.error);
   if (e.kind != d.kind || !sameEntries(e.announces, d.announces) ||
-      !sameEntries(e.decisions, d.decisions) || e.abort.origin != d.abort.origin ||
-      e.abort.code != d.abort.code || e.abort.text != d.abort.text)
+      !sameEntries(e.decisions, d.decisions) || !sameEntries(e.launches, d.launches) ||
+      e.abort.origin != d.abort.origin || e.abort.code != d.abort.code ||
+      e.abort.text != d.abort.text)
     finding("re-encoded message decodes to different entries");
 }
 
@@ -117,6 +124,8 @@ void coordinator(int nranks, bool differ, const unsigned char* msg, size_t bytes
   relay(neg, nranks);
 }
 
+void launches(const std::vector<LaunchEntry>& entries);  // below
+
 // A rank other than the coordinator receives the message from the coordinator, twice unless
 // rejected.
 void follower(int nranks, int rank, const unsigned char* msg, size_t bytes, const Decoded& d) {
@@ -131,6 +140,68 @@ void follower(int nranks, int rank, const unsigned char* msg, size_t bytes, cons
   }
   neg.takeDecisions();
   neg.takeOutgoing();
+  std::vector<LaunchEntry> entries = neg.takeLaunches();
+  if (!entries.empty()) launches(entries);
+}
+
+// A backend that accepts every launch and completes each at once.
+class NullBackend : public prioccl::CollBackend {
+ public:
+  const char* name() const override { return "null"; }
+  int rank() const override { return 1; }
+  int size() const override { return 3; }
+  void launch(const prioccl::CollLaunch&, uint64_t cookie) override { cookies_.push_back(cookie); }
+  size_t poll(std::vector<prioccl::Completion>& out) override {
+    for (uint64_t c : cookies_) {
+      prioccl::Completion done;
+      done.cookie = c;
+      out.push_back(done);
+    }
+    size_t n = cookies_.size();
+    cookies_.clear();
+    return n;
+  }
+  size_t pending() const override { return cookies_.size(); }
+  void abandon() override { cookies_.clear(); }
+
+ private:
+  std::vector<uint64_t> cookies_;
+};
+
+struct Ignore : CollectiveRunner::Events {
+  void opDone(OpState&) override {}
+};
+
+// A rank that is not the coordinator follows the launch list with three decided ops (seq 0-2: a
+// 3-launch all-reduce, a broadcast, a barrier); it launches entries in order or throws Error.
+void launches(const std::vector<LaunchEntry>& entries) {
+  NullBackend backend;
+  prioccl::Config config;
+  config.chunkBytes = 16;
+  OpStats stats("", 1, 3, {});
+  Ignore events;
+  CollectiveRunner runner(backend, config, false, stats, events);
+  std::vector<float> data(12), bcast(2);
+  for (uint64_t seq = 0; seq < 3; ++seq) {
+    auto op = std::make_shared<OpState>();
+    op->globalSeq = seq;
+    op->kind = seq == 0   ? OpState::Kind::kAllReduce
+               : seq == 1 ? OpState::Kind::kBroadcast
+                          : OpState::Kind::kBarrier;
+    op->count = seq == 0 ? data.size() : seq == 1 ? bcast.size() : 0;
+    op->send = op->recv = seq == 0 ? data.data() : bcast.data();
+    op->root = seq == 1 ? 0 : -1;
+    runner.add(op);
+  }
+  try {
+    runner.follow(entries);
+    for (int round = 0; round < 64 && !runner.empty(); ++round) {
+      bool moved = runner.launch();
+      moved |= runner.poll(CollectiveRunner::Clock::now());
+      if (!moved) break;
+    }
+  } catch (const prioccl::Error&) {
+  }
 }
 
 void writeFile(const std::string& path, uint8_t config, const std::vector<unsigned char>& msg) {
@@ -160,6 +231,8 @@ void writeSeeds(const std::string& dir) {
   writeFile(dir + "/heartbeat", 1, encodeSignal(ControlKind::kHeartbeat));
   writeFile(dir + "/goodbye", 1, encodeSignal(ControlKind::kGoodbye));
   writeFile(dir + "/abort", 1, encodeAbort(abort));
+  std::vector<LaunchEntry> plan = {{0, 0, 3}, {1, 0, 1}, {0, 1, 3}, {2, 0, 1}, {0, 2, 3}};
+  writeFile(dir + "/launch", 1, encodeLaunches(plan.data(), plan.size()));
 }
 
 }  // namespace
