@@ -14,7 +14,7 @@ if [[ ${1:-} == --ci ]]; then
   # count again; nor the Python tests (an uninstrumented interpreter), the benchmarks and
   # emulator, or the installed-package consumers (paths the other tests cover).
   asan='^(unit\.|leaks\.|stress\.|fault\.mpi|timeline\.|mpi\.thread_level|mpi\.test_allreduce\.np3'
-  asan+='|mpi\.test_modes\.np3|mpi\.(ucx_(tcp|sm)\.)?test_[a-z_]+\.np2)'
+  asan+='|mpi\.test_modes\.np3|mpi\.(ucx_(tcp|sm)\.|coll\.)?test_[a-z_]+\.np2)'
   # TSan is the slowest (test_allreduce took 4-10 min at 2 ranks before its data shrank under
   # sanitizers): the all-reduce matrix once, over MPI; of the unit tests only those with threads
   # (test_algos alone ran past its 5 min timeout, single-threaded); everything else as under ASan.

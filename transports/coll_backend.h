@@ -59,6 +59,9 @@ class CollBackend {
   // Makes progress and appends finished launches to `out`; returns how many were appended.
   virtual size_t poll(std::vector<Completion>& out) = 0;
   virtual size_t pending() const = 0;  // launched and not yet reported
+  // Whether a reduce-scatter may read sendbuf while writing recvbuf inside it (NCCL's in-place
+  // layout). False: the caller passes such a launch a copy of its input (MPI forbids aliasing).
+  virtual bool inPlaceReduceScatter() const { return false; }
   // The communicator failed: stop waiting for the collectives in flight (best effort; a library
   // that cannot cancel a collective leaves it, and its resources, behind).
   virtual void abandon() = 0;

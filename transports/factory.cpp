@@ -4,6 +4,9 @@
 #include "common/log.h"
 #include "mpi/mpi_bootstrap.h"
 #include "mpi/mpi_coll_backend.h"
+#ifdef PRIOCCL_HAVE_NCCL
+#include "nccl/nccl_coll_backend.h"
+#endif
 #include "mpi/mpi_transport.h"
 #ifdef PRIOCCL_HAVE_UCX
 #include "ucx/ucx_transport.h"
@@ -51,6 +54,7 @@ std::unique_ptr<Transport> makeTransport(priocclTransport_t kind, Bootstrap& boo
   switch (kind) {
     case priocclTransportMpi:
     case priocclTransportMpiColl:  // control messages and point-to-point ops
+    case priocclTransportNccl:
       return makeMpi(bootstrap);
     case priocclTransportUcx:
       return makeUcx(bootstrap, options);
@@ -63,6 +67,15 @@ std::unique_ptr<Transport> makeTransport(priocclTransport_t kind, Bootstrap& boo
 }
 
 std::unique_ptr<CollBackend> makeCollBackend(priocclTransport_t kind, Bootstrap& bootstrap) {
+  if (kind == priocclTransportNccl) {
+#ifdef PRIOCCL_HAVE_NCCL
+    return std::make_unique<NcclCollBackend>(bootstrap);
+#else
+    fail(priocclInvalidUsage,
+         "PRIOCCL_TRANSPORT=nccl, but this prioccl was built without the CUDA toolkit's headers "
+         "and nccl.h (install them and rebuild; the libraries themselves are loaded at run time)");
+#endif
+  }
   if (kind != priocclTransportMpiColl) return nullptr;
   auto* mpi = dynamic_cast<MpiBootstrap*>(&bootstrap);
   if (!mpi)

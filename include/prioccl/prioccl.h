@@ -32,7 +32,7 @@ typedef struct priocclRequest* priocclRequest_t;
  * values past NCCL's. A test (tests/unit/test_abi.cpp) pins every value. */
 typedef enum {
   priocclSuccess = 0,
-  priocclUnhandledCudaError = 1, /* reserved for the GPU backend; never returned today */
+  priocclUnhandledCudaError = 1, /* the NCCL backend: CUDA (or its libraries) failed */
   priocclSystemError = 2,
   priocclInternalError = 3,
   priocclInvalidArgument = 4,
@@ -96,7 +96,10 @@ typedef enum {
   /* Collectives as MPI non-blocking collectives (MPI_Iallreduce, ...), launched in an order the
    * coordinator plans by priority: the CPU twin of a NCCL backend. Point-to-point over MPI. */
   priocclTransportMpiColl = 2,
-  priocclNumTransports = 3
+  /* Collectives as NCCL collectives on device buffers, in the same planned order (builds with
+   * CUDA's headers and nccl.h; libcudart and libnccl are loaded when it is chosen). */
+  priocclTransportNccl = 3,
+  priocclNumTransports = 4
 } priocclTransport_t;
 
 /* Tuning knobs. Start from PRIOCCL_CONFIG_INITIALIZER: a field left at its initial value (-1)

@@ -33,6 +33,7 @@ class PRIOCCL_API Error : public std::runtime_error {
    public:                                                        \
     explicit Name(const std::string& what) : Error(Code, what) {} \
   };
+PRIOCCL_ERROR_CLASS(CudaError, priocclUnhandledCudaError)
 PRIOCCL_ERROR_CLASS(SystemError, priocclSystemError)
 PRIOCCL_ERROR_CLASS(InternalError, priocclInternalError)
 PRIOCCL_ERROR_CLASS(InvalidArgument, priocclInvalidArgument)

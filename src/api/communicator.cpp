@@ -546,14 +546,23 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     // what is left is whether every rank already has this group's model.
     double have = known ? 1 : 0;
     double mine[2] = {have, -have}, all[2];  // maxima: all[1] is minus the minimum
-    runOwn(mine, all, 2, priocclFloat64, priocclMax, priocclAlgoRecursiveDoubling);
+    // A collective backend runs the library's own algorithms: nothing to choose or time. Its ops
+    // may need device buffers (NCCL), so this exchange goes over the bootstrap there.
+    const bool collectiveBackend =
+        config_.transport == priocclTransportMpiColl || config_.transport == priocclTransportNccl;
+    if (collectiveBackend) {
+      std::vector<double> v(mine, mine + 2);
+      bootstrap_->allReduceMax(v);
+      all[0] = v[0];
+      all[1] = v[1];
+    } else {
+      runOwn(mine, all, 2, priocclFloat64, priocclMax, priocclAlgoRecursiveDoubling);
+    }
     std::vector<AlgoRule> byRule =
         parseAlgorithmRules("config.algorithmRules", config_.algorithmRules);
     selector_ = AlgoSelector(config_.algorithm);
     selector_.setPolicy(config_.algorithm, byRule);
     selector_.setLink(config_.linkBytesPerSecond, size_);  // the same on every rank
-    // A collective backend runs the library's own algorithms: nothing to choose or time.
-    const bool collectiveBackend = config_.transport == priocclTransportMpiColl;
     if (selector_.usesModel() && config_.calibrate && size_ > 1 && !collectiveBackend) {
       if (all[1] == -1) {  // every rank has measured this group already
         // The model comes with the link figure it was stored with (the cost model's floor):

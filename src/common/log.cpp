@@ -110,6 +110,8 @@ void logLine(LogLevel level, const std::string& message) {
 
 void raise(priocclResult_t code, const std::string& message) {
   switch (code) {
+    case priocclUnhandledCudaError:
+      throw CudaError(message);
     case priocclSystemError:
       throw SystemError(message);
     case priocclInvalidArgument:

@@ -117,7 +117,7 @@ CollLaunch CollectiveRunner::launchOf(Live& live, uint32_t chunk) {
     // writing recvbuf, so the input goes through a copy.
     auto s = reinterpret_cast<uintptr_t>(op.send), r = reinterpret_cast<uintptr_t>(op.recv);
     size_t bytes = op.count * elem * static_cast<size_t>(backend_.size());
-    if (op.count > 0 && r >= s && r < s + bytes) {
+    if (op.count > 0 && r >= s && r < s + bytes && !backend_.inPlaceReduceScatter()) {
       live.input.assign(static_cast<const unsigned char*>(op.send),
                         static_cast<const unsigned char*>(op.send) + bytes);
       c.send = live.input.data();
