@@ -146,9 +146,10 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     if (rank_ == 0)
       log(LogLevel::kInfo, "prioccl ", PRIOCCL_MAJOR, ".", PRIOCCL_MINOR, ".", PRIOCCL_PATCH,
           " nranks=", size_, " ", config_.describe());
-    engine_ =
-        std::make_unique<Engine>(std::move(transport), config_, selector_, errors_, heartbeats_,
-                                 timelineClock_, makeCollBackend(config_.transport, *bootstrap_));
+    std::unique_ptr<CollBackend> collectives = makeCollBackend(config_.transport, *bootstrap_);
+    collectiveBackend_ = collectives != nullptr;
+    engine_ = std::make_unique<Engine>(std::move(transport), config_, selector_, errors_,
+                                       heartbeats_, timelineClock_, std::move(collectives));
     agreeAndCalibrate(bootstrap_->processIds());
     engine_->startApplication();  // counters and op numbers are the application's
     if (rank_ == 0) log(LogLevel::kInfo, "algorithm model: ", selector_.describe());
@@ -548,9 +549,7 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     double mine[2] = {have, -have}, all[2];  // maxima: all[1] is minus the minimum
     // A collective backend runs the library's own algorithms: nothing to choose or time. Its ops
     // may need device buffers (NCCL), so this exchange goes over the bootstrap there.
-    const bool collectiveBackend =
-        config_.transport == priocclTransportMpiColl || config_.transport == priocclTransportNccl;
-    if (collectiveBackend) {
+    if (collectiveBackend_) {
       std::vector<double> v(mine, mine + 2);
       bootstrap_->allReduceMax(v);
       all[0] = v[0];
@@ -563,7 +562,7 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     selector_ = AlgoSelector(config_.algorithm);
     selector_.setPolicy(config_.algorithm, byRule);
     selector_.setLink(config_.linkBytesPerSecond, size_);  // the same on every rank
-    if (selector_.usesModel() && config_.calibrate && size_ > 1 && !collectiveBackend) {
+    if (selector_.usesModel() && config_.calibrate && size_ > 1 && !collectiveBackend_) {
       if (all[1] == -1) {  // every rank has measured this group already
         // The model comes with the link figure it was stored with (the cost model's floor):
         // this communicator's own link measurement differs on a busy machine, and a different
@@ -617,8 +616,9 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   Config requested_;  // as given (config_ has the automatic settings resolved): for splits
   AlgoSelector selector_;
   std::shared_ptr<ErrorLog> errors_;
-  bool heartbeats_ = true;       // every rank may call MPI concurrently (agreeAndConnect)
-  TimelineClock timelineClock_;  // measured only when some rank has a timeline
+  bool heartbeats_ = true;          // every rank may call MPI concurrently (agreeAndConnect)
+  TimelineClock timelineClock_;     // measured only when some rank has a timeline
+  bool collectiveBackend_ = false;  // collectives run on a CollBackend (mpi-coll, nccl)
   int rank_ = 0, size_ = 1;
   std::mutex mutex_;
   std::unique_ptr<Bootstrap> bootstrap_;  // outlives the engine (MPI stays initialised)

@@ -26,13 +26,6 @@ void Negotiator::submit(const Announce& a) {
 
 namespace {
 
-constexpr auto kAllReduceKind = static_cast<int32_t>(OpState::Kind::kAllReduce);
-constexpr auto kBroadcastKind = static_cast<int32_t>(OpState::Kind::kBroadcast);
-constexpr auto kReduceKind = static_cast<int32_t>(OpState::Kind::kReduce);
-constexpr auto kReduceScatterKind = static_cast<int32_t>(OpState::Kind::kReduceScatter);
-constexpr auto kBarrierKind = static_cast<int32_t>(OpState::Kind::kBarrier);
-static_assert(kJoinWireKind == static_cast<int32_t>(OpState::Kind::kJoin));
-
 // Whether a joined rank can take part in the op with no data of its own: it contributes the
 // reduction's identity, or only receives. A rooted op's root must have data.
 bool answerable(const Announce& a, const std::vector<bool>& joined) {

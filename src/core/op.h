@@ -134,6 +134,17 @@ struct OpState : std::enable_shared_from_this<OpState> {
   void finish(priocclResult_t code, const std::string& message);
 };
 
+// The kinds as Announce::kind carries them (wire.h), for code that reads announcements.
+inline constexpr auto kAllReduceKind = static_cast<int32_t>(OpState::Kind::kAllReduce);
+inline constexpr auto kBroadcastKind = static_cast<int32_t>(OpState::Kind::kBroadcast);
+inline constexpr auto kReduceKind = static_cast<int32_t>(OpState::Kind::kReduce);
+inline constexpr auto kAllGatherKind = static_cast<int32_t>(OpState::Kind::kAllGather);
+inline constexpr auto kReduceScatterKind = static_cast<int32_t>(OpState::Kind::kReduceScatter);
+inline constexpr auto kAllToAllKind = static_cast<int32_t>(OpState::Kind::kAllToAll);
+inline constexpr auto kBarrierKind = static_cast<int32_t>(OpState::Kind::kBarrier);
+inline constexpr auto kAllGatherVKind = static_cast<int32_t>(OpState::Kind::kAllGatherV);
+inline constexpr auto kReduceScatterVKind = static_cast<int32_t>(OpState::Kind::kReduceScatterV);
+
 // "allreduce", "broadcast", "send", "recv", ...
 inline const char* kindName(OpState::Kind kind) {
   switch (kind) {

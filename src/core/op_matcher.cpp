@@ -9,16 +9,8 @@
 namespace prioccl::detail {
 namespace {
 
-constexpr auto kAllReduceKind = static_cast<int32_t>(OpState::Kind::kAllReduce);
-constexpr auto kBroadcastKind = static_cast<int32_t>(OpState::Kind::kBroadcast);
-constexpr auto kReduceKind = static_cast<int32_t>(OpState::Kind::kReduce);
-constexpr auto kAllGatherKind = static_cast<int32_t>(OpState::Kind::kAllGather);
-constexpr auto kReduceScatterKind = static_cast<int32_t>(OpState::Kind::kReduceScatter);
-constexpr auto kAllToAllKind = static_cast<int32_t>(OpState::Kind::kAllToAll);
-constexpr auto kBarrierKind = static_cast<int32_t>(OpState::Kind::kBarrier);
-constexpr auto kAllGatherVKind = static_cast<int32_t>(OpState::Kind::kAllGatherV);
-constexpr auto kReduceScatterVKind = static_cast<int32_t>(OpState::Kind::kReduceScatterV);
-static_assert(kAllToAllVWireKind == static_cast<int32_t>(OpState::Kind::kAllToAllV));
+static_assert(kAllToAllVWireKind == static_cast<int32_t>(OpState::Kind::kAllToAllV) &&
+              kJoinWireKind == static_cast<int32_t>(OpState::Kind::kJoin));
 
 // An op kind read off the wire, named ("op" when no kind has that value).
 const char* wireKindName(int32_t kind) {

@@ -168,12 +168,10 @@ void MpiCollBackend::launch(const CollLaunch& c, uint64_t cookie) {
       rc = MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, n, t, mpiOp(c.dtype, c.op),
                           comm_, &req);
       break;
-    case CollKind::kBroadcast: {
-      void* buf = recv;
+    case CollKind::kBroadcast:  // the root sends from recvbuf (its data copied there first)
       if (rank_ == c.root && send != recv && n > 0) std::memcpy(recv, send, c.count * elem);
-      rc = MPI_Ibcast(buf, n, t, c.root, comm_, &req);
+      rc = MPI_Ibcast(recv, n, t, c.root, comm_, &req);
       break;
-    }
     case CollKind::kReduce:
       rc = MPI_Ireduce(rank_ == c.root && send == recv ? MPI_IN_PLACE : send, recv, n, t,
                        mpiOp(c.dtype, c.op), c.root, comm_, &req);
