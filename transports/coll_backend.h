@@ -62,6 +62,8 @@ class CollBackend {
   // Whether a reduce-scatter may read sendbuf while writing recvbuf inside it (NCCL's in-place
   // layout). False: the caller passes such a launch a copy of its input (MPI forbids aliasing).
   virtual bool inPlaceReduceScatter() const { return false; }
+  // Whether launches take device (GPU) buffers, and only those (NCCL); false: host buffers.
+  virtual bool deviceBuffers() const { return false; }
   // The communicator failed: stop waiting for the collectives in flight (best effort; a library
   // that cannot cancel a collective leaves it, and its resources, behind).
   virtual void abandon() = 0;

@@ -13,11 +13,13 @@
 #include <vector>
 
 #include "algo/registry.h"
+#include "api/device_stager.h"
 #include "api/group.h"
 #include "api/shape.h"
 #include "common/log.h"
 #include "common/params.h"
 #include "core/engine.h"
+#include "device/device_memory.h"
 #include "factory.h"
 #include "reduce/reduce.h"
 
@@ -148,6 +150,7 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
           " nranks=", size_, " ", config_.describe());
     std::unique_ptr<CollBackend> collectives = makeCollBackend(config_.transport, *bootstrap_);
     collectiveBackend_ = collectives != nullptr;
+    deviceCollectives_ = collectives && collectives->deviceBuffers();
     engine_ = std::make_unique<Engine>(std::move(transport), config_, selector_, errors_,
                                        heartbeats_, timelineClock_, std::move(collectives));
     agreeAndCalibrate(bootstrap_->processIds());
@@ -221,7 +224,8 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     state->kind = kind;
     state->root = rooted ? root : -1;
     state->layout = shape;  // compared across ranks (Announce::layout)
-    return submitCollective(state, priority, key, callerWaits);
+    return submitCollective(state, priority, key, callerWaits,
+                            {reads ? sendBytes : 0, writes ? recvBytes : 0, false});
   }
 
   // The v-variants (per-rank counts, MPI's semantics): an all-gather-v (recvCounts, recvDispls;
@@ -331,7 +335,9 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     } else {
       state->layout = layoutDigest(shared);
     }
-    return submitCollective(state, priority, key, callerWaits);
+    // Blocks may leave gaps in the receive buffer, which a staged copy must carry unchanged.
+    return submitCollective(state, priority, key, callerWaits,
+                            {sendElems * elem, recvElems * elem, kind != Kind::kReduceScatterV});
   }
 
   // Horovod's start_timeline / stop_timeline: this rank's timeline, from now on.
@@ -361,23 +367,57 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     static const std::string kJoinKey = "prioccl.join";
     auto state = makeOp(nullptr, nullptr, 0, priocclUint8, priocclSum);
     state->kind = OpState::Kind::kJoin;
-    submitCollective(state, 0, &kJoinKey, true).wait();
+    submitCollective(state, 0, &kJoinKey, true, Extents()).wait();
     return state->root;  // written before the op finished
   }
 
+  // The bytes an op reads at its send buffer and writes at its receive buffer (0: none), and
+  // whether the receive buffer keeps bytes it does not write (gaps between blocks).
+  struct Extents {
+    size_t send = 0, recv = 0;
+    bool gaps = false;
+  };
+
   // A collective's common tail: its priority and key, then to the engine (or the group).
   Request submitCollective(const std::shared_ptr<OpState>& state, int priority,
-                           const std::string* key, bool callerWaits) {
+                           const std::string* key, bool callerWaits, const Extents& extents) {
     state->priority = priority;
     if (key) {
       state->named = true;
       state->key = *key;
     }
     state->errorLog = errors_;
+    std::shared_ptr<OpState> user = placeBuffers(*state, extents);
     std::lock_guard<std::mutex> lock(mutex_);
     if (!engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
-    submitOrDefer(state, callerWaits);
-    return Request(state);
+    submitOrDefer(state, callerWaits && !user);  // a staged op completes off the engine's path
+    return Request(user ? user : state);
+  }
+
+  // Device buffers: a collective backend on the device (NCCL) takes them as they are, and only
+  // them; everything else runs on pinned host copies (device_stager.h), and the caller's Request
+  // is the returned state. Null: the op's own buffers are used.
+  std::shared_ptr<OpState> placeBuffers(OpState& op, const Extents& extents) {
+    device::DeviceMemory* memory = device::current();
+    if (!memory) return nullptr;
+    if (deviceCollectives_ && CollectiveRunner::runs(op.kind)) {
+      auto host = [&](const void* p, size_t n) { return p && n > 0 && !memory->isDevice(p); };
+      const char* which = host(op.send, extents.send)   ? "sendbuf"
+                          : host(op.recv, extents.recv) ? "recvbuf"
+                                                        : nullptr;
+      if (which)
+        fail(priocclInvalidArgument, kindName(op.kind), ": ", which,
+             " is host memory, but PRIOCCL_TRANSPORT=nccl runs collectives on the GPU: pass "
+             "device buffers (or choose a host transport, which stages device buffers)");
+      return nullptr;
+    }
+    std::shared_ptr<DeviceStager> stager;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!stager_) stager_ = std::make_shared<DeviceStager>(*memory);
+      stager = stager_;
+    }
+    return stager->stage(op, extents.send, extents.recv, extents.gaps);
   }
 
   // A send (buf read) or receive (buf written) of `count` elements with `peer`.
@@ -398,13 +438,20 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     state->tag = tag;
     state->priority = priority;
     state->errorLog = errors_;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
+      if (tag < 0 || tag >= engine_->pointToPointTags())
+        fail(priocclInvalidArgument, what, ": tag ", tag, " is not in 0..",
+             engine_->pointToPointTags() - 1);
+    }
+    const size_t bytes = count * elem;
+    const bool sending = kind == OpState::Kind::kSend;
+    std::shared_ptr<OpState> user = placeBuffers(*state, {sending ? bytes : 0, sending ? 0 : bytes});
     std::lock_guard<std::mutex> lock(mutex_);
     if (!engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
-    if (tag < 0 || tag >= engine_->pointToPointTags())
-      fail(priocclInvalidArgument, what, ": tag ", tag, " is not in 0..",
-           engine_->pointToPointTags() - 1);
     submitOrDefer(state, false);
-    return Request(state);
+    return Request(user ? user : state);
   }
 
   // Collective over this communicator's ranks: the ranks with the same color >= 0 get a new
@@ -476,6 +523,12 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
       return;
     }
     engine.reset();  // drains pending ops, joins the progress thread, frees the transport
+    std::shared_ptr<DeviceStager> stager;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stager.swap(stager_);
+    }
+    stager.reset();  // copies back what the drained ops left (or their last holder will)
     // Frees the bootstrap's communicator; finalises MPI if prioccl initialised it and this was
     // the last communicator. Only the thread that took the engine gets here.
     bootstrap_.reset();
@@ -619,10 +672,12 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   bool heartbeats_ = true;          // every rank may call MPI concurrently (agreeAndConnect)
   TimelineClock timelineClock_;     // measured only when some rank has a timeline
   bool collectiveBackend_ = false;  // collectives run on a CollBackend (mpi-coll, nccl)
+  bool deviceCollectives_ = false;  // ... on device buffers (nccl)
   int rank_ = 0, size_ = 1;
   std::mutex mutex_;
   std::unique_ptr<Bootstrap> bootstrap_;  // outlives the engine (MPI stays initialised)
   std::unique_ptr<Engine> engine_;
+  std::shared_ptr<DeviceStager> stager_;  // made with the first op on device buffers
   std::atomic<bool> destroyed_{false};  // engine_ is gone
 };
 

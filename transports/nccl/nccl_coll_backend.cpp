@@ -3,12 +3,12 @@
 #include "nccl/nccl_coll_backend.h"
 
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 #include <nccl.h>
 
 #include <cstring>
 #include <mutex>
 
+#include "common/dynamic_library.h"
 #include "common/error.h"
 #include "common/log.h"
 
@@ -56,22 +56,6 @@ struct NcclApi {
 
 namespace {
 
-// The first of `names` that loads (the toolkit's own directory, known at build time, last).
-void* openFirst(std::initializer_list<const char*> names, std::string* tried) {
-  for (const char* name : names) {
-    if (void* h = dlopen(name, RTLD_NOW | RTLD_LOCAL)) return h;
-    *tried += concat(*tried == "" ? "" : "; ", name, ": ", dlerror());
-  }
-  return nullptr;
-}
-
-template <typename F>
-bool bind(void* lib, const char* symbol, F* out, std::string* missing) {
-  *out = reinterpret_cast<F>(dlsym(lib, symbol));
-  if (!*out && missing->empty()) *missing = concat("symbol ", symbol, " not found");
-  return *out != nullptr;
-}
-
 const NcclApi& api() {
   static NcclApi a;
   static std::once_flag once;
@@ -84,38 +68,38 @@ const NcclApi& api() {
     const char* nccl = "libnccl.so.2";
 #endif
     std::string tried;
-    void* rt = openFirst({"libcudart.so", "libcudart.so.13", "libcudart.so.12", cudart}, &tried);
-    void* nc = rt ? openFirst({"libnccl.so.2", "libnccl.so", nccl}, &tried) : nullptr;
+    void* rt = detail::openFirstLibrary({"libcudart.so", "libcudart.so.13", "libcudart.so.12", cudart}, &tried);
+    void* nc = rt ? detail::openFirstLibrary({"libnccl.so.2", "libnccl.so", nccl}, &tried) : nullptr;
     if (!rt || !nc) {
       a.missing = concat("cannot load ", rt ? "NCCL" : "the CUDA runtime", " (", tried, ")");
       return;
     }
     std::string& m = a.missing;
-    bind(rt, "cudaGetDeviceCount", &a.getDeviceCount, &m);
-    bind(rt, "cudaGetDevice", &a.getDevice, &m);
-    bind(rt, "cudaDeviceGetStreamPriorityRange", &a.priorityRange, &m);
-    bind(rt, "cudaStreamCreateWithPriority", &a.streamCreate, &m);
-    bind(rt, "cudaStreamDestroy", &a.streamDestroy, &m);
-    bind(rt, "cudaEventCreateWithFlags", &a.eventCreate, &m);
-    bind(rt, "cudaEventRecord", &a.eventRecord, &m);
-    bind(rt, "cudaEventQuery", &a.eventQuery, &m);
-    bind(rt, "cudaEventDestroy", &a.eventDestroy, &m);
-    bind(rt, "cudaMalloc", &a.malloc, &m);
-    bind(rt, "cudaFree", &a.free, &m);
-    bind(rt, "cudaGetErrorString", &a.cudaError, &m);
-    bind(nc, "ncclGetUniqueId", &a.getUniqueId, &m);
-    bind(nc, "ncclCommInitRank", &a.commInitRank, &m);
-    bind(nc, "ncclCommDestroy", &a.commDestroy, &m);
-    bind(nc, "ncclCommAbort", &a.commAbort, &m);
-    bind(nc, "ncclCommGetAsyncError", &a.asyncError, &m);
-    bind(nc, "ncclGetErrorString", &a.errorString, &m);
-    bind(nc, "ncclGetLastError", &a.lastError, &m);
-    bind(nc, "ncclAllReduce", &a.allReduce, &m);
-    bind(nc, "ncclBroadcast", &a.broadcast, &m);
-    bind(nc, "ncclReduce", &a.reduce, &m);
-    bind(nc, "ncclAllGather", &a.allGather, &m);
-    bind(nc, "ncclReduceScatter", &a.reduceScatter, &m);
-    bind(nc, "ncclAlltoAll", &a.allToAll, &m);
+    detail::bindSymbol(rt, "cudaGetDeviceCount", &a.getDeviceCount, &m);
+    detail::bindSymbol(rt, "cudaGetDevice", &a.getDevice, &m);
+    detail::bindSymbol(rt, "cudaDeviceGetStreamPriorityRange", &a.priorityRange, &m);
+    detail::bindSymbol(rt, "cudaStreamCreateWithPriority", &a.streamCreate, &m);
+    detail::bindSymbol(rt, "cudaStreamDestroy", &a.streamDestroy, &m);
+    detail::bindSymbol(rt, "cudaEventCreateWithFlags", &a.eventCreate, &m);
+    detail::bindSymbol(rt, "cudaEventRecord", &a.eventRecord, &m);
+    detail::bindSymbol(rt, "cudaEventQuery", &a.eventQuery, &m);
+    detail::bindSymbol(rt, "cudaEventDestroy", &a.eventDestroy, &m);
+    detail::bindSymbol(rt, "cudaMalloc", &a.malloc, &m);
+    detail::bindSymbol(rt, "cudaFree", &a.free, &m);
+    detail::bindSymbol(rt, "cudaGetErrorString", &a.cudaError, &m);
+    detail::bindSymbol(nc, "ncclGetUniqueId", &a.getUniqueId, &m);
+    detail::bindSymbol(nc, "ncclCommInitRank", &a.commInitRank, &m);
+    detail::bindSymbol(nc, "ncclCommDestroy", &a.commDestroy, &m);
+    detail::bindSymbol(nc, "ncclCommAbort", &a.commAbort, &m);
+    detail::bindSymbol(nc, "ncclCommGetAsyncError", &a.asyncError, &m);
+    detail::bindSymbol(nc, "ncclGetErrorString", &a.errorString, &m);
+    detail::bindSymbol(nc, "ncclGetLastError", &a.lastError, &m);
+    detail::bindSymbol(nc, "ncclAllReduce", &a.allReduce, &m);
+    detail::bindSymbol(nc, "ncclBroadcast", &a.broadcast, &m);
+    detail::bindSymbol(nc, "ncclReduce", &a.reduce, &m);
+    detail::bindSymbol(nc, "ncclAllGather", &a.allGather, &m);
+    detail::bindSymbol(nc, "ncclReduceScatter", &a.reduceScatter, &m);
+    detail::bindSymbol(nc, "ncclAlltoAll", &a.allToAll, &m);
   });
   return a;
 }

@@ -31,6 +31,7 @@ class NcclCollBackend final : public CollBackend {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   bool inPlaceReduceScatter() const override { return true; }
+  bool deviceBuffers() const override { return true; }
   void launch(const CollLaunch& c, uint64_t cookie) override;
   size_t poll(std::vector<Completion>& out) override;
   size_t pending() const override { return inFlight_.size(); }

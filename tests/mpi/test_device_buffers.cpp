@@ -1,0 +1,334 @@
+// Device buffers over the host transports (src/api/device_stager.h), without a GPU: a fake
+// device memory whose "device" addresses lie in a PROT_NONE reservation, so any host access to
+// them by the library crashes the test, and whose copies go to a backing store. Every op kind, on
+// device buffers, must give the bits the same op gives on host buffers, and a failed op must leave
+// the device buffer as it was.
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "device/device_memory.h"
+#include "mpi_test_util.h"
+#include "prioccl/prioccl.hpp"
+
+namespace {
+
+using prioccl::Communicator;
+using prioccl::Request;
+using prioccl::test::kDtypes;
+using prioccl::test::kOps;
+using prioccl::test::kSanitizerShrink;
+using prioccl::test::mix;
+using prioccl::test::sizeOf;
+using prioccl::test::worldRank;
+using prioccl::test::worldSize;
+
+class FakeDevice final : public prioccl::device::DeviceMemory {
+ public:
+  static constexpr size_t kBytes = size_t{1} << 30;
+  FakeDevice() {
+    base_ = static_cast<unsigned char*>(
+        mmap(nullptr, kBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
+    store_ = static_cast<unsigned char*>(mmap(nullptr, kBytes, PROT_READ | PROT_WRITE,
+                                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
+    if (base_ == MAP_FAILED || store_ == MAP_FAILED) std::abort();
+  }
+  ~FakeDevice() override {
+    munmap(base_, kBytes);
+    munmap(store_, kBytes);
+  }
+  const char* name() const override { return "fake"; }
+  bool isDevice(const void* p) override {
+    auto* b = static_cast<const unsigned char*>(p);
+    return b >= base_ && b < base_ + kBytes;
+  }
+  void* allocHost(size_t bytes) override {
+    ++hostAllocs;
+    return ::operator new(bytes);
+  }
+  void freeHost(void* p) noexcept override { ::operator delete(p); }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    ++copies;
+    std::memmove(host(dst), host(src), bytes);
+  }
+
+  // The test's own allocations: 256-byte aligned, freed all at once.
+  unsigned char* alloc(size_t bytes) {
+    unsigned char* p = base_ + next_;
+    next_ += (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
+    if (next_ > kBytes) std::abort();
+    return p;
+  }
+  void freeAll() { next_ = 0; }
+  unsigned char* upload(const std::vector<unsigned char>& bytes) {
+    unsigned char* p = alloc(bytes.size());
+    std::memcpy(host(p), bytes.data(), bytes.size());
+    return p;
+  }
+  std::vector<unsigned char> download(const void* p, size_t bytes) {
+    auto* h = static_cast<const unsigned char*>(host(const_cast<void*>(p)));
+    return std::vector<unsigned char>(h, h + bytes);
+  }
+
+  std::atomic<uint64_t> copies{0}, hostAllocs{0};
+
+ private:
+  void* host(void* p) { return isDevice(p) ? store_ + (static_cast<unsigned char*>(p) - base_) : p; }
+  const void* host(const void* p) { return host(const_cast<void*>(p)); }
+  unsigned char* base_ = nullptr;
+  unsigned char* store_ = nullptr;
+  size_t next_ = 0;
+};
+
+FakeDevice* g_device = nullptr;
+
+std::vector<unsigned char> bytesOf(uint64_t seed, size_t n) {
+  std::vector<unsigned char> v(n);
+  for (size_t i = 0; i < n; i += 8) {
+    uint64_t h = mix(seed * 0x100000001b3ULL + i);
+    std::memcpy(v.data() + i, &h, std::min<size_t>(8, n - i));
+  }
+  return v;
+}
+
+class DeviceBuffers : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    g_device = new FakeDevice;
+    prioccl::device::setForTesting(g_device);
+    comm_ = new Communicator(Communicator::world());
+  }
+  static void TearDownTestSuite() {
+    delete comm_;
+    comm_ = nullptr;
+    prioccl::device::setForTesting(nullptr);
+    delete g_device;
+  }
+  void TearDown() override { g_device->freeAll(); }
+
+  // Runs `op` on device copies of `send` and `recv` (a recv prefilled with `recv`'s bytes, so
+  // what an op leaves alone is compared too), then on host copies, and compares the receive
+  // buffers bitwise. `inPlace`: op gets the receive buffer's address as its send buffer base too
+  // (it offsets it itself).
+  using Op = std::function<Request(const void* send, void* recv)>;
+  void same(const std::string& what, const std::vector<unsigned char>& send,
+            const std::vector<unsigned char>& recv, const Op& op, bool inPlace = false) {
+    SCOPED_TRACE(what);
+    const uint64_t copiesBefore = g_device->copies.load();
+    unsigned char* dRecv = g_device->upload(recv);
+    unsigned char* dSend = inPlace ? dRecv : g_device->upload(send);
+    op(dSend, dRecv).wait();
+    std::vector<unsigned char> hostRecv = recv, hostSend = send;
+    op(inPlace ? hostRecv.data() : hostSend.data(), hostRecv.data()).wait();
+    std::vector<unsigned char> got = g_device->download(dRecv, recv.size());
+    EXPECT_GT(g_device->copies.load(), copiesBefore) << "the op did not go through staging";
+    ASSERT_EQ(got.size(), hostRecv.size());
+    auto diff = std::mismatch(got.begin(), got.end(), hostRecv.begin());
+    EXPECT_TRUE(diff.first == got.end())
+        << "first difference at byte " << (diff.first - got.begin()) << " of " << got.size();
+  }
+
+  static Communicator* comm_;
+};
+
+Communicator* DeviceBuffers::comm_ = nullptr;
+
+TEST_F(DeviceBuffers, AllReduceEveryDtypeAndOp) {
+  const int r = worldRank();
+  // One element, an odd count, and several chunks of the default chunk size.
+  for (size_t count : {size_t{1}, size_t{1001}, size_t{600000} / kSanitizerShrink}) {
+    for (auto dt : kDtypes) {
+      for (auto op : kOps) {
+        const size_t bytes = count * sizeOf(dt);
+        std::string what = "count " + std::to_string(count) + " dtype " + std::to_string(dt) +
+                           " op " + std::to_string(op);
+        auto send = bytesOf(r * 7919 + count + dt * 31 + op, bytes);
+        auto run = [&](const void* s, void* d) {
+          return comm_->allReduceAsync(s, d, count, dt, op, 0);
+        };
+        same(what, send, std::vector<unsigned char>(bytes, 0xA5), run);
+        same(what + " in place", send, send, run, true);
+        if (count > 1) break;  // every op at one size is enough for the large ones
+      }
+    }
+  }
+}
+
+TEST_F(DeviceBuffers, RootedKinds) {
+  const int r = worldRank(), p = worldSize();
+  const size_t count = 40000;
+  for (int root = 0; root < p; ++root) {
+    auto send = bytesOf(r * 13 + root, count * 4);
+    same("broadcast root " + std::to_string(root), send, std::vector<unsigned char>(count * 4, 1),
+         [&](const void* s, void* d) {
+           return comm_->broadcastAsync(s, d, count, priocclFloat32, root);
+         });
+    same("reduce root " + std::to_string(root), send, std::vector<unsigned char>(count * 4, 2),
+         [&](const void* s, void* d) {
+           return comm_->reduceAsync(s, d, count, priocclInt32, priocclSum, root);
+         });
+  }
+}
+
+TEST_F(DeviceBuffers, BlockedKinds) {
+  const int r = worldRank(), p = worldSize();
+  const size_t count = 3001;  // per rank
+  const size_t block = count * 2;
+  auto mine = bytesOf(100 + r, block);
+  auto all = bytesOf(200 + r, block * p);
+  same("allgather", mine, std::vector<unsigned char>(block * p, 3), [&](const void* s, void* d) {
+    return comm_->allGatherAsync(s, d, count, priocclFloat16);
+  });
+  // In place: this rank's block of the receive buffer is the send buffer.
+  same("allgather in place", mine, all, [&](const void*, void* d) {
+    return comm_->allGatherAsync(static_cast<unsigned char*>(d) + r * block, d, count,
+                                 priocclFloat16);
+  }, true);
+  same("reducescatter", all, std::vector<unsigned char>(block, 4), [&](const void* s, void* d) {
+    return comm_->reduceScatterAsync(s, d, count, priocclBfloat16, priocclSum);
+  });
+  same("reducescatter in place", all, all, [&](const void* s, void*) {
+    auto* base = static_cast<unsigned char*>(const_cast<void*>(s));
+    return comm_->reduceScatterAsync(base, base + r * block, count, priocclBfloat16, priocclMax);
+  }, true);
+  same("alltoall", all, std::vector<unsigned char>(block * p, 5), [&](const void* s, void* d) {
+    return comm_->allToAllAsync(s, d, count, priocclFloat16);
+  });
+}
+
+TEST_F(DeviceBuffers, VKindsKeepTheGaps) {
+  const int r = worldRank(), p = worldSize();
+  const size_t P = static_cast<size_t>(p);
+  // Rank b's block: 100 + 37 b elements of int32, with a gap of 5 elements before each block.
+  std::vector<size_t> counts(P), displs(P), packed(P);
+  size_t at = 0, total = 0;
+  for (size_t b = 0; b < P; ++b) {
+    counts[b] = 100 + 37 * b;
+    displs[b] = at + 5;
+    at = displs[b] + counts[b];
+    packed[b] = total;
+    total += counts[b];
+  }
+  const size_t me = static_cast<size_t>(r);
+  same("allgatherv", bytesOf(300 + r, counts[me] * 4), bytesOf(400, at * 4),
+       [&](const void* s, void* d) {
+         return comm_->allGatherVAsync(s, d, counts.data(), displs.data(), priocclInt32);
+       });
+  same("reducescatterv", bytesOf(500 + r, total * 4), std::vector<unsigned char>(counts[me] * 4, 6),
+       [&](const void* s, void* d) {
+         return comm_->reduceScatterVAsync(s, d, counts.data(), priocclInt32, priocclSum);
+       });
+  // All-to-all-v: rank r sends rank j (r + j) % 3 + 1 elements; the receive side is the mirror,
+  // with gaps.
+  std::vector<size_t> sc(P), sd(P), rc(P), rd(P);
+  size_t sAt = 0, rAt = 0;
+  for (size_t j = 0; j < P; ++j) {
+    sc[j] = (me + j) % 3 + 1;
+    sd[j] = sAt;
+    sAt += sc[j];
+    rc[j] = (j + me) % 3 + 1;
+    rd[j] = rAt + 2;
+    rAt = rd[j] + rc[j];
+  }
+  same("alltoallv", bytesOf(600 + r, sAt * 8), bytesOf(700, rAt * 8), [&](const void* s, void* d) {
+    return comm_->allToAllVAsync(s, sc.data(), sd.data(), d, rc.data(), rd.data(),
+                                 priocclFloat64);
+  });
+}
+
+TEST_F(DeviceBuffers, PointToPointRing) {
+  const int r = worldRank(), p = worldSize();
+  if (p < 2) GTEST_SKIP() << "needs 2 ranks (a send and a receive between two of them)";
+  const size_t count = 70000;  // several chunks
+  const int next = (r + 1) % p, prev = (r + p - 1) % p;
+  auto mine = bytesOf(800 + r, count * 4);
+  same("send/recv", mine, std::vector<unsigned char>(count * 4, 7), [&](const void* s, void* d) {
+    Request in = comm_->recvAsync(d, count, priocclFloat32, prev);
+    comm_->sendAsync(s, count, priocclFloat32, next).wait();
+    return in;
+  });
+}
+
+TEST_F(DeviceBuffers, HostAndDeviceMixed) {
+  const int r = worldRank();
+  const size_t count = 5000;
+  auto send = bytesOf(900 + r, count * 8);
+  // Host send buffer, device receive buffer, and the other way round.
+  unsigned char* dRecv = g_device->alloc(count * 8);
+  comm_->allReduceAsync(send.data(), dRecv, count, priocclInt64, priocclSum, 0).wait();
+  std::vector<unsigned char> hostRecv(count * 8);
+  comm_->allReduceAsync(send.data(), hostRecv.data(), count, priocclInt64, priocclSum, 0).wait();
+  EXPECT_EQ(g_device->download(dRecv, count * 8), hostRecv);
+  unsigned char* dSend = g_device->upload(send);
+  std::vector<unsigned char> got(count * 8);
+  comm_->allReduceAsync(dSend, got.data(), count, priocclInt64, priocclSum, 0).wait();
+  EXPECT_EQ(got, hostRecv);
+}
+
+// The result is on the device when the request completes: its callback and test() see it.
+TEST_F(DeviceBuffers, CompletionMeansTheDataIsBack) {
+  const int r = worldRank();
+  const size_t count = 300000 / kSanitizerShrink;
+  auto send = bytesOf(1000 + r, count * 4);
+  std::vector<unsigned char> expect(count * 4);
+  comm_->allReduceAsync(send.data(), expect.data(), count, priocclUint32, priocclSum, 0).wait();
+  unsigned char* d = g_device->upload(send);
+  std::atomic<bool> seen{false}, right{false};
+  Request req = comm_->allReduceAsync(d, d, count, priocclUint32, priocclSum, 0);
+  req.onComplete([&](priocclResult_t code, const std::string&) {
+    right = code == priocclSuccess && g_device->download(d, count * 4) == expect;
+    seen = true;
+  });
+  while (!req.test()) std::this_thread::yield();
+  EXPECT_EQ(g_device->download(d, count * 4), expect);
+  req.wait();
+  while (!seen) std::this_thread::yield();
+  EXPECT_TRUE(right.load());
+}
+
+// Ops in a group, and a more urgent op submitted after a bulk one.
+TEST_F(DeviceBuffers, GroupAndPriorities) {
+  const int r = worldRank();
+  const size_t big = 400000 / kSanitizerShrink, small = 100;
+  auto a = bytesOf(1100 + r, big * 4), b = bytesOf(1200 + r, small * 4);
+  std::vector<unsigned char> ea(big * 4), eb(small * 4);
+  comm_->allReduceAsync(a.data(), ea.data(), big, priocclFloat32, priocclSum, 5).wait();
+  comm_->allReduceAsync(b.data(), eb.data(), small, priocclFloat32, priocclSum, 0).wait();
+  unsigned char *da = g_device->upload(a), *db = g_device->upload(b);
+  prioccl::groupStart();
+  Request ra = comm_->allReduceAsync(da, da, big, priocclFloat32, priocclSum, 5);
+  Request rb = comm_->allReduceAsync(db, db, small, priocclFloat32, priocclSum, 0);
+  prioccl::groupEnd();
+  rb.wait();
+  ra.wait();
+  EXPECT_EQ(g_device->download(da, big * 4), ea);
+  EXPECT_EQ(g_device->download(db, small * 4), eb);
+}
+
+// A failed op copies nothing back: a shape mismatch fails it on every rank before data moves,
+// and the device buffer holds what it held.
+TEST_F(DeviceBuffers, FailedOpLeavesTheDeviceBuffer) {
+  const int r = worldRank();
+  if (worldSize() < 2) GTEST_SKIP() << "needs 2 ranks (a mismatch between two of them)";
+  auto before = bytesOf(1300 + r, 6 * 4);
+  unsigned char* d = g_device->upload(before);
+  prioccl::shapeNext(r == 0 ? std::vector<int64_t>{2, 3} : std::vector<int64_t>{3, 2});
+  Request req = comm_->allReduceAsync(d, d, 6, priocclFloat32, priocclSum, 0);
+  EXPECT_THROW(req.wait(), prioccl::Error);
+  EXPECT_EQ(g_device->download(d, 6 * 4), before);
+  // The communicator still works.
+  std::vector<unsigned char> one = bytesOf(1400 + r, 16);
+  unsigned char* d2 = g_device->upload(one);
+  comm_->allReduceAsync(d2, d2, 4, priocclInt32, priocclMax, 0).wait();
+}
+
+}  // namespace
