@@ -6,9 +6,11 @@
     h = prioccl.allreduce_async_(tensor, priority=0)     # in place; smaller priority = more urgent
     prioccl.synchronize(h)
 
-Works on numpy arrays and CPU torch tensors (contiguous; int8, uint8, int16, int32, uint32, int64,
-uint64, float16, bfloat16 (torch), float32, float64, bool) without copies (int16 reductions go
-through int32, bool travels as uint8). Errors raise PriocclError with the library's message.
+Works on numpy arrays and torch tensors, CPU or CUDA (contiguous; int8, uint8, int16, int32, uint32,
+int64, uint64, float16, bfloat16 (torch), float32, float64, bool); CPU data without copies (int16
+reductions go through int32, bool travels as uint8). A CUDA tensor's stream is synchronised when
+the op is submitted; the library stages it through pinned host memory over the host transports
+and passes it as is to PRIOCCL_TRANSPORT=nccl. Errors raise PriocclError with the library's message.
 Launch with mpirun; prioccl initialises MPI itself. allgather, alltoall (splits=...) and
 reducescatter take first dimensions that differ between ranks or do not divide, as Horovod's.
 Every op takes process_set= (a ProcessSet from add_process_set(); None: every rank).
@@ -365,13 +367,17 @@ def _code(t):
 
 
 def _buffer(t, writable=True):
-    """(address, count, dtype code) of a contiguous CPU numpy array or torch tensor, as the wire
-    sees it for an op that computes nothing (int16 as twice as many uint8, bool as uint8)."""
+    """(address, count, dtype code) of a contiguous numpy array or torch tensor (CPU or CUDA), as
+    the wire sees it for an op that computes nothing (int16 as twice as many uint8, bool as
+    uint8)."""
     if hasattr(t, "data_ptr"):  # torch
-        if t.device.type != "cpu":
-            raise PriocclError(f"tensor is on {t.device}: only CPU tensors (GPU: issue 24)")
         if not t.is_contiguous():
             raise PriocclError("tensor is not contiguous: call .contiguous() first")
+        kind = t.device.type
+        if kind == "cuda":
+            _ready_on_device(t)
+        elif kind != "cpu":
+            raise PriocclError(f"tensor is on {t.device}: CPU and CUDA tensors only")
         ptr, count = t.data_ptr(), t.numel()
     elif hasattr(t, "__array_interface__"):  # numpy
         if not t.flags["C_CONTIGUOUS"]:
@@ -389,6 +395,15 @@ def _buffer(t, writable=True):
     if code == _BOOL_CODE:
         return ptr, count, _UINT8
     return ptr, count, code
+
+
+def _ready_on_device(t):
+    """The library reads a CUDA tensor from its own thread and stream: what the caller's stream
+    queued (the kernels computing t) must be done first, as Horovod's ready event ensures. The
+    result is complete on the device when the op's handle completes, so work queued after the
+    wait reads it."""
+    import torch
+    torch.cuda.current_stream(t.device).synchronize()
 
 
 def _factor(t):
@@ -413,7 +428,8 @@ def _new_empty(t, count, dtype=None):
     dtype, a name such as "int32", is given)."""
     if _is_torch(t):
         import torch
-        return torch.empty(count, dtype=t.dtype if dtype is None else getattr(torch, dtype))
+        return torch.empty(count, dtype=t.dtype if dtype is None else getattr(torch, dtype),
+                           device=t.device)
     import numpy
     return numpy.empty(count, dtype=t.dtype if dtype is None else dtype)
 

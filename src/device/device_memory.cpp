@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstring>
 
+#include "common/error.h"
+
 namespace prioccl::device {
 
 #ifdef PRIOCCL_HAVE_CUDA
@@ -62,6 +64,14 @@ DeviceMemory* current() {
   if (driverLoaded()) return cudaMemory();
 #endif
   return nullptr;
+}
+
+void requireHost(const void* p, const char* what, const char* who) {
+  DeviceMemory* memory = current();
+  if (p && memory && memory->isDevice(p))
+    detail::fail(priocclInvalidArgument, who, ": ", what,
+                 " is device memory; the training modes compute on the host and take host "
+                 "buffers (the collectives take device buffers)");
 }
 
 void setForTesting(DeviceMemory* memory) {

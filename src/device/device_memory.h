@@ -28,6 +28,10 @@ class DeviceMemory {
 // pointer is device memory, and prioccl asks nothing per op). Cheap enough to call per op.
 DeviceMemory* current();
 
+// For code that reads buffers on the host (the training modes' kernels): fails with
+// priocclInvalidArgument naming `what` and `who` when p is device memory.
+void requireHost(const void* p, const char* what, const char* who);
+
 // Tests: installs `memory` as current() for the whole process (null: back to the real one).
 void setForTesting(DeviceMemory* memory);
 

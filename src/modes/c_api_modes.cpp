@@ -4,6 +4,7 @@
 
 #include "api/c_api_support.h"
 #include "common/error.h"
+#include "device/device_memory.h"
 #include "prioccl/modes.hpp"
 #include "reduce/reduce.h"
 
@@ -65,6 +66,8 @@ priocclResult_t priocclLaggedStep(priocclLagged_t lagged, const void* grads, voi
   return guarded(__func__, nullptr, [&] {
     requireOut(hasResult, "hasResult");
     *hasResult = 0;
+    device::requireHost(grads, "grads", "lagged step");
+    device::requireHost(out, "out", "lagged step");
     *hasResult = laggeds().get(lagged, "lagged", kDead)->step(grads, out) ? 1 : 0;
   });
 }
@@ -73,6 +76,7 @@ priocclResult_t priocclLaggedFlush(priocclLagged_t lagged, void* out, int* hasRe
   return guarded(__func__, nullptr, [&] {
     requireOut(hasResult, "hasResult");
     *hasResult = 0;
+    device::requireHost(out, "out", "lagged flush");
     *hasResult = laggeds().get(lagged, "lagged", kDead)->flush(out) ? 1 : 0;
   });
 }
@@ -103,6 +107,7 @@ priocclResult_t priocclDelayedCreate(priocclComm_t comm, float* weights, size_t 
     requireOut(delayed, "delayed");
     *delayed = nullptr;
     requireOut(config, "config");
+    device::requireHost(weights, "weights", "delayed create");
     DelayedSgd::Options o;
     o.k = config->k;
     o.sgd.lr = config->lr;
@@ -123,6 +128,7 @@ priocclResult_t priocclDelayedStep(priocclDelayed_t delayed, const float* grads,
   return guarded(__func__, nullptr, [&] {
     requireOut(synced, "synced");
     *synced = 0;
+    device::requireHost(grads, "grads", "delayed step");
     *synced = delayeds().get(delayed, "delayed", kDead)->step(grads) ? 1 : 0;
   });
 }
@@ -199,6 +205,8 @@ priocclResult_t priocclGluUpdate(void* weights, const void* grads, const void* p
     p.lr = lr;
     p.k = k;
     requireValidDtype(datatype);
+    for (const void* b : {static_cast<const void*>(weights), grads, preWeights})
+      device::requireHost(b, "a buffer", "GLU update");
     gluUpdate(weights, grads, preWeights, count, datatype, p);
   });
 }
@@ -212,6 +220,9 @@ priocclResult_t priocclSgdUpdate(void* weights, void* velocity, const void* grad
     p.momentum = momentum;
     p.weightDecay = weightDecay;
     requireValidDtype(datatype);
+    for (const void* b : {static_cast<const void*>(weights), static_cast<const void*>(velocity),
+                          grads})
+      device::requireHost(b, "a buffer", "SGD update");
     sgdUpdate(weights, velocity, grads, count, datatype, p);
   });
 }
@@ -221,6 +232,8 @@ priocclResult_t priocclSpecTrainPredict(void* predicted, const void* weights, co
                                         double staleness) {
   return guarded(__func__, nullptr, [&] {
     requireValidDtype(datatype);
+    for (const void* b : {static_cast<const void*>(predicted), weights, velocity})
+      device::requireHost(b, "a buffer", "SpecTrain predict");
     specTrainPredict(predicted, weights, velocity, count, datatype, lr, staleness);
   });
 }

@@ -1,8 +1,10 @@
-// Device buffers over the host transports (src/api/device_stager.h), without a GPU: a fake
+// Device buffers over the host transports (src/api/device_stager.h). Without a GPU: a fake
 // device memory whose "device" addresses lie in a PROT_NONE reservation, so any host access to
-// them by the library crashes the test, and whose copies go to a backing store. Every op kind, on
-// device buffers, must give the bits the same op gives on host buffers, and a failed op must leave
-// the device buffer as it was.
+// them by the library crashes the test, and whose copies go to a backing store. With
+// PRIOCCL_TEST_DEVICE=cuda (gpu.device_buffers.*): real CUDA memory, each rank on device
+// rank % devices, found by the library itself; without a usable GPU the suite skips saying why.
+// Every op kind, on device buffers, must give the bits the same op gives on host buffers, and a
+// failed op must leave the device buffer as it was.
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <sys/mman.h>
@@ -10,11 +12,16 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#ifdef PRIOCCL_TEST_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 #include "device/device_memory.h"
 #include "mpi_test_util.h"
@@ -32,7 +39,19 @@ using prioccl::test::sizeOf;
 using prioccl::test::worldRank;
 using prioccl::test::worldSize;
 
-class FakeDevice final : public prioccl::device::DeviceMemory {
+// The test's side of device memory: its own allocations and copies.
+class TestDevice {
+ public:
+  virtual ~TestDevice() = default;
+  virtual unsigned char* alloc(size_t bytes) = 0;
+  virtual void freeAll() = 0;
+  virtual unsigned char* upload(const std::vector<unsigned char>& bytes) = 0;
+  virtual std::vector<unsigned char> download(const void* p, size_t bytes) = 0;
+  // The library's copies so far, or -1 where they cannot be counted (a real device).
+  virtual int64_t libraryCopies() const { return -1; }
+};
+
+class FakeDevice final : public prioccl::device::DeviceMemory, public TestDevice {
  public:
   static constexpr size_t kBytes = size_t{1} << 30;
   FakeDevice() {
@@ -61,20 +80,21 @@ class FakeDevice final : public prioccl::device::DeviceMemory {
     std::memmove(host(dst), host(src), bytes);
   }
 
+  int64_t libraryCopies() const override { return static_cast<int64_t>(copies.load()); }
   // The test's own allocations: 256-byte aligned, freed all at once.
-  unsigned char* alloc(size_t bytes) {
+  unsigned char* alloc(size_t bytes) override {
     unsigned char* p = base_ + next_;
     next_ += (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
     if (next_ > kBytes) std::abort();
     return p;
   }
-  void freeAll() { next_ = 0; }
-  unsigned char* upload(const std::vector<unsigned char>& bytes) {
+  void freeAll() override { next_ = 0; }
+  unsigned char* upload(const std::vector<unsigned char>& bytes) override {
     unsigned char* p = alloc(bytes.size());
     std::memcpy(host(p), bytes.data(), bytes.size());
     return p;
   }
-  std::vector<unsigned char> download(const void* p, size_t bytes) {
+  std::vector<unsigned char> download(const void* p, size_t bytes) override {
     auto* h = static_cast<const unsigned char*>(host(const_cast<void*>(p)));
     return std::vector<unsigned char>(h, h + bytes);
   }
@@ -89,7 +109,51 @@ class FakeDevice final : public prioccl::device::DeviceMemory {
   size_t next_ = 0;
 };
 
-FakeDevice* g_device = nullptr;
+#ifdef PRIOCCL_TEST_HAVE_CUDA
+class CudaDevice final : public TestDevice {
+ public:
+  ~CudaDevice() override { freeAll(); }
+  unsigned char* alloc(size_t bytes) override {
+    void* p = nullptr;
+    if (cudaMalloc(&p, std::max<size_t>(bytes, 1)) != cudaSuccess) std::abort();
+    blocks_.push_back(p);
+    return static_cast<unsigned char*>(p);
+  }
+  void freeAll() override {
+    for (void* p : blocks_) cudaFree(p);
+    blocks_.clear();
+  }
+  unsigned char* upload(const std::vector<unsigned char>& bytes) override {
+    unsigned char* p = alloc(bytes.size());
+    if (cudaMemcpy(p, bytes.data(), bytes.size(), cudaMemcpyHostToDevice) != cudaSuccess)
+      std::abort();
+    return p;
+  }
+  std::vector<unsigned char> download(const void* p, size_t bytes) override {
+    std::vector<unsigned char> h(bytes);
+    if (cudaMemcpy(h.data(), p, bytes, cudaMemcpyDeviceToHost) != cudaSuccess) std::abort();
+    return h;
+  }
+
+ private:
+  std::vector<void*> blocks_;
+};
+
+// Why this rank cannot use a GPU ("" when it can, its device then chosen).
+std::string chooseGpu() {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) return std::string("cudaGetDeviceCount: ") + cudaGetErrorString(e);
+  if (n == 0) return "no CUDA device";
+  e = cudaSetDevice(worldRank() % n);
+  if (e != cudaSuccess) return std::string("cudaSetDevice: ") + cudaGetErrorString(e);
+  return "";
+}
+#endif
+
+TestDevice* g_device = nullptr;
+FakeDevice* g_fake = nullptr;
+std::string g_noGpu;  // why the real-device run skips
 
 std::vector<unsigned char> bytesOf(uint64_t seed, size_t n) {
   std::vector<unsigned char> v(n);
@@ -103,17 +167,33 @@ std::vector<unsigned char> bytesOf(uint64_t seed, size_t n) {
 class DeviceBuffers : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    g_device = new FakeDevice;
-    prioccl::device::setForTesting(g_device);
-    comm_ = new Communicator(Communicator::world());
+    const char* which = std::getenv("PRIOCCL_TEST_DEVICE");
+    if (which && std::string(which) == "cuda") {
+#ifdef PRIOCCL_TEST_HAVE_CUDA
+      g_noGpu = chooseGpu();
+      if (g_noGpu.empty()) g_device = new CudaDevice;
+#else
+      g_noGpu = "built without the CUDA toolkit";
+#endif
+    } else {
+      g_device = g_fake = new FakeDevice;
+      prioccl::device::setForTesting(g_fake);
+    }
+    if (g_device) comm_ = new Communicator(Communicator::world());
   }
   static void TearDownTestSuite() {
     delete comm_;
     comm_ = nullptr;
     prioccl::device::setForTesting(nullptr);
     delete g_device;
+    g_device = g_fake = nullptr;
   }
-  void TearDown() override { g_device->freeAll(); }
+  void SetUp() override {
+    if (!g_device) GTEST_SKIP() << "no usable GPU: " << g_noGpu;
+  }
+  void TearDown() override {
+    if (g_device) g_device->freeAll();
+  }
 
   // Runs `op` on device copies of `send` and `recv` (a recv prefilled with `recv`'s bytes, so
   // what an op leaves alone is compared too), then on host copies, and compares the receive
@@ -123,14 +203,16 @@ class DeviceBuffers : public ::testing::Test {
   void same(const std::string& what, const std::vector<unsigned char>& send,
             const std::vector<unsigned char>& recv, const Op& op, bool inPlace = false) {
     SCOPED_TRACE(what);
-    const uint64_t copiesBefore = g_device->copies.load();
+    const int64_t copiesBefore = g_device->libraryCopies();
     unsigned char* dRecv = g_device->upload(recv);
     unsigned char* dSend = inPlace ? dRecv : g_device->upload(send);
     op(dSend, dRecv).wait();
     std::vector<unsigned char> hostRecv = recv, hostSend = send;
     op(inPlace ? hostRecv.data() : hostSend.data(), hostRecv.data()).wait();
     std::vector<unsigned char> got = g_device->download(dRecv, recv.size());
-    EXPECT_GT(g_device->copies.load(), copiesBefore) << "the op did not go through staging";
+    if (copiesBefore >= 0) {
+      EXPECT_GT(g_device->libraryCopies(), copiesBefore) << "the op did not go through staging";
+    }
     ASSERT_EQ(got.size(), hostRecv.size());
     auto diff = std::mismatch(got.begin(), got.end(), hostRecv.begin());
     EXPECT_TRUE(diff.first == got.end())
@@ -329,6 +411,19 @@ TEST_F(DeviceBuffers, FailedOpLeavesTheDeviceBuffer) {
   std::vector<unsigned char> one = bytesOf(1400 + r, 16);
   unsigned char* d2 = g_device->upload(one);
   comm_->allReduceAsync(d2, d2, 4, priocclInt32, priocclMax, 0).wait();
+}
+
+// The training modes compute on the host: device buffers are refused, naming the mode.
+TEST_F(DeviceBuffers, ModesRefuseDeviceBuffers) {
+  std::vector<float> host(8, 1.0f);
+  unsigned char* d = g_device->upload(std::vector<unsigned char>(8 * 4, 0));
+  EXPECT_EQ(priocclGluUpdate(d, host.data(), host.data(), 8, priocclFloat32, 0.1, 0.5, 0.5, 0.0,
+                             0.0, 0.1, 2),
+            priocclInvalidArgument);
+  EXPECT_NE(std::string(priocclGetLastError(nullptr)).find("device memory"), std::string::npos)
+      << priocclGetLastError(nullptr);
+  EXPECT_EQ(priocclSgdUpdate(host.data(), host.data(), d, 8, priocclFloat32, 0.1, 0.9, 0.0),
+            priocclInvalidArgument);
 }
 
 }  // namespace

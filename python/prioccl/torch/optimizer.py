@@ -600,15 +600,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         g = p.grad
         dim = self._sparse_known.get(p, g.sparse_dim() if g is not None else 1)
         if g is None or g._nnz() == 0:
-            idx = torch.empty((0, dim), dtype=torch.int64)
-            val = torch.empty((0,) + tuple(p.shape[dim:]), dtype=p.dtype)
+            idx = torch.empty((0, dim), dtype=torch.int64, device=p.device)
+            val = torch.empty((0,) + tuple(p.shape[dim:]), dtype=p.dtype, device=p.device)
         else:
             g = g.coalesce()
             if g.sparse_dim() != dim:  # the same layout as every other rank's
                 g = g.to_dense().to_sparse(dim)
             idx = g.indices().t().contiguous()
             val = g.values().contiguous()
-        rows = torch.tensor([idx.shape[0]], dtype=torch.int64)
+        rows = torch.tensor([idx.shape[0]], dtype=torch.int64)  # on the host: read back at once
         prioccl.allreduce_(rows, op=prioccl.Max, priority=priority, name=name, **kw)
         most = int(rows.item())
         if most == 0:  # no rank has a row: no gradient (SparseAdam fails on an empty one)
@@ -743,10 +743,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         at = 0
         for _, p in self._named:
             n = p.numel()
-            chunk = self._flat[at:at + n].view_as(p)
+            chunk = self._flat[at:at + n].view_as(p).to(p.device)  # a copy for CUDA parameters
             self._learn_sparse(p)
             if p in self._sparse_known:  # the optimizer (SparseAdam, ...) expects a sparse one
-                sparse = chunk.to_sparse(self._sparse_known[p])
+                sparse = chunk.to_sparse(self._sparse_known[p])  # on p's device, as chunk
                 p.grad = sparse if sparse._nnz() else None
             elif p.grad is None:
                 p.grad = chunk.clone()
@@ -778,6 +778,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                        f"optimizer is momentum SGD), not {type(self).__name__}")
         if {p.dtype for _, p in self._named} != {torch.float32}:
             raise prioccl.PriocclError("delayed mode needs float32 parameters")
+        on_device = sorted({str(p.device) for _, p in self._named if p.device.type != "cpu"})
+        if on_device:
+            raise prioccl.PriocclError(
+                f"delayed mode needs CPU parameters, not {', '.join(on_device)}: its GLU local "
+                "updates run on the host, on a flat buffer the parameters become views of")
         for i, group in enumerate(self.param_groups):
             if group.get("nesterov") or group.get("dampening", 0):
                 raise prioccl.PriocclError(f"delayed mode: param group {i} has nesterov or "
