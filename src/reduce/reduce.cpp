@@ -1,52 +1,17 @@
-// Element-wise reduction kernels: templates over (type, op) so each inner loop is simple.
+// Element-wise reduction kernels: templates over (type, op) so each inner loop is simple; the
+// element functions are elementwise.h's, which the CUDA kernels share.
 #include "reduce/reduce.h"
 
 #include <cstdint>
 #include <limits>
 #include <type_traits>
 
+#include "reduce/elementwise.h"
 #include "reduce/half.h"
 
 namespace prioccl {
 namespace reduce {
 namespace {
-
-// Unsigned type for wrapping Sum/Prod, at least as wide as unsigned int: narrower unsigned types
-// would be promoted to (signed) int, where a product could overflow.
-template <class T>
-using Wrap = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
-
-// Whether Min/Max picks b over a. For floats a NaN in a wins, then a NaN in b (the negated
-// comparisons are true for NaN b), else the strictly smaller/larger b; ties keep a.
-template <priocclRedOp_t Op, class T>
-inline bool takeSecond(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    return Op == priocclMin ? b < a : b > a;
-  } else if constexpr (Op == priocclMin) {
-    return a == a && !(b >= a);
-  } else {
-    return a == a && !(b <= a);
-  }
-}
-
-template <priocclRedOp_t Op, class T>
-inline T combine(T a, T b) {
-  if constexpr (Op == priocclSum || Op == priocclAvg) {
-    if constexpr (std::is_integral_v<T>) {
-      return static_cast<T>(static_cast<Wrap<T>>(a) + static_cast<Wrap<T>>(b));
-    } else {
-      return a + b;
-    }
-  } else if constexpr (Op == priocclProd) {
-    if constexpr (std::is_integral_v<T>) {
-      return static_cast<T>(static_cast<Wrap<T>>(a) * static_cast<Wrap<T>>(b));
-    } else {
-      return a * b;
-    }
-  } else {
-    return takeSecond<Op>(a, b) ? b : a;
-  }
-}
 
 // No __restrict: dst may be in or local. Each element is read before its own slot is written, so
 // exact aliasing is safe and the compiler's runtime overlap check still takes the vector path.
@@ -58,35 +23,13 @@ void kernel(T* d, const T* a, const T* b, size_t n) {
 // Final step of an Avg (divisor > 1): wrapped sum, then divide.
 template <class T>
 void avgKernel(T* d, const T* a, const T* b, size_t n, int divisor) {
-  if constexpr (std::is_integral_v<T>) {
-    // Divide in the promoted type so a divisor above the range of T (e.g. uint8) stays exact.
-    using D = std::common_type_t<T, int>;
-    const D div = divisor;
-    for (size_t i = 0; i < n; ++i) {
-      d[i] = static_cast<T>(static_cast<D>(combine<priocclSum>(a[i], b[i])) / div);
-    }
-  } else {
-    const T div = static_cast<T>(divisor);
-    for (size_t i = 0; i < n; ++i) d[i] = (a[i] + b[i]) / div;
-  }
+  const DivisorOf<T> div = static_cast<DivisorOf<T>>(divisor);
+  for (size_t i = 0; i < n; ++i) d[i] = average(a[i], b[i], div);
 }
 
-// 16-bit floats: widen, compute in float32, round once. Min/Max copy the chosen operand's bits.
 template <class Codec, priocclRedOp_t Op>
 void kernel16(uint16_t* d, const uint16_t* a, const uint16_t* b, size_t n, float div) {
-  for (size_t i = 0; i < n; ++i) {
-    const uint16_t x = a[i];
-    const uint16_t y = b[i];
-    const float fx = Codec::load(x);
-    const float fy = Codec::load(y);
-    if constexpr (Op == priocclMin || Op == priocclMax) {
-      d[i] = takeSecond<Op>(fx, fy) ? y : x;
-    } else if constexpr (Op == priocclAvg) {
-      d[i] = Codec::store((fx + fy) / div);
-    } else {
-      d[i] = Codec::store(combine<Op>(fx, fy));
-    }
-  }
+  for (size_t i = 0; i < n; ++i) d[i] = combine16<Codec, Op>(a[i], b[i], div);
 }
 
 template <class T>
@@ -161,21 +104,15 @@ T identityOf(priocclRedOp_t op) {
 template <class T>
 void divideTyped(void* data, size_t n, int divisor) {
   T* d = static_cast<T*>(data);
-  if constexpr (std::is_integral_v<T>) {
-    using D = std::common_type_t<T, int>;
-    const D div = divisor;
-    for (size_t i = 0; i < n; ++i) d[i] = static_cast<T>(static_cast<D>(d[i]) / div);
-  } else {
-    const T div = static_cast<T>(divisor);
-    for (size_t i = 0; i < n; ++i) d[i] = d[i] / div;
-  }
+  const DivisorOf<T> div = static_cast<DivisorOf<T>>(divisor);
+  for (size_t i = 0; i < n; ++i) d[i] = divideBy(d[i], div);
 }
 
 template <class Codec>
-void divide16(void* data, size_t n, int divisor) {
+void divideHalves(void* data, size_t n, int divisor) {
   uint16_t* d = static_cast<uint16_t*>(data);
   const float div = static_cast<float>(divisor);
-  for (size_t i = 0; i < n; ++i) d[i] = Codec::store(Codec::load(d[i]) / div);
+  for (size_t i = 0; i < n; ++i) d[i] = divide16<Codec>(d[i], div);
 }
 
 template <class T>
@@ -338,9 +275,9 @@ void divide(void* data, size_t n, priocclDataType_t dt, int divisor) {
     case priocclFloat64:
       return divideTyped<double>(data, n, divisor);
     case priocclFloat16:
-      return divide16<HalfCodec>(data, n, divisor);
+      return divideHalves<HalfCodec>(data, n, divisor);
     case priocclBfloat16:
-      return divide16<Bf16Codec>(data, n, divisor);
+      return divideHalves<Bf16Codec>(data, n, divisor);
     case priocclNumTypes:
       break;
   }
