@@ -66,6 +66,20 @@ std::unique_ptr<Transport> makeTransport(priocclTransport_t kind, Bootstrap& boo
        " (ucx)");
 }
 
+int buildFeatures() {
+  int features = 0;
+#ifdef PRIOCCL_HAVE_UCX
+  features |= PRIOCCL_FEATURE_UCX;
+#endif
+#ifdef PRIOCCL_HAVE_CUDA
+  features |= PRIOCCL_FEATURE_CUDA;
+#endif
+#ifdef PRIOCCL_HAVE_NCCL
+  features |= PRIOCCL_FEATURE_NCCL;
+#endif
+  return features;
+}
+
 std::unique_ptr<CollBackend> makeCollBackend(priocclTransport_t kind, Bootstrap& bootstrap) {
   if (kind == priocclTransportNccl) {
 #ifdef PRIOCCL_HAVE_NCCL

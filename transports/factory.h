@@ -29,4 +29,7 @@ std::unique_ptr<Transport> makeTransport(priocclTransport_t kind, Bootstrap& boo
 // private communicator), or null for the point-to-point kinds. Collective over `bootstrap`.
 std::unique_ptr<CollBackend> makeCollBackend(priocclTransport_t kind, Bootstrap& bootstrap);
 
+// PRIOCCL_FEATURE_* bits (prioccl.h) of what this build has.
+int buildFeatures();
+
 }  // namespace prioccl

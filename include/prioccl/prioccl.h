@@ -146,6 +146,12 @@ PRIOCCL_API const char* priocclGetErrorString(priocclResult_t result);
  * live communicator). The string stays valid until this thread's next call of this function. */
 PRIOCCL_API const char* priocclGetLastError(priocclComm_t comm);
 PRIOCCL_API priocclResult_t priocclGetVersion(int* version);
+/* What this build of the library has, as a set of these bits (Horovod's nccl_built() and
+ * cuda_built() answer from it): */
+#define PRIOCCL_FEATURE_UCX 1  /* PRIOCCL_TRANSPORT=ucx */
+#define PRIOCCL_FEATURE_CUDA 2 /* device (CUDA) buffers, staged over the host transports */
+#define PRIOCCL_FEATURE_NCCL 4 /* PRIOCCL_TRANSPORT=nccl */
+PRIOCCL_API priocclResult_t priocclGetBuildFeatures(int* features);
 
 /* All ranks of MPI_COMM_WORLD; initialises MPI (MPI_THREAD_MULTIPLE) if the caller has not. */
 PRIOCCL_API priocclResult_t priocclCommInitWorld(priocclComm_t* comm);

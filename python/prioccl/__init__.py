@@ -36,7 +36,8 @@ __all__ = ["init", "shutdown", "abort", "is_initialized", "rank", "size", "local
            "broadcast_parameters", "reduce", "reduce_async", "allgather", "allgather_async",
            "reducescatter", "reducescatter_async", "alltoall", "alltoall_async", "barrier",
            "send_async", "recv_async", "PriocclError", "ProcessSet", "global_process_set",
-           "add_process_set", "remove_process_set", "Sum", "Prod", "Min", "Max", "Average"]
+           "add_process_set", "remove_process_set", "Sum", "Prod", "Min", "Max", "Average",
+           "build_features", "FEATURE_UCX", "FEATURE_CUDA", "FEATURE_NCCL"]
 
 # priocclRedOp_t values (NCCL's numbering).
 Sum, Prod, Max, Min, Average = 0, 1, 2, 3, 4
@@ -397,11 +398,31 @@ def _buffer(t, writable=True):
     return ptr, count, code
 
 
+FEATURE_UCX, FEATURE_CUDA, FEATURE_NCCL = 1, 2, 4  # priocclGetBuildFeatures' bits
+_features = None
+
+
+def build_features():
+    """What the loaded library was built with: FEATURE_UCX | FEATURE_CUDA | FEATURE_NCCL bits."""
+    global _L, _features
+    if _features is None:
+        if _L is None:
+            _L = _lib.load()
+        bits = ctypes.c_int()
+        _check(_L.priocclGetBuildFeatures(ctypes.byref(bits)), "build_features")
+        _features = bits.value
+    return _features
+
+
 def _ready_on_device(t):
     """The library reads a CUDA tensor from its own thread and stream: what the caller's stream
     queued (the kernels computing t) must be done first, as Horovod's ready event ensures. The
     result is complete on the device when the op's handle completes, so work queued after the
     wait reads it."""
+    if not build_features() & FEATURE_CUDA:
+        raise PriocclError(f"tensor is on {t.device}, but this libprioccl was built without the "
+                           "CUDA toolkit (PRIOCCL_WITH_CUDA): it cannot tell device memory from "
+                           "host memory; rebuild with the toolkit, or pass CPU tensors")
     import torch
     torch.cuda.current_stream(t.device).synchronize()
 

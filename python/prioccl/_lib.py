@@ -74,6 +74,7 @@ def _declare(lib):
     v, sz, i = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
     sigs = {
         "priocclGetErrorString": (ctypes.c_char_p, [i]),
+        "priocclGetBuildFeatures": (R, [ctypes.POINTER(ctypes.c_int)]),
         "priocclGetLastError": (ctypes.c_char_p, [v]),
         "priocclCommInitWorld": (R, [c_void_pp]),
         "priocclCommDestroy": (R, [v]),

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/params.h"
 #include "core/op.h"
+#include "factory.h"
 
 namespace prioccl {
 namespace {
@@ -103,6 +104,13 @@ priocclResult_t priocclGetVersion(int* version) {
   return guarded(__func__, nullptr, [&] {
     if (!version) detail::fail(priocclInvalidArgument, "version is NULL");
     *version = PRIOCCL_VERSION_CODE;
+  });
+}
+
+priocclResult_t priocclGetBuildFeatures(int* features) {
+  return guarded(__func__, nullptr, [&] {
+    if (!features) detail::fail(priocclInvalidArgument, "features is NULL");
+    *features = prioccl::buildFeatures();
   });
 }
 

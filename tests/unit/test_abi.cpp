@@ -83,3 +83,12 @@ TEST(Abi, ComparedWithTheInstalledNcclHeader) {
 }
 
 }  // namespace
+
+// priocclGetBuildFeatures answers what CMake configured (PRIOCCL_TEST_FEATURES, from
+// tests/CMakeLists.txt), and refuses a NULL pointer.
+TEST(Abi, BuildFeaturesAreTheBuildsOwn) {
+  int features = -1;
+  ASSERT_EQ(priocclGetBuildFeatures(&features), priocclSuccess);
+  EXPECT_EQ(features, PRIOCCL_TEST_FEATURES);
+  EXPECT_EQ(priocclGetBuildFeatures(nullptr), priocclInvalidArgument);
+}

@@ -50,7 +50,7 @@ def gloo_enabled():
 
 
 def nccl_built():
-    return False
+    return bool(prioccl.build_features() & prioccl.FEATURE_NCCL)
 
 
 def ddl_built():
@@ -62,7 +62,7 @@ def ccl_built():
 
 
 def cuda_built():
-    return False
+    return bool(prioccl.build_features() & prioccl.FEATURE_CUDA)
 
 
 def rocm_built():
