@@ -20,7 +20,7 @@ if [[ ${1:-} == --ci ]]; then
   # (test_algos alone ran past its 5 min timeout, single-threaded); everything else as under ASan.
   tsan='^(unit\.test_(scheduler|train_emu)$|stress\.mpi|fault\.mpi|timeline\.|mpi\.thread_level|mpi\.test_modes\.np3'
   tsan+='|mpi\.test_allreduce\.np2|mpi\.(ucx_(tcp|sm)\.)?test_(bad_input|bad_input_catalogue|faults'
-  tsan+='|point_to_point)\.np2)'
+  tsan+='|point_to_point|device_buffers)\.np2)'
   status=0
   for mode in "" --asan --tsan; do
     echo "=== scripts/test.sh ${mode:-(plain)} $(date +%T)"

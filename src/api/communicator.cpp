@@ -414,7 +414,14 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     std::shared_ptr<DeviceStager> stager;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (!stager_) stager_ = std::make_shared<DeviceStager>(*memory);
+      if (!engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
+      if (!stager_) {
+        std::shared_ptr<ProgressGate> gate = engine_->gate();  // outlives the engine
+        stager_ = std::make_shared<DeviceStager>(
+            *memory, config_.chunkBytes,
+            [gate] { withEngine(*gate, [](Engine& e) { e.poke(); }); },
+            [gate] { withEngine(*gate, [](Engine& e) { e.abort(); }); });
+      }
       stager = stager_;
     }
     return stager->stage(op, extents.send, extents.recv, extents.gaps);

@@ -1,20 +1,28 @@
 // Device buffers over the host transports (MPI, UCX, mpi-coll): an op whose buffers are device
-// memory runs on pinned host copies of them. The caller's thread copies the data in before the op
-// is submitted (so ops keep their submission order, which unnamed ops are matched by); a worker
-// thread copies the result back once the host op finished, most urgent op first, and only then
-// completes the caller's request, so the progress thread never waits for a device. A failed op
-// copies nothing back: the device buffer keeps what it held.
+// memory runs on pinned host copies of them.
 //
-// Not done (docs/architecture.md): overlapping the copies with one op's own transfers (per chunk)
-// and reducing on the device; the reductions run on the host, on the staged data.
+// Its input (the send buffer; a v-variant's receive buffer too, whose gaps must come back
+// unchanged) is copied in piece by piece by a worker thread, while the op already runs: the
+// engine starts a chunk once its part of the input is in (OpState::staging, op.h), and a finished
+// chunk's result is copied back at once (the kinds cut into slices of elements: OpState::sliced;
+// the others' results go back when the op ends). Ops up to `syncBytes` are copied in on the
+// caller's thread instead, before submission: a worker's round trip would cost a small op more
+// than its copy. The worker takes the most urgent op's copies first, and completes the caller's
+// request once the result is back, so the progress thread never waits for a device. A failed op
+// copies nothing more back (chunks that finished before the failure are back, as a host buffer
+// holds them).
+//
+// Reductions run on the host, on the staged data (docs/architecture.md, "Device buffers").
 #pragma once
 
 #include <condition_variable>
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <queue>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -23,77 +31,32 @@
 
 namespace prioccl::detail {
 
-class DeviceStager : public std::enable_shared_from_this<DeviceStager> {
+class DeviceStager {
  public:
-  explicit DeviceStager(device::DeviceMemory& memory) : memory_(memory) {}
-  // Copies back what is queued, then stops the worker. Ops hold the stager until they finish
-  // (a group's deferred op may outlive its communicator), so the last holder may be any thread.
+  // `poke`: tells the engine that an op's input arrived; `abort`: fails the communicator (a copy
+  // to the host failed, so an op would wait for its input forever). Both from the worker, safe
+  // after the engine is gone. `syncBytes`: inputs up to this are copied on the caller's thread.
+  DeviceStager(device::DeviceMemory& memory, size_t syncBytes, std::function<void()> poke,
+               std::function<void()> abort);
+  // Stops the worker once its queue is empty. A staged op may outlive the stager (a group's
+  // deferred op, failed after its communicator went): its last copies then run on the thread
+  // that finishes it.
   ~DeviceStager();
   DeviceStager(const DeviceStager&) = delete;
   DeviceStager& operator=(const DeviceStager&) = delete;
 
   // If `op`'s buffers (sendBytes at op.send, recvBytes at op.recv; 0 where unused) include device
-  // memory: points them at pinned host copies (the data copied in, blocking) and returns the
-  // state the caller's Request must follow, completed once the result is back on the device;
-  // `op` itself goes to the engine as before. Null when nothing is on a device.
-  // `prefillRecv`: the receive buffer is not written whole (gaps between v-variant blocks), so
-  // its device contents are copied in as well and go back unchanged.
-  std::shared_ptr<OpState> stage(OpState& op, size_t sendBytes, size_t recvBytes,
-                                 bool prefillRecv);
-
-  // Staged ops since creation (tests read it to know the path was taken).
-  uint64_t staged() const;
+  // memory: points them at pinned host copies, sets op.staging, and returns the state the
+  // caller's Request must follow, completed once the result is back on the device; `op` itself
+  // goes to the engine as before. Null when nothing is on a device. `keepRecv`: the receive
+  // buffer is not written whole (gaps between v-variant blocks): it is copied in as well.
+  std::shared_ptr<OpState> stage(OpState& op, size_t sendBytes, size_t recvBytes, bool keepRecv);
 
  private:
-  // Pinned blocks kept for reuse, by size. Memory stays pinned until the communicator goes.
-  class HostPool {
-   public:
-    explicit HostPool(device::DeviceMemory& memory) : memory_(memory) {}
-    ~HostPool();
-    unsigned char* take(size_t bytes);
-    void give(unsigned char* block, size_t bytes);
-
-   private:
-    device::DeviceMemory& memory_;
-    std::mutex mutex_;
-    std::multimap<size_t, unsigned char*> free_;
-    size_t freeBytes_ = 0;
-  };
-  struct Block {
-    unsigned char* host = nullptr;
-    size_t bytes = 0;
-  };
-  // One staged op: its blocks and where its result goes.
-  struct Staged {
-    std::shared_ptr<OpState> user;
-    int priority = 0;
-    uint64_t order = 0;
-    std::vector<Block> blocks;
-    void* deviceRecv = nullptr;  // null: nothing to copy back
-    const void* hostRecv = nullptr;
-    size_t recvBytes = 0;
-  };
-  struct MoreUrgentLast {
-    bool operator()(const std::shared_ptr<Staged>& a, const std::shared_ptr<Staged>& b) const {
-      return a->priority != b->priority ? a->priority > b->priority : a->order > b->order;
-    }
-  };
-
-  void finished(const std::shared_ptr<Staged>& s, priocclResult_t code, const std::string& error);
-  void copyBack(Staged& s);
-  void release(Staged& s);
-  void work();
-
-  device::DeviceMemory& memory_;
-  HostPool pool_{memory_};
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::priority_queue<std::shared_ptr<Staged>, std::vector<std::shared_ptr<Staged>>,
-                      MoreUrgentLast>
-      queue_;  // finished host ops whose result goes back, most urgent on top
-  bool stopping_ = false;
-  uint64_t order_ = 0, staged_ = 0;
-  std::thread worker_;  // started with the first op to copy back
+  struct Core;
+  struct Staged;
+  std::shared_ptr<Core> core_;
+  std::thread worker_;
 };
 
 }  // namespace prioccl::detail

@@ -135,16 +135,29 @@ ChunkSpec ChunkRunner::chunkSpec(const OpState& op, size_t first, size_t count) 
 bool ChunkRunner::activate() {
   bool any = false;
   for (uint32_t l = 0; l < lanes_.size(); ++l) {
+    // A chunk whose input is still being copied from a device waits (the copy needs nothing from
+    // the network, so it ends, and the stager pokes the engine); so do the lane's chunks behind.
     while (LiveOp* live = lanes_.nextInOrder(l)) {
+      if (!inputReady(l, *live)) break;
       activateChunk(l, *live);
       any = true;
     }
     while (LiveOp* live = lanes_.nextByPriority(l)) {
+      if (!inputReady(l, *live)) break;
       activateChunk(l, *live);
       any = true;
     }
   }
   return any;
+}
+
+bool ChunkRunner::inputReady(uint32_t lane, const LiveOp& live) const {
+  const OpState& op = *live.op;
+  if (!op.staging) return true;
+  if (lane == kAgreeLane) return !carries(op) || op.staging->inputReady(SIZE_MAX);
+  if (!op.sliced()) return op.staging->inputReady(SIZE_MAX);
+  const size_t end = std::min<size_t>((live.nextChunk + 1) * live.chunkCount, op.count);
+  return op.staging->inputReady(end * reduce::dtypeSize(op.dtype));
 }
 
 void ChunkRunner::activateChunk(uint32_t l, LiveOp& live) {
@@ -308,8 +321,14 @@ void ChunkRunner::finishChunk(Slot& slot) {
   // decides.
   bool agreement = slot.agreement != nullptr;
   if (agreement) events_.agreementDone(*slot.agreement, slot.live->op);
+  const uint64_t chunk = slot.chunkIndex;
   LiveOp& live = lanes_.finish(slot);  // the slot is gone; a ready-heap entry of it is now stale
   stats_.chunkCompleted();
+  const OpState& op = *live.op;
+  if (!agreement && op.staging && op.sliced()) {  // this chunk's result may go back now
+    const size_t elem = reduce::dtypeSize(op.dtype), first = chunk * live.chunkCount;
+    op.staging->resultDone(first * elem, (std::min(first + live.chunkCount, op.count) - first) * elem);
+  }
   if (!agreement && live.finished()) events_.opDone(*live.op);
 }
 

@@ -91,6 +91,8 @@ class ChunkRunner {
   using Posted = Transfers::Posted;
 
   size_t chunkElements(const OpState& op) const;
+  // Whether the op's next chunk in `lane` has its input (a staged op's copy may still run).
+  bool inputReady(uint32_t lane, const LiveOp& live) const;
   ChunkSpec chunkSpec(const OpState& op, size_t first, size_t count) const;
   void activateChunk(uint32_t lane, LiveOp& live);
   void makeChunk(Slot& slot, const ChunkSpec& spec);      // its algorithm (an agreement too)

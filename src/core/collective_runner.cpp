@@ -1,6 +1,7 @@
 #include "core/collective_runner.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "common/error.h"
@@ -148,6 +149,9 @@ bool CollectiveRunner::launch() {
       fail(priocclRemoteError, "the coordinator's launch list names launch ", e.chunk, " of ",
            kindName(live.op->kind), " #", e.op, " where launch ", live.launched,
            " is due: a corrupted or foreign control message");
+    // A staged op launches once its input is on the host (whole: a launch of a blocked kind
+    // reads every block); the copy needs nothing from the network, and the plan's order waits.
+    if (live.op->staging && !live.op->staging->inputReady(SIZE_MAX)) break;
     queue_.pop_front();
     if (!coordinator_) live.planned = std::max(live.planned, e.chunk + 1);
     uint64_t cookie = nextCookie_++;

@@ -63,21 +63,24 @@ Engine::~Engine() {
   gate_->cv.wait(lock, [&] { return gate_->drivers == 0; });
 }
 
-void driveUntilDone(OpState& op) {
-  if (!op.gate || op.done.load(std::memory_order_acquire)) return;
-  ProgressGate& gate = *op.gate;
+void withEngine(ProgressGate& gate, const std::function<void(Engine&)>& f) {
   Engine* engine;
   {
     std::lock_guard<std::mutex> lock(gate.mutex);
     if (!(engine = gate.engine)) return;
-    ++gate.drivers;
+    ++gate.drivers;  // the engine's destructor waits for it
   }
-  engine->drive(op);
+  f(*engine);
   {
     std::lock_guard<std::mutex> lock(gate.mutex);
     --gate.drivers;
   }
   gate.cv.notify_all();
+}
+
+void driveUntilDone(OpState& op) {
+  if (!op.gate || op.done.load(std::memory_order_acquire)) return;
+  withEngine(*op.gate, [&](Engine& engine) { engine.drive(op); });
 }
 
 void Engine::submit(std::shared_ptr<OpState> op, bool callerWaits) {

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -48,6 +49,9 @@ struct ProgressGate {
   int drivers = 0;           // threads inside Engine::drive
 };
 
+class Engine;
+// Runs f on the gate's engine unless it has stopped; the engine cannot stop meanwhile.
+void withEngine(ProgressGate& gate, const std::function<void(Engine&)>& f);
 // Drives the op's engine until the op is done (no-op when the engine is gone).
 void driveUntilDone(OpState& op);
 
@@ -82,6 +86,8 @@ class Engine : private ChunkRunner::Events,
   void drainAndStop();
   // Any thread: fails every pending and later op now and tells the other ranks.
   void abort();
+  // Any thread: the progress thread looks again soon (a staged op's input arrived).
+  void poke() { handover_.poke(); }
   priocclCounters_t counters() const { return stats_.snapshot(); }
   // The communicator's failure as later ops get it (priocclSuccess while healthy): lost peers and
   // peers' aborts show here without an op in flight, through the progress thread's watchdog.

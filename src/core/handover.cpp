@@ -42,6 +42,11 @@ void Handover::wakeAll() {
   wakeProgress();
 }
 
+void Handover::poke() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  wakeProgress();
+}
+
 void Handover::driverEnters() {
   std::lock_guard<std::mutex> lock(mutex_);
   ++drivers_;

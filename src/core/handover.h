@@ -71,6 +71,7 @@ class Handover {
   bool mayRunInline();  // nothing queued ahead, not stopping, not failed
   void stop();          // from now on push() throws; the progress thread returns once idle
   void wakeAll();       // after an abort: sleeping drivers and the progress thread look again
+  void poke();          // something outside the engine changed (a staged op's input arrived)
 
   // Drivers: threads blocked in wait() that run the progress loop meanwhile.
   void driverEnters();

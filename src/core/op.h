@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -39,6 +40,19 @@ class ErrorLog {
 };
 
 struct ProgressGate;
+
+// An op whose device buffers run on host copies (api/device_stager.h): its input arrives in the
+// host copy in order while the op may already run, and finished parts of its result may go back
+// early. Both calls come from the progress thread and never block.
+class Staging {
+ public:
+  virtual ~Staging() = default;
+  // Whether the first `bytes` of the op's input are in the host copy (SIZE_MAX: all of it). The
+  // input is the send buffer; for the kinds whose buffers are one block in place, that block.
+  virtual bool inputReady(size_t bytes) const = 0;
+  // Bytes [offset, offset + bytes) of the receive buffer hold their final result.
+  virtual void resultDone(size_t offset, size_t bytes) = 0;
+};
 
 struct OpState : std::enable_shared_from_this<OpState> {
   // A collective (all-reduce; broadcast from or reduce to `root`; all-gather, reduce-scatter,
@@ -111,6 +125,14 @@ struct OpState : std::enable_shared_from_this<OpState> {
   std::shared_ptr<ProgressGate> gate;
   // A joined rank's stand-in for an op it never submitted owns its buffer (send and recv).
   std::vector<unsigned char> standInBuffer;  // lets a thread blocked in wait() drive the engine
+  // Set when the op's buffers are host copies of device buffers (null: the user's own buffers).
+  std::shared_ptr<Staging> staging;
+  // Whether an op cut into chunks of elements reads and writes only its chunk's elements of
+  // send and recv (so a staged op's chunks may start and end one by one).
+  bool sliced() const {
+    return kind == Kind::kAllReduce || kind == Kind::kBroadcast || kind == Kind::kReduce ||
+           kind == Kind::kSend || kind == Kind::kRecv;
+  }
 
   // Progress thread only.
   std::chrono::steady_clock::time_point submitted;

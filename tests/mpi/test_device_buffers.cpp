@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -77,6 +78,8 @@ class FakeDevice final : public prioccl::device::DeviceMemory, public TestDevice
   void freeHost(void* p) noexcept override { ::operator delete(p); }
   void copy(void* dst, const void* src, size_t bytes) override {
     ++copies;
+    if (isDevice(src) && !isDevice(dst)) ++copiesIn;
+    if (delayUs > 0) std::this_thread::sleep_for(std::chrono::microseconds(delayUs.load()));
     std::memmove(host(dst), host(src), bytes);
   }
 
@@ -99,7 +102,8 @@ class FakeDevice final : public prioccl::device::DeviceMemory, public TestDevice
     return std::vector<unsigned char>(h, h + bytes);
   }
 
-  std::atomic<uint64_t> copies{0}, hostAllocs{0};
+  std::atomic<uint64_t> copies{0}, copiesIn{0}, hostAllocs{0};
+  std::atomic<int> delayUs{0};  // each copy takes this much longer (a slow link to the device)
 
  private:
   void* host(void* p) { return isDevice(p) ? store_ + (static_cast<unsigned char*>(p) - base_) : p; }
@@ -411,6 +415,41 @@ TEST_F(DeviceBuffers, FailedOpLeavesTheDeviceBuffer) {
   std::vector<unsigned char> one = bytesOf(1400 + r, 16);
   unsigned char* d2 = g_device->upload(one);
   comm_->allReduceAsync(d2, d2, 4, priocclInt32, priocclMax, 0).wait();
+}
+
+// A large op is copied in and back chunk by chunk while it runs: slow copies (3 ms each) make the
+// engine reach every chunk before its input is in, so a chunk started early would read stale
+// bytes; the result must still be the host's. An urgent small op submitted meanwhile completes
+// first.
+TEST_F(DeviceBuffers, LargeOpsMoveChunkByChunk) {
+  if (!g_fake) GTEST_SKIP() << "counts the fake device's copies";
+  const int r = worldRank();
+  const size_t count = (8u << 20) / 4 / kSanitizerShrink;  // 8 MiB of float32: several chunks
+  auto data = bytesOf(1500 + r, count * 4);
+  std::vector<unsigned char> expect(count * 4);
+  comm_->allReduceAsync(data.data(), expect.data(), count, priocclFloat32, priocclSum, 5).wait();
+  auto small = bytesOf(1600 + r, 64);
+  std::vector<unsigned char> smallExpect(64);
+  comm_->allReduceAsync(small.data(), smallExpect.data(), 16, priocclInt32, priocclSum, 0).wait();
+
+  unsigned char* d = g_device->upload(data);
+  unsigned char* ds = g_device->upload(small);
+  const uint64_t copiesBefore = g_fake->copies.load(), inBefore = g_fake->copiesIn.load();
+  g_fake->delayUs = 3000;
+  Request big = comm_->allReduceAsync(d, d, count, priocclFloat32, priocclSum, 5);
+  Request urgent = comm_->allReduceAsync(ds, ds, 16, priocclInt32, priocclSum, 0);
+  urgent.wait();
+  const bool bigStillRunning = !big.test();
+  big.wait();
+  g_fake->delayUs = 0;
+  EXPECT_EQ(g_device->download(d, count * 4), expect);
+  EXPECT_EQ(g_device->download(ds, 64), smallExpect);
+  EXPECT_TRUE(bigStillRunning) << "the urgent op waited for the whole large one";
+  const uint64_t in = g_fake->copiesIn.load() - inBefore;
+  const uint64_t out = g_fake->copies.load() - copiesBefore - in;
+  // The small op: one copy each way; the large one: a piece per chunk each way.
+  EXPECT_GE(in, 3u) << "the large op's input was not copied in pieces";
+  EXPECT_GE(out, 3u) << "the large op's result was not copied back chunk by chunk";
 }
 
 // The training modes compute on the host: device buffers are refused, naming the mode.
