@@ -94,6 +94,11 @@ void CollectiveRunner::follow(const std::vector<LaunchEntry>& entries) {
   queue_.insert(queue_.end(), entries.begin(), entries.end());
 }
 
+size_t CollectiveRunner::launchElements(const Live& live) const {
+  if (live.chunks == 1) return live.op->count;
+  return std::max<size_t>(1, chunkBytes_ / reduce::dtypeSize(live.op->dtype));
+}
+
 CollLaunch CollectiveRunner::launchOf(Live& live, uint32_t chunk) {
   OpState& op = *live.op;
   const size_t elem = reduce::dtypeSize(op.dtype);
@@ -107,7 +112,7 @@ CollLaunch CollectiveRunner::launchOf(Live& live, uint32_t chunk) {
     c.recv = op.recv;
     c.count = c.stride = op.count;
   } else {
-    size_t per = std::max<size_t>(1, chunkBytes_ / elem);
+    size_t per = launchElements(live);
     size_t first = static_cast<size_t>(chunk) * per;
     c.count = c.stride = std::min(per, op.count - first);
     c.send = op.send ? static_cast<const char*>(op.send) + first * elem : nullptr;
@@ -190,6 +195,11 @@ bool CollectiveRunner::poll(Clock::time_point now) {
     Live& live = ops_.at(e.op);
     live.op->lastProgress = now;
     stats_.launched(*live.op, e.chunk, f.bytes, f.start, now);
+    if (live.op->staging && live.op->sliced()) {  // this launch's result may go back now
+      const size_t elem = reduce::dtypeSize(live.op->dtype), per = launchElements(live);
+      const size_t first = static_cast<size_t>(e.chunk) * per;
+      live.op->staging->resultDone(first * elem, std::min(per, live.op->count - first) * elem);
+    }
     if (++live.done < live.chunks) continue;
     std::shared_ptr<OpState> op = std::move(live.op);
     ops_.erase(e.op);

@@ -88,6 +88,7 @@ class CollectiveRunner {
     std::vector<unsigned char> input;
   };
   CollLaunch launchOf(Live& live, uint32_t chunk);
+  size_t launchElements(const Live& live) const;  // elements per launch of a sliced op
 
   CollBackend& backend_;
   const size_t chunkBytes_;
