@@ -418,8 +418,7 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
       if (!stager_) {
         std::shared_ptr<ProgressGate> gate = engine_->gate();  // outlives the engine
         stager_ = std::make_shared<DeviceStager>(
-            *memory, config_.chunkBytes,
-            [gate] { withEngine(*gate, [](Engine& e) { e.poke(); }); },
+            *memory, config_.chunkBytes, [gate] { withEngine(*gate, [](Engine& e) { e.poke(); }); },
             [gate] { withEngine(*gate, [](Engine& e) { e.abort(); }); });
       }
       stager = stager_;
@@ -454,7 +453,8 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     }
     const size_t bytes = count * elem;
     const bool sending = kind == OpState::Kind::kSend;
-    std::shared_ptr<OpState> user = placeBuffers(*state, {sending ? bytes : 0, sending ? 0 : bytes});
+    std::shared_ptr<OpState> user =
+        placeBuffers(*state, {sending ? bytes : 0, sending ? 0 : bytes});
     std::lock_guard<std::mutex> lock(mutex_);
     if (!engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
     submitOrDefer(state, false);
@@ -685,7 +685,7 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   std::unique_ptr<Bootstrap> bootstrap_;  // outlives the engine (MPI stays initialised)
   std::unique_ptr<Engine> engine_;
   std::shared_ptr<DeviceStager> stager_;  // made with the first op on device buffers
-  std::atomic<bool> destroyed_{false};  // engine_ is gone
+  std::atomic<bool> destroyed_{false};    // engine_ is gone
 };
 
 }  // namespace detail

@@ -95,12 +95,12 @@ struct DeviceStager::Staged final : Staging, std::enable_shared_from_this<Staged
   std::vector<Block> blocks;
   std::vector<Segment> in;  // the input, in the order it is copied
   size_t inTotal = 0;
-  size_t cursor = 0;                   // bytes copied in so far (the copier's own count)
-  std::atomic<size_t> copiedIn{0};     // ... published to the progress thread
+  size_t cursor = 0;                    // bytes copied in so far (the copier's own count)
+  std::atomic<size_t> copiedIn{0};      // ... published to the progress thread
   unsigned char* deviceRecv = nullptr;  // null: no result goes to a device
   const unsigned char* hostRecv = nullptr;
   size_t recvBytes = 0;
-  bool sentBack = false;  // a chunk's result went back (then every chunk's does)
+  bool sentBack = false;           // a chunk's result went back (then every chunk's does)
   std::atomic<bool> ended{false};  // the host op finished: copies in are pointless
   priocclResult_t copyCode = priocclSuccess;  // the first failed copy (worker)
   std::string copyError;
@@ -159,8 +159,8 @@ bool DeviceStager::Staged::copyIn(size_t limit) {
         core->memory.copy(seg.host + from, seg.device + from, n);
       } catch (const Error& e) {
         copyCode = e.code();
-        copyError = concat(kindName(kind), ": copying the input from the device buffer: ",
-                           e.what());
+        copyError =
+            concat(kindName(kind), ": copying the input from the device buffer: ", e.what());
         return false;
       }
       cursor += n;
@@ -194,8 +194,8 @@ void DeviceStager::Core::run(Task& t) {
         memory.copy(s.deviceRecv + t.offset, s.hostRecv + t.offset, t.bytes);
       } catch (const Error& e) {
         s.copyCode = e.code();
-        s.copyError = concat(kindName(s.kind), ": copying the result back to the device buffer: ",
-                             e.what());
+        s.copyError =
+            concat(kindName(s.kind), ": copying the result back to the device buffer: ", e.what());
       }
       return;
     case What::kFinish: {

@@ -5,12 +5,12 @@
 // unchanged) is copied in piece by piece by a worker thread, while the op already runs: the
 // engine starts a chunk once its part of the input is in (OpState::staging, op.h), and a finished
 // chunk's (or collective launch's) result is copied back at once (the kinds cut into slices of
-// elements: OpState::sliced; the others' results go back when the op ends). Ops up to `syncBytes` are copied in on the
-// caller's thread instead, before submission: a worker's round trip would cost a small op more
-// than its copy. The worker takes the most urgent op's copies first, and completes the caller's
-// request once the result is back, so the progress thread never waits for a device. A failed op
-// copies nothing more back (chunks that finished before the failure are back, as a host buffer
-// holds them).
+// elements: OpState::sliced; the others' results go back when the op ends). Ops up to `syncBytes`
+// are copied in on the caller's thread instead, before submission: a worker's round trip would cost
+// a small op more than its copy. The worker takes the most urgent op's copies first, and completes
+// the caller's request once the result is back, so the progress thread never waits for a device. A
+// failed op copies nothing more back (chunks that finished before the failure are back, as a host
+// buffer holds them).
 //
 // Reductions run on the host, on the staged data (docs/architecture.md, "Device buffers").
 #pragma once

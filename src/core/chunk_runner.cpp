@@ -327,7 +327,8 @@ void ChunkRunner::finishChunk(Slot& slot) {
   const OpState& op = *live.op;
   if (!agreement && op.staging && op.sliced()) {  // this chunk's result may go back now
     const size_t elem = reduce::dtypeSize(op.dtype), first = chunk * live.chunkCount;
-    op.staging->resultDone(first * elem, (std::min(first + live.chunkCount, op.count) - first) * elem);
+    op.staging->resultDone(first * elem,
+                           (std::min(first + live.chunkCount, op.count) - first) * elem);
   }
   if (!agreement && live.finished()) events_.opDone(*live.op);
 }

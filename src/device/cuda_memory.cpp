@@ -107,12 +107,13 @@ const CudaApi& loadApi() {
 // The driver is loaded (device_memory.cpp), so a device pointer may exist. If the runtime cannot
 // be loaded, say so once: device buffers then reach the transports as host pointers would.
 DeviceMemory* cudaMemory() {
-  static CudaMemory* memory = [] () -> CudaMemory* {
+  static CudaMemory* memory = []() -> CudaMemory* {
     const CudaApi& api = loadApi();
     if (!api.missing.empty()) {
-      detail::log(detail::LogLevel::kWarn, "the CUDA driver is loaded but ", api.missing,
-                  ": device buffers cannot be told from host buffers (pass host buffers, or make the "
-                  "runtime loadable)");
+      detail::log(
+          detail::LogLevel::kWarn, "the CUDA driver is loaded but ", api.missing,
+          ": device buffers cannot be told from host buffers (pass host buffers, or make the "
+          "runtime loadable)");
       return nullptr;
     }
     return new CudaMemory(api);  // process lifetime: ops may stage until exit

@@ -122,8 +122,7 @@ cudaError_t halves(void* dst, const void* in, const void* local, size_t n, prioc
 
 template <class T>
 cudaError_t divideTyped(void* data, size_t n, int divisor, cudaStream_t s) {
-  return launch(n, Divide<T>{static_cast<T*>(data), static_cast<reduce::DivisorOf<T>>(divisor)},
-                s);
+  return launch(n, Divide<T>{static_cast<T*>(data), static_cast<reduce::DivisorOf<T>>(divisor)}, s);
 }
 
 template <class Codec>

@@ -220,8 +220,8 @@ priocclResult_t priocclSgdUpdate(void* weights, void* velocity, const void* grad
     p.momentum = momentum;
     p.weightDecay = weightDecay;
     requireValidDtype(datatype);
-    for (const void* b : {static_cast<const void*>(weights), static_cast<const void*>(velocity),
-                          grads})
+    for (const void* b :
+         {static_cast<const void*>(weights), static_cast<const void*>(velocity), grads})
       device::requireHost(b, "a buffer", "SGD update");
     sgdUpdate(weights, velocity, grads, count, datatype, p);
   });

@@ -72,8 +72,7 @@ int main() {
   int devices = 0;
   cudaError_t e = cudaGetDeviceCount(&devices);
   if (e != cudaSuccess || devices == 0) {
-    std::printf("no usable GPU: %s\n",
-                e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device");
+    std::printf("no usable GPU: %s\n", e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device");
     return 77;
   }
   const size_t n = 100003;  // more than one grid's worth of threads per block, and odd

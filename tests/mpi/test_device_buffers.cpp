@@ -106,7 +106,9 @@ class FakeDevice final : public prioccl::device::DeviceMemory, public TestDevice
   std::atomic<int> delayUs{0};  // each copy takes this much longer (a slow link to the device)
 
  private:
-  void* host(void* p) { return isDevice(p) ? store_ + (static_cast<unsigned char*>(p) - base_) : p; }
+  void* host(void* p) {
+    return isDevice(p) ? store_ + (static_cast<unsigned char*>(p) - base_) : p;
+  }
   const void* host(const void* p) { return host(const_cast<void*>(p)); }
   unsigned char* base_ = nullptr;
   unsigned char* store_ = nullptr;
@@ -271,24 +273,29 @@ TEST_F(DeviceBuffers, BlockedKinds) {
   const size_t block = count * 2;
   auto mine = bytesOf(100 + r, block);
   auto all = bytesOf(200 + r, block * p);
-  same("allgather", mine, std::vector<unsigned char>(block * p, 3), [&](const void* s, void* d) {
-    return comm_->allGatherAsync(s, d, count, priocclFloat16);
-  });
+  same("allgather", mine, std::vector<unsigned char>(block * p, 3),
+       [&](const void* s, void* d) { return comm_->allGatherAsync(s, d, count, priocclFloat16); });
   // In place: this rank's block of the receive buffer is the send buffer.
-  same("allgather in place", mine, all, [&](const void*, void* d) {
-    return comm_->allGatherAsync(static_cast<unsigned char*>(d) + r * block, d, count,
-                                 priocclFloat16);
-  }, true);
+  same(
+      "allgather in place", mine, all,
+      [&](const void*, void* d) {
+        return comm_->allGatherAsync(static_cast<unsigned char*>(d) + r * block, d, count,
+                                     priocclFloat16);
+      },
+      true);
   same("reducescatter", all, std::vector<unsigned char>(block, 4), [&](const void* s, void* d) {
     return comm_->reduceScatterAsync(s, d, count, priocclBfloat16, priocclSum);
   });
-  same("reducescatter in place", all, all, [&](const void* s, void*) {
-    auto* base = static_cast<unsigned char*>(const_cast<void*>(s));
-    return comm_->reduceScatterAsync(base, base + r * block, count, priocclBfloat16, priocclMax);
-  }, true);
-  same("alltoall", all, std::vector<unsigned char>(block * p, 5), [&](const void* s, void* d) {
-    return comm_->allToAllAsync(s, d, count, priocclFloat16);
-  });
+  same(
+      "reducescatter in place", all, all,
+      [&](const void* s, void*) {
+        auto* base = static_cast<unsigned char*>(const_cast<void*>(s));
+        return comm_->reduceScatterAsync(base, base + r * block, count, priocclBfloat16,
+                                         priocclMax);
+      },
+      true);
+  same("alltoall", all, std::vector<unsigned char>(block * p, 5),
+       [&](const void* s, void* d) { return comm_->allToAllAsync(s, d, count, priocclFloat16); });
 }
 
 TEST_F(DeviceBuffers, VKindsKeepTheGaps) {
@@ -326,8 +333,7 @@ TEST_F(DeviceBuffers, VKindsKeepTheGaps) {
     rAt = rd[j] + rc[j];
   }
   same("alltoallv", bytesOf(600 + r, sAt * 8), bytesOf(700, rAt * 8), [&](const void* s, void* d) {
-    return comm_->allToAllVAsync(s, sc.data(), sd.data(), d, rc.data(), rd.data(),
-                                 priocclFloat64);
+    return comm_->allToAllVAsync(s, sc.data(), sd.data(), d, rc.data(), rd.data(), priocclFloat64);
   });
 }
 

@@ -68,8 +68,10 @@ const NcclApi& api() {
     const char* nccl = "libnccl.so.2";
 #endif
     std::string tried;
-    void* rt = detail::openFirstLibrary({"libcudart.so", "libcudart.so.13", "libcudart.so.12", cudart}, &tried);
-    void* nc = rt ? detail::openFirstLibrary({"libnccl.so.2", "libnccl.so", nccl}, &tried) : nullptr;
+    void* rt = detail::openFirstLibrary(
+        {"libcudart.so", "libcudart.so.13", "libcudart.so.12", cudart}, &tried);
+    void* nc =
+        rt ? detail::openFirstLibrary({"libnccl.so.2", "libnccl.so", nccl}, &tried) : nullptr;
     if (!rt || !nc) {
       a.missing = concat("cannot load ", rt ? "NCCL" : "the CUDA runtime", " (", tried, ")");
       return;
