@@ -364,6 +364,10 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
       fail(priocclInvalidUsage,
            "join: not inside a group (priocclGroupStart): it blocks until "
            "every rank has joined");
+    if (deviceCollectives_)
+      fail(priocclInvalidUsage,
+           "join: not available with PRIOCCL_TRANSPORT=nccl (a joined rank answers the others' "
+           "ops from host buffers, which NCCL cannot take)");
     static const std::string kJoinKey = "prioccl.join";
     auto state = makeOp(nullptr, nullptr, 0, priocclUint8, priocclSum);
     state->kind = OpState::Kind::kJoin;
