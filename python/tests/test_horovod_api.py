@@ -38,7 +38,12 @@ def basics(r, p):
     check(hvd.local_rank() == r and hvd.local_size() == p, "local_rank/local_size on one host")
     check(hvd.cross_rank() == 0 and hvd.cross_size() == 1 and hvd.is_homogeneous(), "cross")
     check(hvd.mpi_built() and hvd.mpi_enabled() and hvd.mpi_threads_supported(), "mpi")
-    check(not (hvd.nccl_built() or hvd.gloo_built() or hvd.cuda_built()), "nothing else built")
+    # nccl_built/cuda_built are the library's build (unit.test_abi checks those bits against
+    # CMake's configuration); no Gloo.
+    feats = prioccl.build_features()
+    check(hvd.nccl_built() == bool(feats & prioccl.FEATURE_NCCL)
+          and hvd.cuda_built() == bool(feats & prioccl.FEATURE_CUDA) and not hvd.gloo_built(),
+          f"nccl_built/cuda_built/gloo_built against the library's features {feats}")
     # The timeline at run time: this rank's file gets the ops between start and stop.
     path = f"/tmp/prioccl-hvd-timeline-{os.getppid()}.%r.json"
     hvd.start_timeline(path)
