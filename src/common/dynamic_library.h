@@ -28,4 +28,20 @@ bool bindSymbol(void* lib, const char* symbol, F* out, std::string* missing) {
   return *out != nullptr;
 }
 
+// The toolkit's directory as the build found it (CMake's PRIOCCL_CUDA_LIBDIR), for the last try:
+// a library there is found even when the loader's path does not name that directory.
+#ifdef PRIOCCL_CUDA_LIBDIR
+#define PRIOCCL_CUDA_LIBRARY(name) PRIOCCL_CUDA_LIBDIR "/" name
+#else
+#define PRIOCCL_CUDA_LIBRARY(name) name
+#endif
+
+// The CUDA runtime: the one the process has (a framework's libcudart is found by its soname),
+// else any of the major versions prioccl is built against, else the toolkit's.
+inline void* openCudaRuntime(std::string* tried) {
+  return openFirstLibrary(
+      {"libcudart.so", "libcudart.so.13", "libcudart.so.12", PRIOCCL_CUDA_LIBRARY("libcudart.so")},
+      tried);
+}
+
 }  // namespace prioccl::detail

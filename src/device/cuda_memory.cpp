@@ -78,14 +78,8 @@ const CudaApi& loadApi() {
   static CudaApi a;
   static std::once_flag once;
   std::call_once(once, [] {
-#ifdef PRIOCCL_CUDA_LIBDIR
-    const char* fallback = PRIOCCL_CUDA_LIBDIR "/libcudart.so";
-#else
-    const char* fallback = "libcudart.so";
-#endif
     std::string tried;
-    void* rt = detail::openFirstLibrary(
-        {"libcudart.so", "libcudart.so.13", "libcudart.so.12", fallback}, &tried);
+    void* rt = detail::openCudaRuntime(&tried);
     if (!rt) {
       a.missing = concat("cannot load the CUDA runtime (", tried, ")");
       return;

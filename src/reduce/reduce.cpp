@@ -50,6 +50,31 @@ bool haveF16c() {
   return yes;
 }
 
+// The two 16-bit types' loops share the work between their conversions: 8 lanes widened to
+// float32 (x, y; xa, ya their 16-bit bits).
+// Sum, Prod, Avg's last step in float32, before the narrowing rounds once.
+template <priocclRedOp_t Op>
+__attribute__((target("avx"), always_inline)) inline __m256 arith8(__m256 x, __m256 y,
+                                                                   __m256 divisor) {
+  if constexpr (Op == priocclProd) return _mm256_mul_ps(x, y);
+  if constexpr (Op == priocclAvg) return _mm256_div_ps(_mm256_add_ps(x, y), divisor);
+  return _mm256_add_ps(x, y);
+}
+
+// Min/Max: takeSecond (x is a number, and y is NaN or strictly smaller / larger) picks y's
+// bits, else x's: the chosen operand unchanged, as combine16 returns it.
+template <priocclRedOp_t Op>
+__attribute__((target("avx"), always_inline)) inline __m128i pick8(__m256 x, __m256 y, __m128i xa,
+                                                                   __m128i ya) {
+  const __m256 yWins =
+      _mm256_and_ps(_mm256_cmp_ps(x, x, _CMP_EQ_OQ),
+                    _mm256_cmp_ps(y, x, Op == priocclMin ? _CMP_NGE_UQ : _CMP_NLE_UQ));
+  const __m256i m32 = _mm256_castps_si256(yWins);
+  const __m128i m16 =
+      _mm_packs_epi32(_mm256_castsi256_si128(m32), _mm256_extractf128_si256(m32, 1));
+  return _mm_or_si128(_mm_and_si128(m16, ya), _mm_andnot_si128(m16, xa));
+}
+
 template <priocclRedOp_t Op>
 __attribute__((target("avx,f16c"))) void halfKernelF16c(uint16_t* d, const uint16_t* a,
                                                         const uint16_t* b, size_t n, float div) {
@@ -61,24 +86,9 @@ __attribute__((target("avx,f16c"))) void halfKernelF16c(uint16_t* d, const uint1
     const __m256 x = _mm256_cvtph_ps(xa), y = _mm256_cvtph_ps(ya);
     __m128i r;
     if constexpr (Op == priocclMin || Op == priocclMax) {
-      // takeSecond: x is a number and y is NaN or strictly smaller (larger): y's bits, else x's.
-      const __m256 yWins =
-          _mm256_and_ps(_mm256_cmp_ps(x, x, _CMP_EQ_OQ),
-                        _mm256_cmp_ps(y, x, Op == priocclMin ? _CMP_NGE_UQ : _CMP_NLE_UQ));
-      const __m256i m32 = _mm256_castps_si256(yWins);
-      const __m128i m16 =
-          _mm_packs_epi32(_mm256_castsi256_si128(m32), _mm256_extractf128_si256(m32, 1));
-      r = _mm_or_si128(_mm_and_si128(m16, ya), _mm_andnot_si128(m16, xa));
+      r = pick8<Op>(x, y, xa, ya);
     } else {
-      __m256 v;
-      if constexpr (Op == priocclProd) {
-        v = _mm256_mul_ps(x, y);
-      } else if constexpr (Op == priocclAvg) {
-        v = _mm256_div_ps(_mm256_add_ps(x, y), divisor);
-      } else {
-        v = _mm256_add_ps(x, y);
-      }
-      r = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+      r = _mm256_cvtps_ph(arith8<Op>(x, y, divisor), _MM_FROUND_TO_NEAREST_INT);
     }
     _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), r);
   }
@@ -92,13 +102,24 @@ bool haveAvx2() {
   return yes;
 }
 
+// floatToBf16 on 8 lanes: round to nearest even, NaNs quieted keeping sign and top payload.
+__attribute__((target("avx2"), always_inline)) inline __m128i narrowBf16(__m256 v) {
+  const __m256i u = _mm256_castps_si256(v);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i rounded =
+      _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), lsb), 16);
+  const __m256i nan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x0040));
+  const __m256i isNan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF)),
+                                           _mm256_set1_epi32(0x7F800000));
+  const __m256i bits = _mm256_blendv_epi8(rounded, nan, isNan);  // each < 2^16
+  // packus works within 128-bit halves: lanes 0-3 and 4-7 land in 64-bit words 0 and 2.
+  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(bits, bits), 0x08));
+}
+
 template <priocclRedOp_t Op>
 __attribute__((target("avx2"))) void bf16KernelAvx2(uint16_t* d, const uint16_t* a,
                                                     const uint16_t* b, size_t n, float div) {
   const __m256 divisor = _mm256_set1_ps(div);
-  const __m256i bias = _mm256_set1_epi32(0x7FFF), one = _mm256_set1_epi32(1);
-  const __m256i absMask = _mm256_set1_epi32(0x7FFFFFFF), inf = _mm256_set1_epi32(0x7F800000);
-  const __m256i quiet = _mm256_set1_epi32(0x0040);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {  // both loads before the store: d may be a or b
     const __m128i xa = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i));
@@ -107,32 +128,9 @@ __attribute__((target("avx2"))) void bf16KernelAvx2(uint16_t* d, const uint16_t*
     const __m256 y = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(ya), 16));
     __m128i r;
     if constexpr (Op == priocclMin || Op == priocclMax) {
-      const __m256 yWins =
-          _mm256_and_ps(_mm256_cmp_ps(x, x, _CMP_EQ_OQ),
-                        _mm256_cmp_ps(y, x, Op == priocclMin ? _CMP_NGE_UQ : _CMP_NLE_UQ));
-      const __m256i m32 = _mm256_castps_si256(yWins);
-      const __m128i m16 =
-          _mm_packs_epi32(_mm256_castsi256_si128(m32), _mm256_extracti128_si256(m32, 1));
-      r = _mm_or_si128(_mm_and_si128(m16, ya), _mm_andnot_si128(m16, xa));
+      r = pick8<Op>(x, y, xa, ya);
     } else {
-      __m256 v;
-      if constexpr (Op == priocclProd) {
-        v = _mm256_mul_ps(x, y);
-      } else if constexpr (Op == priocclAvg) {
-        v = _mm256_div_ps(_mm256_add_ps(x, y), divisor);
-      } else {
-        v = _mm256_add_ps(x, y);
-      }
-      const __m256i u = _mm256_castps_si256(v);
-      const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
-      const __m256i rounded =
-          _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, bias), lsb), 16);
-      const __m256i nan = _mm256_or_si256(_mm256_srli_epi32(u, 16), quiet);
-      const __m256i isNan = _mm256_cmpgt_epi32(_mm256_and_si256(u, absMask), inf);
-      const __m256i bits = _mm256_blendv_epi8(rounded, nan, isNan);  // each < 2^16
-      // packus works within 128-bit halves: lanes 0-3 and 4-7 land in 64-bit words 0 and 2.
-      const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(bits, bits), 0x08);
-      r = _mm256_castsi256_si128(packed);
+      r = narrowBf16(arith8<Op>(x, y, divisor));
     }
     _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), r);
   }

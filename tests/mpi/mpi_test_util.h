@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "prioccl/prioccl.h"
 
@@ -74,6 +75,17 @@ inline uint64_t mix(uint64_t x) {  // splitmix64 finaliser
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
+}
+
+// n arbitrary bytes (a hash of seed and index): NaNs with payloads, -0.0 and subnormals
+// included, so any arithmetic on data that should only move shows as a wrong bit.
+inline std::vector<unsigned char> bytesOf(uint64_t seed, size_t n) {
+  std::vector<unsigned char> v(n);
+  for (size_t i = 0; i < n; i += 8) {
+    uint64_t h = mix(seed * 0x100000001b3ULL + i);
+    std::memcpy(v.data() + i, &h, n - i < 8 ? n - i : 8);
+  }
+  return v;
 }
 
 }  // namespace prioccl::test

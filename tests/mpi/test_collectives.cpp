@@ -27,22 +27,13 @@ namespace {
 
 using prioccl::Communicator;
 using prioccl::Request;
+using prioccl::test::bytesOf;
 using prioccl::test::kDtypes;
 using prioccl::test::kOps;
 using prioccl::test::kSanitizerShrink;
-using prioccl::test::mix;
 using prioccl::test::sizeOf;
 using prioccl::test::worldRank;
 using prioccl::test::worldSize;
-
-std::vector<unsigned char> bytesOf(uint64_t seed, size_t n) {
-  std::vector<unsigned char> v(n);
-  for (size_t i = 0; i < n; i += 8) {
-    uint64_t h = mix(seed * 0x100000001b3ULL + i);
-    std::memcpy(v.data() + i, &h, std::min<size_t>(8, n - i));
-  }
-  return v;
-}
 
 // The root's bytes as MPI_Bcast delivers them: the reference every rank compares with.
 std::vector<unsigned char> mpiBroadcast(std::vector<unsigned char> bytes, int root) {

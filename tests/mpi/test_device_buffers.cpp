@@ -32,10 +32,10 @@ namespace {
 
 using prioccl::Communicator;
 using prioccl::Request;
+using prioccl::test::bytesOf;
 using prioccl::test::kDtypes;
 using prioccl::test::kOps;
 using prioccl::test::kSanitizerShrink;
-using prioccl::test::mix;
 using prioccl::test::sizeOf;
 using prioccl::test::worldRank;
 using prioccl::test::worldSize;
@@ -160,15 +160,6 @@ std::string chooseGpu() {
 TestDevice* g_device = nullptr;
 FakeDevice* g_fake = nullptr;
 std::string g_noGpu;  // why the real-device run skips
-
-std::vector<unsigned char> bytesOf(uint64_t seed, size_t n) {
-  std::vector<unsigned char> v(n);
-  for (size_t i = 0; i < n; i += 8) {
-    uint64_t h = mix(seed * 0x100000001b3ULL + i);
-    std::memcpy(v.data() + i, &h, std::min<size_t>(8, n - i));
-  }
-  return v;
-}
 
 class DeviceBuffers : public ::testing::Test {
  protected:

@@ -60,18 +60,12 @@ const NcclApi& api() {
   static NcclApi a;
   static std::once_flag once;
   std::call_once(once, [] {
-#ifdef PRIOCCL_CUDA_LIBDIR
-    const char* cudart = PRIOCCL_CUDA_LIBDIR "/libcudart.so";
-    const char* nccl = PRIOCCL_CUDA_LIBDIR "/libnccl.so.2";
-#else
-    const char* cudart = "libcudart.so";
-    const char* nccl = "libnccl.so.2";
-#endif
     std::string tried;
-    void* rt = detail::openFirstLibrary(
-        {"libcudart.so", "libcudart.so.13", "libcudart.so.12", cudart}, &tried);
+    void* rt = detail::openCudaRuntime(&tried);
     void* nc =
-        rt ? detail::openFirstLibrary({"libnccl.so.2", "libnccl.so", nccl}, &tried) : nullptr;
+        rt ? detail::openFirstLibrary(
+                 {"libnccl.so.2", "libnccl.so", PRIOCCL_CUDA_LIBRARY("libnccl.so.2")}, &tried)
+           : nullptr;
     if (!rt || !nc) {
       a.missing = concat("cannot load ", rt ? "NCCL" : "the CUDA runtime", " (", tried, ")");
       return;
