@@ -3,8 +3,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "common/error.h"
 
@@ -86,6 +91,9 @@ struct DeviceStager::Staged final : Staging, std::enable_shared_from_this<Staged
     for (Block& b : blocks) core->give(b.host, b.bytes);
     blocks.clear();
   }
+  // An op that never reached the engine (a throw after staging, a destroyed communicator) ends
+  // here without its finish: its blocks go back all the same.
+  ~Staged() override { release(); }
 
   std::shared_ptr<Core> core;
   std::shared_ptr<OpState> user;  // what the caller's Request follows
@@ -260,14 +268,6 @@ std::shared_ptr<OpState> DeviceStager::stage(OpState& op, size_t sendBytes, size
   s->core = core_;
   s->kind = op.kind;
   s->priority = op.priority;
-  // Blocks go back to the pool if anything below throws (the op is then never submitted).
-  struct Undo {
-    Staged& s;
-    bool armed = true;
-    ~Undo() {
-      if (armed) s.release();
-    }
-  } undo{*s};
   auto block = [&](size_t bytes) {
     s->blocks.push_back({core.take(bytes), bytes});
     return s->blocks.back().host;
@@ -327,7 +327,6 @@ std::shared_ptr<OpState> DeviceStager::stage(OpState& op, size_t sendBytes, size
     t.op = s;
     core.enqueue(std::move(t));
   }
-  undo.armed = false;
   return s->user;
 }
 

@@ -15,16 +15,10 @@
 // Reductions run on the host, on the staged data (docs/architecture.md, "Device buffers").
 #pragma once
 
-#include <condition_variable>
 #include <cstddef>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
-#include <queue>
-#include <string>
 #include <thread>
-#include <vector>
 
 #include "core/op.h"
 #include "device/device_memory.h"

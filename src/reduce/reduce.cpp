@@ -33,118 +33,93 @@ void avgKernel(T* d, const T* a, const T* b, size_t n, int divisor) {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#define PRIOCCL_F16C 1
-// float16 on x86 CPUs with F16C (all since 2012): the hardware converts 8 lanes per instruction
-// where the portable codec (half.h) takes dozens of integer operations per element, measured
-// 0.2-0.8 GB/s. Same results: vcvtph2ps is exact, vcvtps2ph with immediate rounding 0 rounds to
-// nearest even and quiets NaNs keeping their sign and top payload bits, as floatToHalf does, and
-// the arithmetic between is float32's (unit.test_reduce checks both against a reference).
-bool haveF16c() {
-  // AVX with the OS's support for its registers; F16C from CPUID (clang's
-  // __builtin_cpu_supports does not know "f16c").
+#define PRIOCCL_SIMD16 1
+// The 16-bit floats on x86, 8 lanes at a time: the portable codec (half.h) does not vectorise
+// (float16 measured 0.5-0.8 GB/s, bfloat16 2.5-3.2). float16 converts with F16C (vcvtph2ps is
+// exact; vcvtps2ph with immediate rounding 0 rounds to nearest even and quiets NaNs keeping sign
+// and top payload bits, as floatToHalf does), bfloat16 with floatToBf16's bit operations in AVX2;
+// the arithmetic between is float32's, so the bits are the codec's (unit.test_reduce).
+// Every CPU with AVX2 has F16C; both are asked for (clang's __builtin_cpu_supports does not know
+// "f16c": CPUID), with the OS's support for AVX registers.
+bool haveSimd16() {
   static const bool yes = [] {
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    return __builtin_cpu_supports("avx") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) &&
+    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) &&
            (ecx & bit_F16C) != 0;
   }();
   return yes;
 }
 
-// The two 16-bit types' loops share the work between their conversions: 8 lanes widened to
-// float32 (x, y; xa, ya their 16-bit bits).
-// Sum, Prod, Avg's last step in float32, before the narrowing rounds once.
-template <priocclRedOp_t Op>
-__attribute__((target("avx"), always_inline)) inline __m256 arith8(__m256 x, __m256 y,
-                                                                   __m256 divisor) {
-  if constexpr (Op == priocclProd) return _mm256_mul_ps(x, y);
-  if constexpr (Op == priocclAvg) return _mm256_div_ps(_mm256_add_ps(x, y), divisor);
-  return _mm256_add_ps(x, y);
-}
+#define PRIOCCL_SIMD16_INLINE __attribute__((target("avx2,f16c"), always_inline)) inline
 
-// Min/Max: takeSecond (x is a number, and y is NaN or strictly smaller / larger) picks y's
-// bits, else x's: the chosen operand unchanged, as combine16 returns it.
-template <priocclRedOp_t Op>
-__attribute__((target("avx"), always_inline)) inline __m128i pick8(__m256 x, __m256 y, __m128i xa,
-                                                                   __m128i ya) {
-  const __m256 yWins =
-      _mm256_and_ps(_mm256_cmp_ps(x, x, _CMP_EQ_OQ),
-                    _mm256_cmp_ps(y, x, Op == priocclMin ? _CMP_NGE_UQ : _CMP_NLE_UQ));
-  const __m256i m32 = _mm256_castps_si256(yWins);
-  const __m128i m16 =
-      _mm_packs_epi32(_mm256_castsi256_si128(m32), _mm256_extractf128_si256(m32, 1));
-  return _mm_or_si128(_mm_and_si128(m16, ya), _mm_andnot_si128(m16, xa));
-}
+// 8 lanes of each type: widened to float32, and narrowed back rounding once.
+struct HalfLanes {
+  using Codec = HalfCodec;
+  static PRIOCCL_SIMD16_INLINE __m256 widen(__m128i v) { return _mm256_cvtph_ps(v); }
+  static PRIOCCL_SIMD16_INLINE __m128i narrow(__m256 v) {
+    return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+  }
+};
 
-template <priocclRedOp_t Op>
-__attribute__((target("avx,f16c"))) void halfKernelF16c(uint16_t* d, const uint16_t* a,
-                                                        const uint16_t* b, size_t n, float div) {
+struct Bf16Lanes {
+  using Codec = Bf16Codec;
+  static PRIOCCL_SIMD16_INLINE __m256 widen(__m128i v) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+  }
+  // floatToBf16: round to nearest even; NaNs quieted keeping sign and top payload bits.
+  static PRIOCCL_SIMD16_INLINE __m128i narrow(__m256 v) {
+    const __m256i u = _mm256_castps_si256(v);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    const __m256i rounded = _mm256_srli_epi32(
+        _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), lsb), 16);
+    const __m256i nan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x0040));
+    const __m256i isNan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF)),
+                                             _mm256_set1_epi32(0x7F800000));
+    const __m256i bits = _mm256_blendv_epi8(rounded, nan, isNan);  // each < 2^16
+    // packus works within 128-bit halves: lanes 0-3 and 4-7 land in 64-bit words 0 and 2.
+    return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(bits, bits), 0x08));
+  }
+};
+
+template <class Lanes, priocclRedOp_t Op>
+__attribute__((target("avx2,f16c"))) void kernel16Simd(uint16_t* d, const uint16_t* a,
+                                                       const uint16_t* b, size_t n, float div) {
   const __m256 divisor = _mm256_set1_ps(div);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {  // both loads before the store: d may be a or b
     const __m128i xa = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i));
     const __m128i ya = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i));
-    const __m256 x = _mm256_cvtph_ps(xa), y = _mm256_cvtph_ps(ya);
+    const __m256 x = Lanes::widen(xa), y = Lanes::widen(ya);
     __m128i r;
     if constexpr (Op == priocclMin || Op == priocclMax) {
-      r = pick8<Op>(x, y, xa, ya);
+      // takeSecond (x is a number, and y is NaN or strictly smaller / larger) picks y's bits,
+      // else x's: the chosen operand unchanged, as combine16 returns it.
+      const __m256 yWins =
+          _mm256_and_ps(_mm256_cmp_ps(x, x, _CMP_EQ_OQ),
+                        _mm256_cmp_ps(y, x, Op == priocclMin ? _CMP_NGE_UQ : _CMP_NLE_UQ));
+      const __m256i m32 = _mm256_castps_si256(yWins);
+      const __m128i m16 =
+          _mm_packs_epi32(_mm256_castsi256_si128(m32), _mm256_extracti128_si256(m32, 1));
+      r = _mm_or_si128(_mm_and_si128(m16, ya), _mm_andnot_si128(m16, xa));
+    } else if constexpr (Op == priocclProd) {
+      r = Lanes::narrow(_mm256_mul_ps(x, y));
+    } else if constexpr (Op == priocclAvg) {
+      r = Lanes::narrow(_mm256_div_ps(_mm256_add_ps(x, y), divisor));
     } else {
-      r = _mm256_cvtps_ph(arith8<Op>(x, y, divisor), _MM_FROUND_TO_NEAREST_INT);
+      r = Lanes::narrow(_mm256_add_ps(x, y));
     }
     _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), r);
   }
-  for (; i < n; ++i) d[i] = combine16<HalfCodec, Op>(a[i], b[i], div);
-}
-
-// bfloat16 with AVX2: the conversions are bit operations (floatToBf16's, lane by lane), which the
-// compiler leaves scalar; 8 lanes at a time here.
-bool haveAvx2() {
-  static const bool yes = __builtin_cpu_supports("avx2");
-  return yes;
-}
-
-// floatToBf16 on 8 lanes: round to nearest even, NaNs quieted keeping sign and top payload.
-__attribute__((target("avx2"), always_inline)) inline __m128i narrowBf16(__m256 v) {
-  const __m256i u = _mm256_castps_si256(v);
-  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  const __m256i rounded =
-      _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), lsb), 16);
-  const __m256i nan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x0040));
-  const __m256i isNan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF)),
-                                           _mm256_set1_epi32(0x7F800000));
-  const __m256i bits = _mm256_blendv_epi8(rounded, nan, isNan);  // each < 2^16
-  // packus works within 128-bit halves: lanes 0-3 and 4-7 land in 64-bit words 0 and 2.
-  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(bits, bits), 0x08));
-}
-
-template <priocclRedOp_t Op>
-__attribute__((target("avx2"))) void bf16KernelAvx2(uint16_t* d, const uint16_t* a,
-                                                    const uint16_t* b, size_t n, float div) {
-  const __m256 divisor = _mm256_set1_ps(div);
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {  // both loads before the store: d may be a or b
-    const __m128i xa = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i));
-    const __m128i ya = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i));
-    const __m256 x = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(xa), 16));
-    const __m256 y = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(ya), 16));
-    __m128i r;
-    if constexpr (Op == priocclMin || Op == priocclMax) {
-      r = pick8<Op>(x, y, xa, ya);
-    } else {
-      r = narrowBf16(arith8<Op>(x, y, divisor));
-    }
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), r);
-  }
-  for (; i < n; ++i) d[i] = combine16<Bf16Codec, Op>(a[i], b[i], div);
+  for (; i < n; ++i) d[i] = combine16<typename Lanes::Codec, Op>(a[i], b[i], div);
 }
 #endif
 
 template <class Codec, priocclRedOp_t Op>
 void kernel16(uint16_t* d, const uint16_t* a, const uint16_t* b, size_t n, float div) {
-#ifdef PRIOCCL_F16C
-  if constexpr (std::is_same_v<Codec, HalfCodec>) {
-    if (haveF16c()) return halfKernelF16c<Op>(d, a, b, n, div);
-  } else {
-    if (haveAvx2()) return bf16KernelAvx2<Op>(d, a, b, n, div);
+#ifdef PRIOCCL_SIMD16
+  if (haveSimd16()) {
+    using Lanes = std::conditional_t<std::is_same_v<Codec, HalfCodec>, HalfLanes, Bf16Lanes>;
+    return kernel16Simd<Lanes, Op>(d, a, b, n, div);
   }
 #endif
   for (size_t i = 0; i < n; ++i) d[i] = combine16<Codec, Op>(a[i], b[i], div);
