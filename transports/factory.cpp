@@ -34,7 +34,7 @@ std::unique_ptr<Transport> makeMpi(Bootstrap& bootstrap) {
 
 std::unique_ptr<Transport> makeUcx(Bootstrap& bootstrap, const TransportOptions& options) {
 #ifdef PRIOCCL_HAVE_UCX
-  auto ucx = std::make_unique<UcxTransport>(bootstrap, options.ucxWakeup);
+  auto ucx = std::make_unique<UcxTransport>(bootstrap, options.ucxWakeup, options.ucxNetDevices);
   if (ucx->rank() == 0 && detail::logLevel() >= detail::LogLevel::kInfo)
     detail::log(detail::LogLevel::kInfo, "UCX ", ucx->describeLanes());
   return ucx;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "bootstrap.h"
 #include "coll_backend.h"
@@ -17,7 +18,8 @@ namespace prioccl {
 std::unique_ptr<Bootstrap> makeMpiBootstrap(const void* mpiComm, bool requireThreadMultiple);
 
 struct TransportOptions {
-  bool ucxWakeup = false;  // Config::ucxWakeup
+  bool ucxWakeup = false;     // Config::ucxWakeup
+  std::string ucxNetDevices;  // UCX's NET_DEVICES for this rank; "": UCX's own choice
 };
 
 // Collective over `bootstrap`: every rank must ask for the same kind. Throws

@@ -84,7 +84,10 @@ typedef enum {
   priocclAlgoRecursiveDoubling = 3, /* ceil(log2 p) rounds: latency-optimal for small ops */
   priocclAlgoHalvingDoubling = 4,   /* reduce-scatter by halving, all-gather by doubling: the
                                        ring's traffic in 2 log2(p) rounds, for middle sizes */
-  priocclNumAlgos = 5
+  priocclAlgoHierarchical = 5,      /* two levels: rings inside each host, one ring per local
+                                       index across hosts; each host's link carries 2(n-1)/n of
+                                       the op (n hosts) where a flat ring's carries 2(p-1)/p */
+  priocclNumAlgos = 6
 } priocclAlgorithm_t;
 
 /* Point-to-point transport under the engine. MPI (the default) works wherever MPI does; UCX
@@ -114,7 +117,7 @@ typedef struct {
                                 application that initialised MPI itself; 0 = accept SERIALIZED */
   int schedule;              /* PRIOCCL_SCHEDULE: a priocclSchedule_t ("priority" or "fifo") */
   int algorithm;             /* PRIOCCL_ALGO: a priocclAlgorithm_t ("auto", "ring", "tree", "rd",
-                                "hd") */
+                                "hd", "hier") */
   int transport;             /* PRIOCCL_TRANSPORT: a priocclTransport_t ("mpi" or "ucx") */
   double timeoutSeconds;     /* PRIOCCL_TIMEOUT_S (default 300, 0 = off): an op without progress
                                 this long fails the communicator (priocclTimeout); a peer silent

@@ -51,7 +51,7 @@ struct PRIOCCL_API Config {
   size_t windowChunks = 1024;                            // PRIOCCL_WINDOW_CHUNKS
   bool requireThreadMultiple = true;                     // PRIOCCL_MPI_THREAD_CHECK
   priocclSchedule_t schedule = priocclSchedulePriority;  // PRIOCCL_SCHEDULE=priority|fifo
-  priocclAlgorithm_t algorithm = priocclAlgoAuto;        // PRIOCCL_ALGO=auto|ring|tree|rd|hd
+  priocclAlgorithm_t algorithm = priocclAlgoAuto;        // PRIOCCL_ALGO=auto|ring|tree|rd|hd|hier
   // Auto only: time each algorithm at creation (tens of ms on a slow network) to fit the cost
   // model; false uses a fixed rule instead.
   bool calibrate = true;  // PRIOCCL_CALIBRATE
@@ -67,7 +67,13 @@ struct PRIOCCL_API Config {
   double stallWarnSeconds = 60;  // PRIOCCL_STALL_WARN_S
   // Over UCX, waiting threads sleep on the worker's event descriptor instead of napping. Opt-in
   // until an intermittent failure it showed is understood (docs/benchmarks.md, "UCX transport").
-  bool ucxWakeup = false;        // PRIOCCL_UCX_WAKEUP
+  bool ucxWakeup = false;  // PRIOCCL_UCX_WAKEUP
+  // Ranks with the same value share a host; empty: ranks share a host when they share memory
+  // (MPI_COMM_TYPE_SHARED) and a hostname. For set-ups the detection cannot see.
+  std::string hostId;  // PRIOCCL_HOST_ID
+  // Bind the progress thread near the network device (inside the rank's own binding) and pick
+  // UCX's device nearest the rank, unless the user chose (UCX_NET_DEVICES). false: leave both.
+  bool placement = true;         // PRIOCCL_PLACEMENT
   static Config fromEnv();       // throws InvalidArgument on a malformed variable
   std::string describe() const;  // one line, for logs
   // Fills chunkBytes/creditBytes left at 0 from a link measurement (bytes/s <= 0: unmeasured).
@@ -98,8 +104,8 @@ PRIOCCL_API std::vector<ParamInfo> params();
 // outside Config, the environment's value (its default when unset). Unknown name: InvalidArgument.
 PRIOCCL_API std::string paramValue(const Config& config, const std::string& name);
 
-// "auto", "ring", "tree", "rd", "hd"; parseAlgorithm also takes "recursive_doubling" and
-// "halving_doubling" and returns priocclNumAlgos for an unknown name.
+// "auto", "ring", "tree", "rd", "hd", "hier"; parseAlgorithm also takes "recursive_doubling",
+// "halving_doubling" and "hierarchical" and returns priocclNumAlgos for an unknown name.
 PRIOCCL_API const char* algorithmName(priocclAlgorithm_t a);
 PRIOCCL_API priocclAlgorithm_t parseAlgorithm(const std::string& name);
 

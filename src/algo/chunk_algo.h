@@ -13,6 +13,8 @@
 
 namespace prioccl {
 
+struct HostLayout;
+
 // One point-to-point transfer a chunk wants posted. `step` is unique within the chunk and is the
 // same number on sender and receiver, so (chunk identity, step) is the wire tag.
 struct Transfer {
@@ -51,6 +53,9 @@ struct ChunkSpec {
   // shorter than that (the v-variants) has a shorter slice, or none (slice()).
   size_t first = 0;
   BlockLayout sendBlocks, recvBlocks;
+  // Which ranks share a host (the hierarchical all-reduce's two levels); null: every rank its
+  // own host. Outlives the chunk.
+  const HostLayout* hosts = nullptr;
 
   // This chunk's slice of block b of `layout` in the buffer whose chunk pointer is `base`: where
   // it starts, and its length in bytes (0 past the block's end).

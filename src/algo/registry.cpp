@@ -3,6 +3,7 @@
 #include <strings.h>
 
 #include "algo/halving_doubling.h"
+#include "algo/hierarchical.h"
 #include "algo/recursive_doubling.h"
 #include "algo/ring.h"
 #include "algo/tree.h"
@@ -71,6 +72,9 @@ const std::vector<AlgoEntry>& algoRegistry() {
     {priocclAlgoHalvingDoubling, "hd", "halving_doubling", HalvingDoublingChunk::steps,
      HalvingDoublingChunk::scratchBytes, halvingDoublingSends,
      kWholeChunks, kCarried, make<HalvingDoublingChunk>},
+    {priocclAlgoHierarchical, "hier", "hierarchical", HierarchicalChunk::steps,
+     HierarchicalChunk::scratchBytes, ringSends, kCutFiner, kNotCarried,
+     make<HierarchicalChunk>},
   };
   return rows;
 }

@@ -28,6 +28,27 @@ void AlgoSelector::setLink(double bytesPerSecond, int nranks) {
   wireSecondsPerByte_.clear();
   for (const AlgoEntry& e : algoRegistry())
     wireSecondsPerByte_.push_back(bytesPerSecond > 0 ? e.sendFactor(nranks) / bytesPerSecond : 0);
+  setLevels(levels_);
+}
+
+// Per byte of op: inside a host each of the first S ranks sends 2(S-1)/S of it (its ring), and
+// an extra rank's whole contribution goes to its partner and back (counted on the partner's
+// side: 2 per extra it serves); across hosts each of them sends 2(n-1)/n of its 1/S shard, at
+// its share of the host's link. The phases of different chunks overlap, so the slower level
+// bounds the op.
+void AlgoSelector::setLevels(const HostLevels& levels) {
+  levels_ = levels;
+  const std::vector<AlgoEntry>& algos = algoRegistry();
+  for (size_t k = 0; k < algos.size() && k < wireSecondsPerByte_.size(); ++k) {
+    if (algos[k].id != priocclAlgoHierarchical || levels.hosts <= 1) continue;
+    const double S = levels.shards, n = levels.hosts;
+    const double extrasPerPartner = std::ceil((levels.most - S) / S);
+    double intra = 2 * (S - 1) / S + 2 * extrasPerPartner, across = 2 * (n - 1) / n / S;
+    double t = 0;
+    if (levels.intraBytesPerSecond > 0) t = std::max(t, intra / levels.intraBytesPerSecond);
+    if (levels.interBytesPerSecond > 0) t = std::max(t, across / levels.interBytesPerSecond);
+    wireSecondsPerByte_[k] = t;
+  }
 }
 
 double AlgoSelector::modelSeconds(priocclAlgorithm_t a, size_t bytes) const {
@@ -36,6 +57,7 @@ double AlgoSelector::modelSeconds(priocclAlgorithm_t a, size_t bytes) const {
   size_t k = 0;
   while (k < algos.size() && algos[k].id != a) ++k;
   if (k == algos.size() || k >= times_.size() || times_[k].size() != sizes_.size()) return -1;
+  if (a == priocclAlgoHierarchical && levels_.hosts <= 1) return -1;  // one level: the ring
   const std::vector<double>& t = times_[k];
   double n = static_cast<double>(bytes);
   double wire = k < wireSecondsPerByte_.size() ? wireSecondsPerByte_[k] * n : 0;
@@ -100,9 +122,16 @@ std::string AlgoSelector::describe() const {
   }
   if (linkBytesPerSecond_ > 0)
     out << "sustained link " << std::lround(linkBytesPerSecond_ / 1e6) << " MB/s (a floor); ";
+  if (levels_.hosts > 1)
+    out << levels_.hosts << " hosts, links inside "
+        << std::lround(levels_.intraBytesPerSecond / 1e6) << " MB/s "
+        << std::lround(levels_.intraLatencySeconds * 1e7) / 10.0 << " us, across "
+        << std::lround(levels_.interBytesPerSecond / 1e6) << " MB/s "
+        << std::lround(levels_.interLatencySeconds * 1e7) / 10.0 << " us per rank; ";
   out << "measured us at";
   for (size_t s : sizes_) out << " " << s << "B";
   for (size_t k = 0; k < times_.size() && k < algoRegistry().size(); ++k) {
+    if (times_[k].empty()) continue;  // not measured (hier with one level)
     out << "; " << algoRegistry()[k].name << ":";
     for (double t : times_[k]) out << " " << std::lround(t * 1e7) / 10.0;
   }

@@ -23,6 +23,18 @@
 
 namespace prioccl {
 
+// Two levels of links, measured separately at creation when ranks share hosts (several ranks on
+// some host, more than one host): inside a host (shared memory or loopback) and between hosts
+// (each rank's share of its host's link while every local rank sends at once). Every rank holds
+// the slowest rank's figures.
+struct HostLevels {
+  int hosts = 0;   // 0: one level (the hierarchical all-reduce is then never chosen by the model)
+  int shards = 1;  // fewest ranks on a host: the hierarchical all-reduce's shards
+  int most = 1;    // most ranks on a host
+  double intraBytesPerSecond = 0, intraLatencySeconds = 0;
+  double interBytesPerSecond = 0, interLatencySeconds = 0;
+};
+
 // One term of a size rule list (PRIOCCL_ALGO="rd<64K,tree"): ops below `below` bytes use `algo`.
 struct AlgoRule {
   size_t below;
@@ -57,6 +69,9 @@ class AlgoSelector {
   bool calibrated() const { return !sizes_.empty(); }
   // The link's sustained bandwidth per rank (0: unknown, no floor) and the rank count.
   void setLink(double bytesPerSecond, int nranks);
+  // The two levels' links (after setLink): the hierarchical all-reduce's floor is its slower
+  // level's bytes at that level's rate; without them the model never chooses it.
+  void setLevels(const HostLevels& levels);
   // The model, one line per algorithm (alpha in us, beta in ns/byte per interval) and crossovers.
   std::string describe() const;
 
@@ -68,6 +83,7 @@ class AlgoSelector {
   std::vector<size_t> sizes_;
   std::vector<std::vector<double>> times_;  // per algoRegistry() row
   double linkBytesPerSecond_ = 0;
+  HostLevels levels_;
   // Seconds per byte of the op that the floor gives each algorithm (0: no floor); set once by
   // setLink, since choose() runs for every op.
   std::vector<double> wireSecondsPerByte_;

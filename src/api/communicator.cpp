@@ -22,6 +22,8 @@
 #include "device/device_memory.h"
 #include "factory.h"
 #include "reduce/reduce.h"
+#include "topology/host_groups.h"
+#include "topology/placement.h"
 
 namespace prioccl {
 namespace detail {
@@ -142,6 +144,11 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     setLogRank(bootstrap_->processIds()[static_cast<size_t>(bootstrap_->rank())]);
     LinkEstimate link = measureRingLink(*bootstrap_);
     config_.resolveAuto(link.bytesPerSecond, link.latencySeconds, link.nranks);
+    HostGroups hosts = detectHostGroups(*bootstrap_, config_.hostId);
+    hosts_ = std::make_shared<const HostLayout>(hosts.layout);
+    levels_ = measureHostLevels(*bootstrap_, *hosts_);
+    placement_ = choosePlacement(config_.placement, std::getenv("UCX_NET_DEVICES"));
+    logHost(hosts);
     std::unique_ptr<Transport> transport = agreeAndConnect();
     rank_ = transport->rank();
     size_ = transport->size();
@@ -152,7 +159,8 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     collectiveBackend_ = collectives != nullptr;
     deviceCollectives_ = collectives && collectives->deviceBuffers();
     engine_ = std::make_unique<Engine>(std::move(transport), config_, selector_, errors_,
-                                       heartbeats_, timelineClock_, std::move(collectives));
+                                       heartbeats_, timelineClock_, std::move(collectives), hosts_);
+    bindProgressThread();
     agreeAndCalibrate(bootstrap_->processIds());
     engine_->startApplication();  // counters and op numbers are the application's
     if (rank_ == 0) log(LogLevel::kInfo, "algorithm model: ", selector_.describe());
@@ -568,6 +576,7 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     if (all[shared + 1] != 0) timelineClock_ = measureClock(*bootstrap_);
     TransportOptions options;
     options.ucxWakeup = config_.ucxWakeup;
+    options.ucxNetDevices = placement_.ucxNetDevices;
     return makeTransport(config_.transport, *bootstrap_, options);
   }
 
@@ -626,6 +635,7 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     selector_ = AlgoSelector(config_.algorithm);
     selector_.setPolicy(config_.algorithm, byRule);
     selector_.setLink(config_.linkBytesPerSecond, size_);  // the same on every rank
+    selector_.setLevels(levels_);                          // ... and these too
     if (selector_.usesModel() && config_.calibrate && size_ > 1 && !collectiveBackend_) {
       if (all[1] == -1) {  // every rank has measured this group already
         // The model comes with the link figure it was stored with (the cost model's floor):
@@ -642,6 +652,26 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     engine_->setSelector(selector_);
   }
 
+  // PRIOCCL_DEBUG=INFO: one line per host, from its lowest rank.
+  void logHost(const HostGroups& hosts) {
+    const int me = bootstrap_->rank(), h = hosts.layout.hostOf[me];
+    const std::vector<int>& members = hosts.layout.members[h];
+    if (members.front() != me || logLevel() < LogLevel::kInfo) return;
+    std::string ranks;
+    for (int r : members) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+    log(LogLevel::kInfo, "host ", h, " (", hosts.names[h], "): ranks ", ranks, " of ",
+        hosts.layout.describe(), "; ", placement_.describe());
+  }
+
+  // The progress thread near the network device, inside the rank's binding (placement.h). A
+  // refusal (a cgroup narrower than the affinity mask says) leaves it where it was.
+  void bindProgressThread() {
+    if (placement_.progressCpus.empty()) return;
+    std::string why;
+    if (!topology::bindThread(engine_->progressThread(), placement_.progressCpus, &why))
+      log(LogLevel::kWarn, "PRIOCCL_PLACEMENT: the progress thread keeps its CPUs: ", why);
+  }
+
   // Times each algorithm at the calibration sizes and fits the model to the slowest rank's
   // medians.
   void measureModel() {
@@ -656,14 +686,21 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
       return runOwn(in.data(), out.data(), std::max<size_t>(1, bytes / sizeof(float)),
                     priocclFloat32, priocclSum, a);
     };
-    for (const AlgoEntry& a : algos) run(sizes.back(), a.id);  // warm-up
+    // With one level the hierarchical all-reduce is the ring: not worth its time here.
+    auto measured = [&](size_t k) {
+      return algos[k].id != priocclAlgoHierarchical || hosts_->twoLevel();
+    };
+    for (size_t k = 0; k < nAlgos; ++k)
+      if (measured(k)) run(sizes.back(), algos[k].id);  // warm-up
     std::vector<double> table(nAlgos * sizes.size()), worst(table.size());
     for (size_t i = 0; i < sizes.size(); ++i) {
       std::vector<std::vector<double>> samples(nAlgos);
       const int reps = repsFor(sizes[i]);
       for (int rep = 0; rep < reps; ++rep)  // interleaved, so drifting noise hits all alike
-        for (size_t k = 0; k < nAlgos; ++k) samples[k].push_back(run(sizes[i], algos[k].id));
+        for (size_t k = 0; k < nAlgos; ++k)
+          if (measured(k)) samples[k].push_back(run(sizes[i], algos[k].id));
       for (size_t k = 0; k < nAlgos; ++k) {
+        if (!measured(k)) continue;
         std::nth_element(samples[k].begin(), samples[k].begin() + reps / 2, samples[k].end());
         table[k * sizes.size() + i] = samples[k][reps / 2];
       }
@@ -672,13 +709,17 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
            priocclAlgoRecursiveDoubling);
     std::vector<std::vector<double>> times(nAlgos);
     for (size_t k = 0; k < nAlgos; ++k)
-      times[k].assign(worst.begin() + k * sizes.size(), worst.begin() + (k + 1) * sizes.size());
+      if (measured(k))
+        times[k].assign(worst.begin() + k * sizes.size(), worst.begin() + (k + 1) * sizes.size());
     selector_.calibrate(sizes, times);
   }
 
   Config config_;
   Config requested_;  // as given (config_ has the automatic settings resolved): for splits
   AlgoSelector selector_;
+  std::shared_ptr<const HostLayout> hosts_;  // which ranks share a host (set at creation)
+  HostLevels levels_;                        // their links, when there are two levels
+  Placement placement_;                      // NIC and progress-thread CPUs on this host
   std::shared_ptr<ErrorLog> errors_;
   bool heartbeats_ = true;          // every rank may call MPI concurrently (agreeAndConnect)
   TimelineClock timelineClock_;     // measured only when some rank has a timeline

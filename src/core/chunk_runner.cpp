@@ -39,7 +39,8 @@ size_t maxScratchBytes(size_t chunkBytes, int nranks) {
 }  // namespace
 
 ChunkRunner::ChunkRunner(const Config& config, int rank, int nranks, uint64_t dataTags,
-                         Transfers& transfers, OpStats& stats, Events& events)
+                         Transfers& transfers, OpStats& stats, Events& events,
+                         std::shared_ptr<const HostLayout> hosts)
     : chunkBytes_(config.chunkBytes),
       byPriority_(config.schedule != priocclScheduleFifo),
       rank_(rank),
@@ -47,6 +48,7 @@ ChunkRunner::ChunkRunner(const Config& config, int rank, int nranks, uint64_t da
       transfers_(transfers),
       stats_(stats),
       events_(events),
+      hosts_(std::move(hosts)),
       lanes_(dataTags, maxSteps(nranks), config.windowChunks),
       scheduler_(config.creditBytes),
       scratch_(maxScratchBytes(config.chunkBytes, nranks)),
@@ -114,6 +116,7 @@ ChunkSpec ChunkRunner::chunkSpec(const OpState& op, size_t first, size_t count) 
   spec.op = op.op;
   spec.rank = rank_;
   spec.nranks = nranks_;
+  spec.hosts = hosts_.get();
   if (op.blocked()) {
     // Blocks of count elements, packed; a v-variant's from its own counts and displacements.
     spec.first = first;

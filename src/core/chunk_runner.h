@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "algo/agreement.h"
+#include "algo/host_layout.h"
 #include "common/scratch_pool.h"
 #include "core/lane_table.h"
 #include "core/op.h"
@@ -47,9 +48,10 @@ class ChunkRunner {
   static constexpr size_t kCarryMaxBytes = 64 << 10;
   static bool carries(const OpState& op);
 
-  // `dataTags`: tags [0, dataTags) are the lanes'.
+  // `dataTags`: tags [0, dataTags) are the lanes'. `hosts`: which ranks share a host (the
+  // hierarchical all-reduce's levels); null: every rank its own host.
   ChunkRunner(const Config& config, int rank, int nranks, uint64_t dataTags, Transfers& transfers,
-              OpStats& stats, Events& events);
+              OpStats& stats, Events& events, std::shared_ptr<const HostLayout> hosts = nullptr);
 
   // `op` (a collective's algorithm settled) joins `lane`, cut into chunks; a point-to-point op
   // joins its own lane (kPointToPointLanes: by peer, direction and tag).
@@ -116,6 +118,7 @@ class ChunkRunner {
   Transfers& transfers_;
   OpStats& stats_;
   Events& events_;
+  std::shared_ptr<const HostLayout> hosts_;
   LaneTable lanes_;
   Scheduler scheduler_;
   ScratchPool scratch_;       // data chunks

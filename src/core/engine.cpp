@@ -21,7 +21,8 @@ constexpr unsigned kFullRoundEvery = 16;
 
 Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
                const AlgoSelector& selector, std::shared_ptr<ErrorLog> errorLog, bool heartbeats,
-               const TimelineClock& timelineClock, std::unique_ptr<CollBackend> collectives)
+               const TimelineClock& timelineClock, std::unique_ptr<CollBackend> collectives,
+               std::shared_ptr<const HostLayout> hosts)
     : transport_(std::move(transport)),
       config_(config),
       selector_(selector),
@@ -40,7 +41,7 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
       control_(*transport_, transfers_, rank_, transport_->size(),
                heartbeats ? config.timeoutSeconds : 0, *this),
       runner_(config, rank_, transport_->size(), transport_->tagSpace() - 1, transfers_, stats_,
-              *this),
+              *this, std::move(hosts)),
       collBackend_(std::move(collectives)),
       watchdog_(config, rank_, control_.liveness(), control_.negotiator(), matcher_, runner_) {
   if (collBackend_) {

@@ -66,11 +66,15 @@ class Engine : private ChunkRunner::Events,
   // `collectives`: a collective backend (coll_backend.h) that runs every collective, in the order
   // the coordinator plans (collective_runner.h); the transport then carries control messages and
   // point-to-point ops only. Null: collectives run as step machines over the transport.
+  // `hosts`: which ranks share a host, for the hierarchical all-reduce (null: each its own).
   Engine(std::unique_ptr<Transport> transport, const Config& config, const AlgoSelector& selector,
          std::shared_ptr<ErrorLog> errorLog, bool heartbeats = true,
          const TimelineClock& timelineClock = {},
-         std::unique_ptr<CollBackend> collectives = nullptr);
+         std::unique_ptr<CollBackend> collectives = nullptr,
+         std::shared_ptr<const HostLayout> hosts = nullptr);
   ~Engine() override;  // drains, then stops the progress thread
+  // The progress thread, for placing it on CPUs (topology/placement.h).
+  std::thread::native_handle_type progressThread() { return thread_.native_handle(); }
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 

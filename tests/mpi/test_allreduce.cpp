@@ -99,6 +99,32 @@ void writeInput(const Case& c, int rank, size_t i, unsigned char* out) {
   }
 }
 
+// A small integer v as an element of dt.
+void writeSmall(priocclDataType_t dt, int v, unsigned char* out) {
+  auto put = [out](auto x) { std::memcpy(out, &x, sizeof x); };
+  switch (dt) {
+    case priocclInt8:
+    case priocclUint8:
+      return put(static_cast<int8_t>(v));
+    case priocclInt32:
+    case priocclUint32:
+      return put(static_cast<int32_t>(v));
+    case priocclInt64:
+    case priocclUint64:
+      return put(static_cast<int64_t>(v));
+    case priocclFloat16:
+      return put(prioccl::reduce::floatToHalf(static_cast<float>(v)));
+    case priocclBfloat16:
+      return put(prioccl::reduce::floatToBf16(static_cast<float>(v)));
+    case priocclFloat32:
+      return put(static_cast<float>(v));
+    case priocclFloat64:
+      return put(static_cast<double>(v));
+    case priocclNumTypes:
+      break;
+  }
+}
+
 double readFloat(priocclDataType_t dt, const unsigned char* p) {
   uint16_t h;
   float f;
@@ -361,6 +387,74 @@ TEST(AllReduce, MatrixEachAlgorithm) {
     Communicator comm = Communicator::world(cfg);
     EXPECT_NE(comm.algorithmModel().find(prioccl::algorithmName(algo)), std::string::npos);
     runMatrix(comm, 300007 / kSanitizerShrink, 3 + algo);
+  }
+}
+
+// Hosts emulated on one machine with PRIOCCL_HOST_ID (Config::hostId): the host of each rank,
+// by rank count. Even, uneven (3 + 2: an extra rank gathered and scattered), one host (the
+// intra-host rings only), one rank per host (the ring across only).
+std::vector<std::vector<int>> hostShapes(int p) {
+  switch (p) {
+    case 2:
+      return {{0, 1}};
+    case 3:
+      return {{0, 0, 1}};
+    case 4:
+      return {{0, 0, 1, 1}, {0, 0, 0, 0}};
+    case 5:
+      return {{0, 0, 0, 1, 1}};
+    default:
+      return {};
+  }
+}
+
+prioccl::Config onHosts(const std::vector<int>& shape, priocclAlgorithm_t algo) {
+  prioccl::Config cfg = prioccl::Config::fromEnv();
+  cfg.algorithm = algo;
+  cfg.hostId = "emulated-host-" + std::to_string(shape[static_cast<size_t>(worldRank())]);
+  return cfg;
+}
+
+std::string shapeName(const std::vector<int>& shape) {
+  std::string s = "hosts of ranks:";
+  for (int h : shape) s += " " + std::to_string(h);
+  return s;
+}
+
+TEST(AllReduce, MatrixHierarchicalHosts) {
+  if (hostShapes(worldSize()).empty()) GTEST_SKIP() << "no host shape for this rank count";
+  for (const std::vector<int>& shape : hostShapes(worldSize())) {
+    SCOPED_TRACE(shapeName(shape));
+    Communicator comm = Communicator::world(onHosts(shape, priocclAlgoHierarchical));
+    runMatrix(comm, 300007 / kSanitizerShrink, 40);
+  }
+}
+
+// Where the order of a reduction cannot change its bits (integers, min/max, float sums and
+// products of small integers), the two-level all-reduce must give exactly the flat ring's bits.
+TEST(AllReduce, HierarchicalSameBitsAsRing) {
+  if (hostShapes(worldSize()).empty()) GTEST_SKIP() << "no host shape for this rank count";
+  const size_t n = 100003 / kSanitizerShrink;
+  for (const std::vector<int>& shape : hostShapes(worldSize())) {
+    SCOPED_TRACE(shapeName(shape));
+    Communicator hier = Communicator::world(onHosts(shape, priocclAlgoHierarchical));
+    Communicator ring = Communicator::world(onHosts(shape, priocclAlgoRing));
+    for (auto dt : kDtypes)
+      for (auto op : kOps) {
+        SCOPED_TRACE("dtype " + std::to_string(dt) + " op " + std::to_string(op));
+        const size_t elem = sizeOf(dt);
+        std::vector<unsigned char> in(n * elem), a(n * elem), b(n * elem);
+        for (size_t i = 0; i < n; ++i) {
+          uint64_t h = mix(i * 31 + static_cast<uint64_t>(worldRank()));
+          // Products stay within +-2^5, sums within +-15: exact in every type.
+          int v = op == priocclProd ? static_cast<int>(h % 2) + 1 : static_cast<int>(h % 7) - 3;
+          if (op == priocclProd && (h >> 8) % 2) v = -v;
+          writeSmall(dt, v, in.data() + i * elem);
+        }
+        hier.allReduce(in.data(), a.data(), n, dt, op);
+        ring.allReduce(in.data(), b.data(), n, dt, op);
+        ASSERT_TRUE(a == b) << "hierarchical and ring results differ";
+      }
   }
 }
 

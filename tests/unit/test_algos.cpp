@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "algo/halving_doubling.h"
+#include "algo/host_layout.h"
 #include "algo/recursive_doubling.h"
 #include "algo/registry.h"
 #include "algo/ring.h"
@@ -60,12 +61,14 @@ struct Case {
   priocclDataType_t dtype;
   priocclRedOp_t op;
   bool inPlace;
+  const prioccl::HostLayout* hosts = nullptr;  // the hierarchical all-reduce's hosts
 };
 
 std::string describe(const Case& c) {
   return testName(*c.algo) + " p=" + std::to_string(c.p) + " count=" + std::to_string(c.count) +
          " chunks=" + std::to_string(c.chunks) + " " + prioccl::reduce::dtypeName(c.dtype) + " " +
-         prioccl::reduce::opName(c.op) + (c.inPlace ? " in-place" : " out-of-place");
+         prioccl::reduce::opName(c.op) + (c.inPlace ? " in-place" : " out-of-place") +
+         (c.hosts ? " hosts " + c.hosts->describe() : "");
 }
 
 class Simulator {
@@ -88,6 +91,7 @@ class Simulator {
         spec.op = c_.op;
         spec.rank = r;
         spec.nranks = c_.p;
+        spec.hosts = c_.hosts;
         chunks_[r].push_back({c_.algo->make(spec, pools_[r]), false, 0});
         pump(r, k);
         if (::testing::Test::HasFatalFailure()) return;
@@ -536,6 +540,102 @@ TEST(AlgoSchedules, OneChunkManyOrders) {
         if (HasFailure()) return;
       }
     }
+}
+
+// ---- The hierarchical all-reduce over hosts of every shape: even, uneven (extra ranks gathered
+// and scattered), one host (intra-host rings only), interleaved ranks.
+
+prioccl::HostLayout layoutOf(const std::vector<int>& hostOfRank) {
+  std::vector<std::string> keys;
+  for (int h : hostOfRank) keys.push_back("h" + std::to_string(h));
+  return prioccl::HostLayout::fromKeys(keys);
+}
+
+TEST(Hierarchical, EveryHostShape) {
+  const Algo* hier = prioccl::findAlgo("hier");
+  ASSERT_NE(hier, nullptr);
+  const std::vector<std::vector<int>> shapes = {
+      {0, 0, 1, 1},           // 2 x 2
+      {0, 0, 0, 1, 1},        // 3 + 2
+      {0, 0, 0, 0},           // 1 x 4
+      {0, 0, 1},              // 2 + 1: one shard, one extra rank
+      {0, 1, 1, 1},           // 1 + 3
+      {0, 0, 0, 1, 1, 1},     // 2 x 3
+      {0, 0, 1, 1, 2, 2},     // 3 x 2
+      {0, 0, 1, 1, 2},        // 2 + 2 + 1
+      {0, 1, 0, 1},           // interleaved
+      {0, 0, 0, 0, 1, 2, 2},  // 4 + 1 + 2: a partner with several extras
+      {0, 0, 0, 0, 0, 1, 1},  // 5 + 2: two extras per partner
+  };
+  const priocclDataType_t dtypes[] = {priocclFloat32, priocclInt32, priocclInt8, priocclFloat16,
+                                      priocclFloat64};
+  const priocclRedOp_t ops[] = {priocclSum, priocclProd, priocclMin, priocclMax, priocclAvg};
+  for (const std::vector<int>& shape : shapes) {
+    prioccl::HostLayout layout = layoutOf(shape);
+    const int p = layout.nranks();
+    // The step bound the tag layout reserves (HierarchicalChunk::steps) holds for this shape.
+    EXPECT_LE(2 * (layout.mostPerHost() + layout.hosts() - 2), hier->steps(p)) << layout.describe();
+    for (size_t count : {size_t(1), size_t(3), size_t(p + 1), size_t(1000)})
+      for (priocclDataType_t dt : dtypes)
+        for (priocclRedOp_t op : ops)
+          for (bool inPlace : {false, true}) {
+            Case c{hier, p, count, 2, dt, op, inPlace, &layout};
+            runCase(c, count > 100 ? std::vector<uint32_t>{1, 2} : std::vector<uint32_t>{1, 2, 3});
+            if (HasFailure()) return;
+          }
+  }
+}
+
+// Two-level results equal the flat ring's bit for bit where the reduction order cannot matter:
+// integers, min/max, and float sums of small integers (exact in any order).
+TEST(Hierarchical, SameBitsAsTheRing) {
+  const Algo* hier = prioccl::findAlgo("hier");
+  const Algo* ring = prioccl::findAlgo("ring");
+  for (const std::vector<int>& shape :
+       std::vector<std::vector<int>>{{0, 0, 1, 1}, {0, 0, 0, 1, 1}, {0, 0, 0, 0}}) {
+    prioccl::HostLayout layout = layoutOf(shape);
+    const int p = layout.nranks();
+    for (priocclDataType_t dt : {priocclInt32, priocclInt8, priocclFloat16})
+      for (priocclRedOp_t op : {priocclSum, priocclMin, priocclMax, priocclAvg}) {
+        const size_t count = 999, bytes = count * 2 * dtypeSize(dt);
+        std::mt19937_64 rng(7);
+        std::vector<std::vector<unsigned char>> inputs(p, std::vector<unsigned char>(bytes));
+        for (auto& in : inputs) fill(in, dt, op, rng);
+        std::vector<unsigned char> results[2];
+        for (int which = 0; which < 2; ++which) {
+          std::vector<RankBuffers> bufs(p);
+          for (int r = 0; r < p; ++r) {
+            bufs[r].send = inputs[r];
+            bufs[r].recv.assign(bytes, 0);
+          }
+          Case c{which ? hier : ring, p, count, 2, dt, op, false, which ? &layout : nullptr};
+          SCOPED_TRACE(describe(c));
+          Simulator(c, bufs, 5).run();
+          ASSERT_FALSE(HasFatalFailure());
+          results[which] = bufs[0].recv;
+        }
+        EXPECT_TRUE(results[0] == results[1])
+            << layout.describe() << " " << prioccl::reduce::dtypeName(dt) << " "
+            << prioccl::reduce::opName(op);
+      }
+  }
+}
+
+TEST(HostLayout, FromKeysAndDescribe) {
+  prioccl::HostLayout l = prioccl::HostLayout::fromKeys({"b", "a", "b", "a", "b"});
+  EXPECT_EQ(l.hosts(), 2);
+  EXPECT_EQ(l.members[0], (std::vector<int>{0, 2, 4}));  // hosts in order of their lowest rank
+  EXPECT_EQ(l.members[1], (std::vector<int>{1, 3}));
+  EXPECT_EQ(l.localIndex, (std::vector<int>{0, 0, 1, 1, 2}));
+  EXPECT_EQ(l.hostOf, (std::vector<int>{0, 1, 0, 1, 0}));
+  EXPECT_EQ(l.fewestPerHost(), 2);
+  EXPECT_EQ(l.mostPerHost(), 3);
+  EXPECT_TRUE(l.twoLevel());
+  EXPECT_EQ(l.describe(), "2 hosts (3+2 ranks)");
+  EXPECT_EQ(layoutOf({0, 0, 1, 1}).describe(), "2 hosts x 2 ranks");
+  EXPECT_FALSE(layoutOf({0, 0, 0}).twoLevel());  // one host
+  EXPECT_FALSE(prioccl::HostLayout::flat(4).twoLevel());
+  EXPECT_EQ(prioccl::HostLayout::flat(3).describe(), "3 hosts x 1 rank");
 }
 
 // ---- The double binary tree's shape.

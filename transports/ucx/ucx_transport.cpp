@@ -48,7 +48,7 @@ bool progressUntil(ucp_worker_h worker, Done done, std::chrono::steady_clock::du
 
 }  // namespace
 
-UcxTransport::UcxTransport(Bootstrap& bootstrap, bool wakeup)
+UcxTransport::UcxTransport(Bootstrap& bootstrap, bool wakeup, const std::string& netDevices)
     : wakeup_(wakeup), rank_(bootstrap.rank()), size_(bootstrap.size()) {
   srcBits_ = bitsFor(size_);
   tagSpace_ = uint64_t{1} << (64 - srcBits_);
@@ -57,7 +57,7 @@ UcxTransport::UcxTransport(Bootstrap& bootstrap, bool wakeup)
   // address exchange for a rank that gave up.
   ucp_address_t* address = nullptr;
   size_t length = 0;
-  std::string failure = startWorker(&address, &length);
+  std::string failure = startWorker(&address, &length, netDevices);
   agree(bootstrap, failure, "UCX set-up");
 
   // Every rank's worker address, gathered over the bootstrap.
@@ -119,11 +119,20 @@ UcxTransport::UcxTransport(Bootstrap& bootstrap, bool wakeup)
   agree(bootstrap, failure, "UCX endpoint creation");
 }
 
-std::string UcxTransport::startWorker(ucp_address_t** address, size_t* length) {
+std::string UcxTransport::startWorker(ucp_address_t** address, size_t* length,
+                                      const std::string& netDevices) {
   ucp_config_t* config = nullptr;
   ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
   if (status != UCS_OK)
     return concat("ucp_config_read (check the UCX_* variables): ", ucs_status_string(status));
+  if (!netDevices.empty()) {  // the device nearest this rank (PRIOCCL_PLACEMENT)
+    status = ucp_config_modify(config, "NET_DEVICES", netDevices.c_str());
+    if (status != UCS_OK) {
+      ucp_config_release(config);
+      return concat("ucp_config_modify(NET_DEVICES=", netDevices,
+                    ") (PRIOCCL_PLACEMENT=0 leaves UCX's choice): ", ucs_status_string(status));
+    }
+  }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
   // WAKEUP: the engine may sleep on the worker's descriptor while waiting for peers. It does

@@ -22,8 +22,9 @@ namespace prioccl {
 class UcxTransport final : public Transport {
  public:
   // Collective over `bootstrap` (exchanges worker addresses), which is used only here. `wakeup`
-  // (Config::ucxWakeup): waiters may sleep on the worker's event descriptor.
-  UcxTransport(Bootstrap& bootstrap, bool wakeup);
+  // (Config::ucxWakeup): waiters may sleep on the worker's event descriptor. `netDevices`: UCX's
+  // NET_DEVICES for this rank ("" leaves UCX's own choice or the user's UCX_NET_DEVICES).
+  UcxTransport(Bootstrap& bootstrap, bool wakeup, const std::string& netDevices = "");
   ~UcxTransport() override;
   UcxTransport(const UcxTransport&) = delete;
   UcxTransport& operator=(const UcxTransport&) = delete;
@@ -70,7 +71,7 @@ class UcxTransport final : public Transport {
   void close();  // everything UCX; safe on a partly built object and when closed already
   void closeWorker();
   // Creates context and worker; returns what failed ("" when all went well).
-  std::string startWorker(ucp_address_t** address, size_t* length);
+  std::string startWorker(ucp_address_t** address, size_t* length, const std::string& netDevices);
   // Collective: throws on every rank (after close()) when `failure` is set on any.
   void agree(Bootstrap& bootstrap, const std::string& failure, const char* stage);
 
