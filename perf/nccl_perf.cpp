@@ -114,7 +114,7 @@ int parseOptions(int argc, char** argv, int rank, int p, const Collective& c, Op
   app.add_option("--credit", credit, "credit bytes")->type_name("BYTES");
   app.add_option("--window", window, "window in chunks")->type_name("N");
   if (c.hasCompareModes()) {
-    app.add_option("--algo", algo, "auto ring tree rd hd, or all (compare mode)")
+    app.add_option("--algo", algo, "auto ring tree rd hd hier, or all (compare mode)")
         ->type_name("NAME");
     app.add_option("--transport", transport, "mpi ucx, or all (compare mode)")
         ->check(CLI::IsMember({"mpi", "ucx", "all"}));

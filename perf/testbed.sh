@@ -12,12 +12,15 @@
 # Only 198.18.0.0/24 (RFC 2544 benchmarking range) is used; nothing else on the host is touched.
 #
 # Usage:
-#   perf/testbed.sh up N RATE [DELAY]     create hosts pccl1..pcclN (RATE: 1gbit, 100mbit...; DELAY: 1ms)
+#   perf/testbed.sh up N RATE [DELAY] [--ranks-per-host K]
+#                                         create hosts pccl1..pcclN (RATE: 1gbit, 100mbit...; DELAY: 1ms);
+#                                         'run' then starts K ranks on each (default 1)
 #   perf/testbed.sh down                  remove everything 'up' made (succeeds when nothing exists)
 #   perf/testbed.sh status                hosts, addresses, qdiscs
 #   perf/testbed.sh run [-n K] [-x VAR[=VAL] ...] -- CMD [ARGS...]
-#                                         mpirun, one rank per host (rank i-1 in pccl<i>; -n K: only the
-#                                         first K hosts); -x VARs and the caller's PRIOCCL_* variables
+#                                         mpirun, K ranks per host (ranks (i-1)K..iK-1 in pccl<i>, each
+#                                         with hostname pccl<i> in a UTS namespace of its own; -n H: only
+#                                         the first H hosts); -x VARs and the caller's PRIOCCL_* variables
 #                                         reach the ranks
 #   perf/testbed.sh selftest              per-flow TCP throughput pccl1 -> pccl2 and a 2-rank MPI launch
 set -euo pipefail
@@ -25,6 +28,8 @@ set -euo pipefail
 readonly NS_PREFIX=pccl BRIDGE=pcclbr0 VETH_PREFIX=pcclv
 readonly SUBNET=198.18.0 BRIDGE_ADDR=198.18.0.254 PREFIXLEN=24
 readonly MAX_HOSTS=200   # host addresses .1-.200; .254 is the bridge
+# What 'up' was asked for that 'run' needs: the ranks per host (removed by 'down').
+readonly STATE_FILE=/run/prioccl-testbed.ranks-per-host
 
 die() { echo "testbed.sh: $*" >&2; exit 1; }
 usage() { sed -n '/^# Usage:/,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
@@ -112,11 +117,22 @@ cmd_down() {
     ip link del "$dev" 2>/dev/null || true
   done
   if ip link show "$BRIDGE" >/dev/null 2>&1; then ip link del "$BRIDGE"; fi
+  rm -f "$STATE_FILE"
 }
 
 cmd_up() {
+  local -a pos=()
+  local per_host=1
+  while (($#)); do
+    case $1 in
+      --ranks-per-host) (($# >= 2)) || usage; per_host=$2; shift 2 ;;
+      *) pos+=("$1"); shift ;;
+    esac
+  done
+  set -- "${pos[@]}"
   (($# >= 2 && $# <= 3)) || usage
   local n=$1 rate=$2 delay=${3:-}
+  [[ $per_host =~ ^[0-9]+$ ]] && ((per_host >= 1 && per_host <= 64)) || die "--ranks-per-host must be 1..64, got '$per_host'"
   [[ $n =~ ^[0-9]+$ ]] && ((n >= 1 && n <= MAX_HOSTS)) || die "N must be 1..$MAX_HOSTS, got '$n'"
   [[ -z $delay || $delay =~ ^[0-9]+(\.[0-9]+)?(us|ms|s)$ ]] || die "bad DELAY '$delay' (expected e.g. 1ms, 200us)"
   need_tools
@@ -153,8 +169,9 @@ cmd_up() {
     add_shaper "$ns" eth0 "$rate" "$burst" "$delay" "$netem_limit"   # host egress
     add_shaper "" "$veth" "$rate" "$burst" "$delay" "$netem_limit"   # host ingress
   done
+  echo "$per_host" >"$STATE_FILE"
   up_done=1
-  echo "testbed: $n hosts ${NS_PREFIX}1..${NS_PREFIX}$n on $SUBNET.0/$PREFIXLEN, $rate each way" \
+  echo "testbed: $n hosts ${NS_PREFIX}1..${NS_PREFIX}$n, $per_host rank(s) each, on $SUBNET.0/$PREFIXLEN, $rate each way" \
        "(tbf burst $burst B)${delay:+, netem delay $delay each way per host}"
 }
 
@@ -219,13 +236,23 @@ cmd_run() {
     [[ $np =~ ^[0-9]+$ ]] && ((np >= 1 && np <= n)) || die "-n must be 1..$n (hosts up), got '$np'"
     n=$np
   fi
+  local per_host=1
+  [[ -r $STATE_FILE ]] && per_host=$(<"$STATE_FILE")
   for v in $(compgen -e | grep '^PRIOCCL_' || true); do xs+=(-x "$v"); done
   # The PMIx server in mpirun reads its own environment, so the variable is set there too.
   export PMIX_MCA_ptl_tcp_if_include=$BRIDGE
   local -a cmd=("${MPIRUN_BASE[@]}" "${xs[@]}")
+  # Each rank gets the hostname of its emulated host in a UTS namespace of its own, so that
+  # prioccl (and anything else that asks gethostname) tells the hosts apart: they share one
+  # kernel, so MPI's shared-memory grouping sees a single node. Ranks of one host share its
+  # network namespace, so their traffic between them is loopback (unshaped) and across hosts
+  # crosses the shaped links.
+  # shellcheck disable=SC2016  # expanded by each rank's shell
+  local set_host='echo "$0" >/proc/sys/kernel/hostname && exec "$@"'
   for ((i = 1; i <= n; i++)); do
     ((i > 1)) && cmd+=(:)
-    cmd+=(-np 1 ip netns exec "${NS_PREFIX}$i" "$@")
+    cmd+=(-np "$per_host" ip netns exec "${NS_PREFIX}$i" unshare --uts -- sh -c "$set_host"
+          "${NS_PREFIX}$i" "$@")
   done
   exec "${cmd[@]}"
 }

@@ -34,6 +34,7 @@
 #include "algo/all_gather.h"
 #include "algo/all_to_all.h"
 #include "algo/broadcast.h"
+#include "algo/host_layout.h"
 #include "algo/reduce_scatter.h"
 #include "algo/reduce_to_root.h"
 #include "algo/registry.h"
@@ -236,6 +237,14 @@ class Run {
       contribution_ = send_;  // (in place, the root's result overwrites send_)
       algo_ = std::make_unique<ReduceChunk>(spec_, *pool_, root_, shape_);
     } else if (!isAgreement()) {
+      if (prioccl::algoRegistry()[kind_].id == priocclAlgoHierarchical) {
+        // Ranks spread over up to 3 hosts as the input says (any shape, uneven ones too).
+        std::vector<std::string> keys;
+        for (int r = 0; r < spec_.nranks; ++r) keys.push_back(std::to_string(in_.byte() % 3));
+        layout_ = prioccl::HostLayout::fromKeys(keys);
+        spec_.hosts = &layout_;
+        trace("hosts %s\n", layout_.describe().c_str());
+      }
       algo_ = prioccl::algoRegistry()[kind_].make(spec_, *pool_);
     } else {
       own_.key = in_.byte();
@@ -597,6 +606,7 @@ class Run {
 
   size_t kind_ = 0;
   ChunkSpec spec_;
+  prioccl::HostLayout layout_;  // the hierarchical all-reduce's hosts (spec_.hosts)
   std::vector<unsigned char> send_, recv_;
   std::unique_ptr<ScratchPool> pool_;  // declared before algo_: the chunk returns its blocks
   std::unique_ptr<ChunkAlgo> algo_;

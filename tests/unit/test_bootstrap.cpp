@@ -197,10 +197,10 @@ TEST(TransportFactory, UnknownKindIsAnInvalidArgument) {
 #ifdef PRIOCCL_HAVE_UCX
 // The UCX transport bootstraps over any Bootstrap: two ranks in one process (two UCX workers)
 // exchange 1 MiB both ways, as the engine would post it.
-TEST(TransportFactory, UcxTransportOverAThreadBootstrap) {
+void ucxExchange(const prioccl::TransportOptions& options) {
   constexpr size_t kBytes = 1 << 20;
   auto errors = onThreads(2, [&](Bootstrap& b) {
-    std::unique_ptr<prioccl::Transport> t = prioccl::makeTransport(priocclTransportUcx, b, {});
+    std::unique_ptr<prioccl::Transport> t = prioccl::makeTransport(priocclTransportUcx, b, options);
     ASSERT_EQ(t->rank(), b.rank());
     ASSERT_EQ(t->size(), 2);
     const int peer = 1 - b.rank();
@@ -229,6 +229,17 @@ TEST(TransportFactory, UcxTransportOverAThreadBootstrap) {
   });
   EXPECT_EQ(errors[0], "");
   EXPECT_EQ(errors[1], "");
+}
+
+TEST(TransportFactory, UcxTransportOverAThreadBootstrap) {
+  ucxExchange({});
+}
+
+// The placement's device choice reaches UCX as its NET_DEVICES (topology/placement.h).
+TEST(TransportFactory, UcxTransportOnAChosenNetDevice) {
+  prioccl::TransportOptions options;
+  options.ucxNetDevices = "lo";
+  ucxExchange(options);
 }
 #endif
 
