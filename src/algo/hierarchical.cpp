@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "algo/host_layout.h"
+#include "algo/ring.h"
 #include "reduce/reduce.h"
 
 namespace prioccl {
@@ -50,14 +51,11 @@ unsigned char* HierarchicalChunk::scratch() {
 }
 
 size_t HierarchicalChunk::segCount(const RingPart& r, int seg) const {
-  size_t base = r.count / r.n, extra = r.count % r.n;
-  return base + (static_cast<size_t>(seg) < extra ? 1 : 0);
+  return ringSegment(r.count, r.n, seg).count;
 }
 
-// The first count % n segments hold one extra element (ring.cpp's split).
 size_t HierarchicalChunk::segOffset(const RingPart& r, int seg) const {
-  size_t base = r.count / r.n, extra = r.count % r.n;
-  return (seg * base + std::min<size_t>(seg, extra)) * elem_;
+  return ringSegment(r.count, r.n, seg).first * elem_;
 }
 
 void HierarchicalChunk::setRing(std::vector<int> group, int me, int lo, int hi, int firstId,
@@ -99,11 +97,8 @@ void HierarchicalChunk::enter(Phase phase) {
         if (extra_ || H == 1) break;
         // This rank's shard: after the reduce-scatter, segment (local + 1) % S of the chunk's
         // split into S (ring.cpp's rule); with S == 1 the whole chunk, still where mine_ is.
-        RingPart split;
-        split.n = S;
-        split.count = spec_.count;
-        int shard = (local_ + 1) % S;
-        size_t off = segOffset(split, shard), count = segCount(split, shard);
+        RingSegment shard = ringSegment(spec_.count, S, (local_ + 1) % S);
+        size_t off = shard.first * elem_, count = shard.count;
         std::vector<int> peers;
         if (spec_.hosts && spec_.hosts->nranks() == spec_.nranks) {
           for (const std::vector<int>& m : spec_.hosts->members) peers.push_back(m[local_]);

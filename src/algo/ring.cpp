@@ -25,14 +25,12 @@ RingChunk::~RingChunk() {
 }
 
 size_t RingChunk::segCount(int seg) const {
-  size_t base = spec_.count / p_, extra = spec_.count % p_;
-  return base + (static_cast<size_t>(seg) < extra ? 1 : 0);
+  return ringSegment(spec_.count, p_, seg).count;
 }
 
-// Byte offset of segment `seg`: the first count % p segments hold one extra element.
+// Byte offset of segment `seg`.
 size_t RingChunk::segOffset(int seg) const {
-  size_t base = spec_.count / p_, extra = spec_.count % p_;
-  return (seg * base + std::min<size_t>(seg, extra)) * elem_;
+  return ringSegment(spec_.count, p_, seg).first * elem_;
 }
 
 unsigned char* RingChunk::recvSeg(int seg) const {

@@ -10,6 +10,17 @@
 
 namespace prioccl {
 
+// The ring's split of `count` elements into `n` segments: segment `seg` starts at element
+// `first`; the first count % n segments hold one element more. Shared with the hierarchical
+// all-reduce, whose rings split alike.
+struct RingSegment {
+  size_t first, count;
+};
+inline RingSegment ringSegment(size_t count, int n, int seg) {
+  size_t base = count / n, extra = count % n, s = static_cast<size_t>(seg);
+  return {s * base + (s < extra ? s : extra), base + (s < extra ? 1 : 0)};
+}
+
 class RingChunk final : public ChunkAlgo {
  public:
   // `pool` must outlive the chunk; it supplies the receive scratch of in-place reduce-scatter.

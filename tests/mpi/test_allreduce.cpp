@@ -703,7 +703,8 @@ TEST(AllReduce, UrgentOpPreemptsARunningLowPriorityOp) {
   // A 64 MiB low-priority op is on the wire on every rank; then a 256 KiB
   // urgent op arrives. Under priority scheduling the urgent op finishes while the low one is still
   // running (on every rank) and the engine counts preemptions; under FIFO it counts none. Both stay
-  // correct. With ring and with tree chunks.
+  // correct. With ring, tree and hierarchical chunks (the last on hosts of two ranks emulated
+  // with PRIOCCL_HOST_ID: intra-host steps must give way too).
   //
   // "Still running" is a race between the whole low op (about 45 ms over shared memory here) and
   // the submitting thread being descheduled on a loaded 2-core machine: CI lost that race twice
@@ -711,13 +712,16 @@ TEST(AllReduce, UrgentOpPreemptsARunningLowPriorityOp) {
   // the urgent op lost on some rank in all three. That cannot hide a broken scheduler: with
   // priorities ignored the urgent op queues behind every low chunk and loses every attempt.
   constexpr int kAttempts = 3;
-  for (int run = 0; run < 4; ++run) {
+  for (int run = 0; run < 6; ++run) {
     int fifo = run % 2;
-    priocclAlgorithm_t algo = run < 2 ? priocclAlgoRing : priocclAlgoTree;
+    priocclAlgorithm_t algo = run < 2   ? priocclAlgoRing
+                              : run < 4 ? priocclAlgoTree
+                                        : priocclAlgoHierarchical;
     SCOPED_TRACE(prioccl::algorithmName(algo));
     prioccl::Config cfg = prioccl::Config::fromEnv();
     cfg.schedule = fifo ? priocclScheduleFifo : priocclSchedulePriority;
     cfg.algorithm = algo;
+    if (algo == priocclAlgoHierarchical) cfg.hostId = std::to_string(worldRank() / 2);
     Communicator comm = Communicator::world(cfg);
     if (comm.size() == 1) GTEST_SKIP() << "one rank has no wire to preempt";
     int everywhere = 0, attempts = 0;
