@@ -302,10 +302,10 @@ cmd_selftest() {
   wait "$rpid" || { rm -f "$out"; die "receiver failed"; }
   echo "  $(cat "$out")"
   rm -f "$out"
-  echo "MPI launch, 2 ranks in ${NS_PREFIX}1 and ${NS_PREFIX}2:"
+  echo "MPI launch, the ranks of ${NS_PREFIX}1 and ${NS_PREFIX}2:"
   # shellcheck disable=SC2016  # expanded by each rank's shell
   result=$(timeout 60 "$0" run -n 2 -- bash -c \
-    'echo "  rank $OMPI_COMM_WORLD_RANK of $OMPI_COMM_WORLD_SIZE in $(ip netns identify) ($(ip -4 -o addr show dev eth0 | awk "{print \$4}"))"') \
+    'echo "  rank $OMPI_COMM_WORLD_RANK of $OMPI_COMM_WORLD_SIZE in $(ip netns identify) ($(ip -4 -o addr show dev eth0 | awk "{print \$4}"), hostname $(hostname))"') \
     || die "MPI launch failed"
   sort <<<"$result"
   # The launch above never calls MPI_Init; the PMIx and TCP-btl settings only matter once it does.
@@ -325,7 +325,7 @@ int main(int argc, char **argv) {
   if (rank == 1) MPI_Recv(&token, 1, MPI_INT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   printf("  MPI rank %d of %d: MPI_Init ok, token %d\n", rank, size, token);
   MPI_Finalize();
-  return token == 42 ? 0 : 1;
+  return rank != 1 || token == 42 ? 0 : 1;
 }
 C
     if ! mpicc -o "$dir/hello" "$dir/hello.c" || ! result=$(timeout 60 "$0" run -n 2 -- "$dir/hello"); then
