@@ -610,6 +610,8 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     std::vector<int> key = processIds;
     key.push_back(static_cast<int>(config_.chunkBytes));
     key.push_back(static_cast<int>(config_.transport));  // each transport has its own costs
+    // ... and each host layout its own levels (and whether hier is a candidate at all).
+    key.insert(key.end(), hosts_->hostOf.begin(), hosts_->hostOf.end());
     const AlgoSelector* known = nullptr;
     {
       std::lock_guard<std::mutex> lock(g_modelsMutex);
