@@ -24,10 +24,13 @@ HierarchicalChunk::HierarchicalChunk(const ChunkSpec& spec, ScratchPool& pool)
     shards_ = l->fewestPerHost();
     extrasMax_ = l->mostPerHost() - shards_;
     hostRanks_ = l->members[host_];
+    if (local_ < shards_)
+      for (const std::vector<int>& m : l->members) acrossRanks_.push_back(m[local_]);
   } else {  // every rank its own host: the across phase alone, a ring over all ranks
     hosts_ = spec.nranks;
     host_ = spec.rank;
     hostRanks_ = {spec.rank};
+    for (int r = 0; r < spec.nranks; ++r) acrossRanks_.push_back(r);
   }
   extra_ = local_ >= shards_;
   if (extra_) {
@@ -99,13 +102,7 @@ void HierarchicalChunk::enter(Phase phase) {
         // split into S (ring.cpp's rule); with S == 1 the whole chunk, still where mine_ is.
         RingSegment shard = ringSegment(spec_.count, S, (local_ + 1) % S);
         size_t off = shard.first * elem_, count = shard.count;
-        std::vector<int> peers;
-        if (spec_.hosts && spec_.hosts->nranks() == spec_.nranks) {
-          for (const std::vector<int>& m : spec_.hosts->members) peers.push_back(m[local_]);
-        } else {
-          for (int r = 0; r < spec_.nranks; ++r) peers.push_back(r);
-        }
-        setRing(std::move(peers), host_, 0, 2 * (H - 1), E + S - 1, (S > 1 ? recv : mine_) + off,
+        setRing(acrossRanks_, host_, 0, 2 * (H - 1), E + S - 1, (S > 1 ? recv : mine_) + off,
                 recv + off, count, avg);
         return;
       }

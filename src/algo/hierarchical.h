@@ -79,7 +79,8 @@ class HierarchicalChunk final : public ChunkAlgo {
   ScratchPool::Block scratch_;
   size_t elem_, bytes_;
   int hosts_ = 1, host_ = 0, shards_ = 1, local_ = 0, extrasMax_ = 0;
-  std::vector<int> hostRanks_;  // this host's ranks, ascending
+  std::vector<int> hostRanks_;    // this host's ranks, ascending
+  std::vector<int> acrossRanks_;  // the ranks of this local index, one per host (the across ring)
   std::vector<int>
       extras_;          // partner: the extra ranks it gathers (local indexes); extra: {partner}
   bool extra_ = false;  // this rank is one of its host's extra ranks

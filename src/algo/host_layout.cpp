@@ -20,12 +20,6 @@ HostLayout HostLayout::fromKeys(const std::vector<std::string>& keys) {
   return l;
 }
 
-HostLayout HostLayout::flat(int nranks) {
-  std::vector<std::string> keys;
-  for (int r = 0; r < nranks; ++r) keys.push_back(std::to_string(r));
-  return fromKeys(keys);
-}
-
 int HostLayout::fewestPerHost() const {
   size_t n = members.empty() ? 0 : members[0].size();
   for (const auto& m : members) n = std::min(n, m.size());

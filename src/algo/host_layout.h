@@ -17,8 +17,6 @@ struct HostLayout {
 
   // Ranks with equal keys share a host; keys are compared, never interpreted.
   static HostLayout fromKeys(const std::vector<std::string>& keys);
-  // Every rank its own host: the layout when nothing is known (the flat algorithms' view).
-  static HostLayout flat(int nranks);
 
   int nranks() const { return static_cast<int>(hostOf.size()); }
   int hosts() const { return static_cast<int>(members.size()); }

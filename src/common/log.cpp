@@ -1,6 +1,8 @@
 // Logging and the error helpers shared by the whole library.
 #include "common/log.h"
 
+#include "common/host_name.h"
+
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -98,8 +100,8 @@ void setLogRank(int rank) {
 
 void logLine(LogLevel level, const std::string& message) {
   static const char* names[] = {"", "WARN", "INFO", "TRACE"};
-  char host[64] = "?";
-  gethostname(host, sizeof host - 1);
+  const std::string hostString = hostName();
+  const char* host = hostString.c_str();
   LogSink& s = sink();
   // One fprintf per line, under the lock, so lines from several threads do not interleave.
   std::lock_guard<std::mutex> lock(s.mutex);

@@ -1,27 +1,21 @@
 #include "topology/host_groups.h"
 
-#include <unistd.h>
-
-#include <climits>
 #include <memory>
 
 #include "bootstrap.h"
+#include "common/host_name.h"
 
 namespace prioccl {
 namespace {
 
-std::string thisHostname() {
-  char name[HOST_NAME_MAX + 1] = {};
-  if (gethostname(name, sizeof name - 1) != 0) return "?";
-  return name;
-}
-
-}  // namespace
-
+// The key one rank contributes: "id:<hostId>" with an override, else "node<lowest rank sharing
+// memory>:<hostname>".
 std::string hostKey(const std::string& hostId, int sharedGroupLeader, const std::string& hostname) {
   if (!hostId.empty()) return "id:" + hostId;
   return "node" + std::to_string(sharedGroupLeader) + ":" + hostname;
 }
+
+}  // namespace
 
 HostGroups detectHostGroups(Bootstrap& bootstrap, const std::string& hostId) {
   // Every rank takes part in both collectives, whatever it was told, so that they match.
@@ -32,7 +26,7 @@ HostGroups detectHostGroups(Bootstrap& bootstrap, const std::string& hostId) {
       leader = r;
       break;
     }
-  const std::string hostname = thisHostname();
+  const std::string hostname = hostName();
   // Each rank sends its key and its name, NUL-separated.
   std::string mine = hostKey(hostId, leader, hostname);
   mine.push_back('\0');

@@ -32,8 +32,4 @@ HostGroups detectHostGroups(Bootstrap& bootstrap, const std::string& hostId);
 // unless the layout has two levels.
 HostLevels measureHostLevels(Bootstrap& bootstrap, const HostLayout& layout);
 
-// The key one rank contributes (exposed for tests): "id:<hostId>" with an override, else
-// "node<lowest rank sharing memory>:<hostname>".
-std::string hostKey(const std::string& hostId, int sharedGroupLeader, const std::string& hostname);
-
 }  // namespace prioccl

@@ -633,9 +633,9 @@ TEST(HostLayout, FromKeysAndDescribe) {
   EXPECT_TRUE(l.twoLevel());
   EXPECT_EQ(l.describe(), "2 hosts (3+2 ranks)");
   EXPECT_EQ(layoutOf({0, 0, 1, 1}).describe(), "2 hosts x 2 ranks");
-  EXPECT_FALSE(layoutOf({0, 0, 0}).twoLevel());  // one host
-  EXPECT_FALSE(prioccl::HostLayout::flat(4).twoLevel());
-  EXPECT_EQ(prioccl::HostLayout::flat(3).describe(), "3 hosts x 1 rank");
+  EXPECT_FALSE(layoutOf({0, 0, 0}).twoLevel());     // one host
+  EXPECT_FALSE(layoutOf({0, 1, 2, 3}).twoLevel());  // one rank per host
+  EXPECT_EQ(layoutOf({0, 1, 2}).describe(), "3 hosts x 1 rank");
 }
 
 // ---- The double binary tree's shape.
