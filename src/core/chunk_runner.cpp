@@ -104,6 +104,17 @@ size_t ChunkRunner::chunkElements(const OpState& op) const {
   return std::max<size_t>(1, chunk / elem);
 }
 
+// A point-to-point op's total length, sent with its first chunk, or 0 where no header is needed.
+// With chunks of at least kMinChunkBytes (a multiple of every element size), an op shorter than
+// that is one chunk of its own length, which mismatches the other end's first chunk (longer, or
+// shorter) whenever the totals differ; only longer ops can differ by whole chunks and match every
+// chunk they share. Both ends decide alone: an end that expects no header has a one-chunk op,
+// which the other end's first chunk then mismatches. (Smaller chunks: every op has a header.)
+uint64_t ChunkRunner::headerBytes(const OpState& op) const {
+  size_t bytes = op.count * reduce::dtypeSize(op.dtype);
+  return bytes >= (chunkBytes_ >= kMinChunkBytes ? kMinChunkBytes : 1) ? bytes : 0;
+}
+
 ChunkSpec ChunkRunner::chunkSpec(const OpState& op, size_t first, size_t count) const {
   size_t elem = reduce::dtypeSize(op.dtype);
   ChunkSpec spec;
@@ -176,7 +187,8 @@ void ChunkRunner::activateChunk(uint32_t l, LiveOp& live) {
 void ChunkRunner::makeChunk(Slot& slot, const ChunkSpec& spec) {
   const OpState& op = *slot.live->op;
   if (LaneTable::isPointToPoint(slot.lane)) {
-    slot.algo = std::make_unique<PointToPointChunk>(spec, op.peer, op.kind == OpState::Kind::kSend);
+    slot.algo = std::make_unique<PointToPointChunk>(spec, op.peer, op.kind == OpState::Kind::kSend,
+                                                    slot.chunkIndex == 0 ? headerBytes(op) : 0);
   } else if (slot.lane == kAgreeLane) {
     // Small ops whose algorithm is recursive doubling or halving-doubling are reduced by the
     // agreement itself.

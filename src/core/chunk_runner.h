@@ -93,6 +93,7 @@ class ChunkRunner {
   using Posted = Transfers::Posted;
 
   size_t chunkElements(const OpState& op) const;
+  uint64_t headerBytes(const OpState& op) const;  // a point-to-point op's first-chunk header
   // Whether the op's next chunk in `lane` has its input (a staged op's copy may still run).
   bool inputReady(uint32_t lane, const LiveOp& live) const;
   ChunkSpec chunkSpec(const OpState& op, size_t first, size_t count) const;

@@ -1153,12 +1153,6 @@ TEST_F(Catalogue, CommAbort) {
 //   without taking part in matching, so the other ranks wait for it forever;
 // - the same key (or the unnamed sequence) submitted a different number of times on different
 //   ranks: the extra occurrence waits forever for its partners;
-// - a point-to-point size mismatch where the send spans several chunks (e.g. 1000003 against
-//   1500007 floats, or 4 MiB against 2 MiB): the receiver fails its communicator at the first
-//   chunk that differs and stops receiving, so the sender waits forever for its later chunks
-//   to be taken (seen at 3 ranks); and when the send is shorter and a whole number of the
-//   receiver's chunks (4 MiB against 6 MiB with 1 MiB chunks), every chunk sent arrives intact
-//   and the receiver waits forever for the rest.
 
 class Mismatch : public Catalogue {
  protected:
@@ -1351,19 +1345,22 @@ class Mismatch : public Catalogue {
 
   // A send from rank 0 and a receive on rank 1 that disagree on the size, on a communicator of
   // their own: the receiver fails that communicator by design (nothing else may run on it).
+  // `chunkBytes` 0: the measured default.
   void runPointToPointMismatch(const std::string& label, size_t sendCount,
                                priocclDataType_t sendType, size_t recvCount,
-                               priocclDataType_t recvType) {
+                               priocclDataType_t recvType, long long chunkBytes = 0) {
     ++g_mismatchCases;
     priocclComm_t p2p = nullptr;
-    ASSERT_EQ(priocclCommInitWorld(&p2p), priocclSuccess);
+    priocclConfig_t config = PRIOCCL_CONFIG_INITIALIZER;
+    if (chunkBytes) config.chunkBytes = chunkBytes;
+    ASSERT_EQ(priocclCommInitMPI(&p2p, nullptr, &config), priocclSuccess);
     std::vector<double> data(std::max(sendCount, recvCount), 1.0);  // room for either
     priocclRequest_t r = nullptr;
     if (rank_ == 0) {
       ASSERT_EQ(priocclSendAsync(data.data(), sendCount, sendType, 1, 3, 0, p2p, &r),
                 priocclSuccess);
-      // A one-chunk send completes whatever the receive; the receiver's failure reaches the
-      // sender's communicator only if it tells its peers. Either outcome is fine; a hang is not.
+      // A send whose every chunk was received completes; otherwise the receiver's failure
+      // reaches it (through the coordinator). Either outcome is fine; a hang is not.
       priocclResult_t rc = priocclWait(r);
       EXPECT_TRUE(rc == priocclSuccess || rc == priocclRemoteError) << label << ": " << rc;
     } else if (rank_ == 1) {
@@ -1673,6 +1670,14 @@ TEST_F(Mismatch, PointToPointSizes) {
                           priocclFloat32);
   runPointToPointMismatch("same count, dtype of another size", 100, priocclFloat32, 100,
                           priocclInt8);
+  // Several chunks: the first chunk's header carries the total, so neither end waits for
+  // chunks the other never sends or receives (the timeout is 30 s: a wait would show).
+  runPointToPointMismatch("send longer, several chunks", 1500007, priocclFloat32, 1000003,
+                          priocclFloat32);
+  runPointToPointMismatch("send longer by whole chunks", (4 << 20) / 4, priocclFloat32,
+                          (2 << 20) / 4, priocclFloat32, 256 << 10);
+  runPointToPointMismatch("send shorter by whole chunks", (4 << 20) / 4, priocclFloat32,
+                          (6 << 20) / 4, priocclFloat32, 1 << 20);
 }
 
 }  // namespace

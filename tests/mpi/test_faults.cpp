@@ -221,6 +221,55 @@ TEST(Faults, PointToPointSizeMismatchFailsBothSides) {
   expectFailedForGood(comm);
 }
 
+// A send shorter or longer than its receive by whole chunks: every chunk the two share matches
+// exactly, so only the total length in the first chunk's header tells. Both sides must fail well
+// before the 30 s timeout, the receiver naming both lengths.
+class PointToPointWholeChunks : public ::testing::TestWithParam<bool> {};
+
+TEST_P(PointToPointWholeChunks, MismatchFailsBothSidesPromptly) {
+  if (worldSize() < 2) GTEST_SKIP() << "needs 2 ranks";
+  const bool sendShorter = GetParam();
+  prioccl::Config cfg = prioccl::Config::fromEnv();
+  cfg.timeoutSeconds = 30;
+  cfg.chunkBytes = 256 << 10;  // both lengths cut into the same 256 KiB chunks
+  Communicator comm = Communicator::world(cfg);
+  const size_t shortCount = (2 << 20) / sizeof(float), longCount = 2 * shortCount;
+  std::vector<float> buf(longCount, 1.0f);
+  std::string msg;
+  Clock::time_point t = Clock::now();
+  if (worldRank() == 0) {
+    prioccl::Request r =
+        comm.sendAsync(buf.data(), sendShorter ? shortCount : longCount, priocclFloat32, 1);
+    // A shorter send may complete (every chunk it has was received); a longer one cannot.
+    priocclResult_t code = outcome(r, &msg);
+    if (!sendShorter || code != priocclSuccess) {
+      EXPECT_EQ(code, priocclRemoteError) << msg;
+    }
+  } else if (worldRank() == 1) {
+    prioccl::Request r =
+        comm.recvAsync(buf.data(), sendShorter ? longCount : shortCount, priocclFloat32, 0);
+    EXPECT_EQ(outcome(r, &msg), priocclRemoteError) << msg;
+    EXPECT_NE(msg.find("point-to-point size mismatch: rank 0 sends " +
+                       std::to_string((sendShorter ? shortCount : longCount) * sizeof(float)) +
+                       " bytes to rank 1, whose receive expects " +
+                       std::to_string((sendShorter ? longCount : shortCount) * sizeof(float))),
+              std::string::npos)
+        << msg;
+  }
+  std::vector<float> v(16, 1.0f);
+  prioccl::Request r =
+      comm.allReduceAsync(v.data(), v.data(), v.size(), priocclFloat32, priocclSum);
+  EXPECT_NE(outcome(r, &msg), priocclSuccess);
+  EXPECT_NE(msg.find("point-to-point size mismatch"), std::string::npos) << msg;
+  EXPECT_LT(since(t), 10.0);
+  expectFailedForGood(comm);
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, PointToPointWholeChunks, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "SendShorter" : "SendLonger";
+                         });
+
 TEST(Faults, StalledOpGetsAWarningNamingWhatItWaitsFor) {
   if (worldSize() < 2) GTEST_SKIP() << "needs 2 ranks";
   // The warning goes to stderr whatever PRIOCCL_DEBUG says: capture it in a file.
