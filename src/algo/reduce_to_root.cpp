@@ -34,6 +34,11 @@ ReduceChunk::ReduceChunk(const ChunkSpec& spec, ScratchPool& pool, int root, Roo
     std::memcpy(spec.recv, spec.send, bytes_);
 }
 
+ReduceChunk::~ReduceChunk() {
+  pool_.give(std::move(partial_));
+  for (ScratchPool::Block& b : incoming_) pool_.give(std::move(b));  // a chunk that failed
+}
+
 Transfer ReduceChunk::takeRecv() {
   size_t i = posted_++;
   incoming_[i] = pool_.take();

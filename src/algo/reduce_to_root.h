@@ -21,6 +21,7 @@ namespace prioccl {
 class ReduceChunk final : public ChunkAlgo {
  public:
   ReduceChunk(const ChunkSpec& spec, ScratchPool& pool, int root, RootTree::Shape shape);
+  ~ReduceChunk() override;  // gives its blocks back to the pool
   // Distinct step ids of one chunk: a child's message to its parent has the child's place among
   // the parent's children as its step.
   static int steps(int nranks);

@@ -1,30 +1,57 @@
 // Fixed-size scratch blocks recycled between chunks: chunks come and go at a high rate, and
-// blocks of a few hundred KiB would otherwise be mmap'ed and unmapped by malloc every time.
+// blocks of a few hundred KiB would otherwise be mapped and unmapped every time.
+//
+// The pool keeps at most kRetainBytes of free blocks (and at least kMinRetained blocks): a burst
+// of live chunks (a 64 MiB reduce posts every chunk's receives at once) may take hundreds of
+// blocks, and a pool that kept them all would hold its highest demand for the communicator's
+// life, so a long job's memory would only ever grow. Blocks are mapped directly rather than
+// malloc'ed, so a block given back beyond the limit returns its memory to the system at once
+// instead of staying in the allocator's heap.
 #pragma once
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <cstddef>
 #include <memory>
+#include <new>
 #include <vector>
 
 namespace prioccl {
 
 class ScratchPool {
  public:
-  using Block = std::unique_ptr<unsigned char[]>;
-  explicit ScratchPool(size_t blockBytes) : blockBytes_(blockBytes) {}
+  static constexpr size_t kRetainBytes = 64 << 20, kMinRetained = 8;
+
+  struct Unmap {
+    size_t bytes = 0;
+    void operator()(unsigned char* p) const { munmap(p, bytes); }
+  };
+  using Block = std::unique_ptr<unsigned char[], Unmap>;
+
+  explicit ScratchPool(size_t blockBytes)
+      : blockBytes_(blockBytes),
+        retained_(std::max(kMinRetained, kRetainBytes / std::max<size_t>(blockBytes, 1))) {}
   size_t blockBytes() const { return blockBytes_; }
+  size_t retainedLimit() const { return retained_; }  // free blocks kept, at most
+  size_t freeBlocks() const { return free_.size(); }
   Block take() {
-    if (free_.empty()) return Block(new unsigned char[blockBytes_ ? blockBytes_ : 1]);
+    if (free_.empty()) {
+      size_t bytes = std::max<size_t>(blockBytes_, 1);
+      void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) throw std::bad_alloc();
+      return Block(static_cast<unsigned char*>(p), Unmap{bytes});
+    }
     Block b = std::move(free_.back());
     free_.pop_back();
     return b;
   }
   void give(Block b) {
-    if (b) free_.push_back(std::move(b));
+    if (b && free_.size() < retained_) free_.push_back(std::move(b));
   }
 
  private:
-  size_t blockBytes_;
+  size_t blockBytes_, retained_;
   std::vector<Block> free_;
 };
 

@@ -702,3 +702,24 @@ TEST(DoubleBinaryTree, SmallShapes) {
 }
 
 }  // namespace
+
+// The pool recycles blocks but keeps no more free ones than its limit: a burst's blocks beyond it
+// go back to the system, so a long job's scratch does not grow to its highest burst for good.
+TEST(ScratchPool, KeepsAtMostItsLimitOfFreeBlocks) {
+  ScratchPool pool(1 << 20);
+  const size_t limit = pool.retainedLimit();
+  EXPECT_EQ(limit, ScratchPool::kRetainBytes >> 20);
+  std::vector<ScratchPool::Block> burst;
+  for (size_t i = 0; i < 3 * limit; ++i) {
+    burst.push_back(pool.take());
+    burst.back()[(1 << 20) - 1] = 1;  // the whole block is writable
+  }
+  EXPECT_EQ(pool.freeBlocks(), 0u);
+  std::set<unsigned char*> kept;  // the first `limit` given back are kept
+  for (size_t i = 0; i < limit; ++i) kept.insert(burst[i].get());
+  for (ScratchPool::Block& b : burst) pool.give(std::move(b));
+  EXPECT_EQ(pool.freeBlocks(), limit);
+  ScratchPool::Block again = pool.take();  // recycled, not a new mapping
+  EXPECT_EQ(kept.count(again.get()), 1u);
+  EXPECT_EQ(pool.freeBlocks(), limit - 1);
+}
