@@ -62,8 +62,14 @@ class Transport {
   virtual size_t poll(std::vector<Completion>& out) = 0;
   // Operations posted and not yet reported by poll().
   virtual size_t pending() const = 0;
-  // Best effort: withdraw every posted receive (used when the communicator fails).
+  // Best effort: withdraw every posted receive (used when the communicator fails). A withdrawn
+  // transfer may still touch its buffer (a receive already matched goes on filling it) until
+  // quiesce() returns true.
   virtual void cancelAll() = 0;
+  // Stops all traffic for good (the communicator's end): true when no transfer ever posted can
+  // touch its buffer any more, so the caller may free them; false when the transport cannot
+  // promise that (the caller then keeps the buffers it owns).
+  virtual bool quiesce() { return false; }
 
   // Optional, so that a waiting engine can sleep instead of napping: a descriptor that becomes
   // readable when poll() may have something new (-1: none, the engine naps).

@@ -7,6 +7,11 @@
 // life, so a long job's memory would only ever grow. Blocks are mapped directly rather than
 // malloc'ed, so a block given back beyond the limit returns its memory to the system at once
 // instead of staying in the allocator's heap.
+//
+// When the communicator fails, cancelled receives may still be writing into blocks whose chunks
+// are gone (transport.h, cancelAll): the pool then holds every block given back (hold()), and at
+// the end either frees them, once the transport has stopped for good, or keeps them mapped for
+// the process's life (abandon()) when the transport cannot promise that.
 #pragma once
 
 #include <sys/mman.h>
@@ -47,12 +52,23 @@ class ScratchPool {
     return b;
   }
   void give(Block b) {
-    if (b && free_.size() < retained_) free_.push_back(std::move(b));
+    if (b && (held_ || free_.size() < retained_)) free_.push_back(std::move(b));
   }
+  void hold() { held_ = true; }
+  void abandon() { abandoned_ = true; }
+  ~ScratchPool() {
+    if (abandoned_)
+      for (Block& b : free_) (void)b.release();
+  }
+  ScratchPool(const ScratchPool&) = delete;
+  ScratchPool& operator=(const ScratchPool&) = delete;
+  ScratchPool(ScratchPool&&) = default;
+  ScratchPool& operator=(ScratchPool&&) = default;
 
  private:
   size_t blockBytes_, retained_;
   std::vector<Block> free_;
+  bool held_ = false, abandoned_ = false;
 };
 
 }  // namespace prioccl

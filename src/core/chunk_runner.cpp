@@ -370,10 +370,19 @@ void ChunkRunner::pumpInline() {
 }
 
 void ChunkRunner::clear(std::vector<std::shared_ptr<OpState>>& doomed) {
+  cleared_ = true;
+  scratch_.hold();
+  agreeScratch_.hold();
   if (inline_.op) doomed.push_back(std::move(inline_.op));
   inline_.chunk.reset();  // its transfers are cancelled
   lanes_.clear(doomed);
   scheduler_.clear();
+}
+
+void ChunkRunner::endTraffic(bool transportQuiesced) {
+  if (transportQuiesced || !cleared_) return;  // (a clean end: nothing in flight)
+  scratch_.abandon();
+  agreeScratch_.abandon();
 }
 
 std::string ChunkRunner::waitingFor(const OpState& op) const {

@@ -73,7 +73,12 @@ class ChunkRunner {
   void runInline(std::shared_ptr<OpState> op, const Announce& announce);
 
   // Forgets every chunk (the transport's transfers were cancelled); the ops go to `doomed`.
+  // Ends every op (into `doomed`): the communicator has failed. The scratch of its chunks stays
+  // mapped (scratch_pool.h) until endTraffic().
   void clear(std::vector<std::shared_ptr<OpState>>& doomed);
+  // The communicator's end: the transport has quiesced (nothing can write into scratch any
+  // more), or the scratch is kept mapped for good.
+  void endTraffic(bool transportQuiesced);
 
   const LaneTable& lanes() const { return lanes_; }  // the tag layout, for tests
   Clock::time_point laneProgress(uint32_t lane) const { return lanes_[lane].lastProgress; }
@@ -124,6 +129,7 @@ class ChunkRunner {
   Scheduler scheduler_;
   ScratchPool scratch_;       // data chunks
   ScratchPool agreeScratch_;  // agreement messages
+  bool cleared_ = false;      // the communicator failed: cancelled transfers may linger
   bool news_ = false;
   struct InlineOp {
     std::shared_ptr<OpState> op;  // null: none in flight

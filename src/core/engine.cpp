@@ -58,10 +58,16 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
 
 Engine::~Engine() {
   drainAndStop();
-  // Every op is done; wait for the drivers still on their way out of drive().
-  std::unique_lock<std::mutex> lock(gate_->mutex);
-  gate_->engine = nullptr;
-  gate_->cv.wait(lock, [&] { return gate_->drivers == 0; });
+  {
+    // Every op is done; wait for the drivers still on their way out of drive().
+    std::unique_lock<std::mutex> lock(gate_->mutex);
+    gate_->engine = nullptr;
+    gate_->cv.wait(lock, [&] { return gate_->drivers == 0; });
+  }
+  // Chunk scratch that cancelled transfers may still be writing into is freed only once the
+  // transport has stopped for good.
+  std::lock_guard<std::mutex> progress(progress_);
+  runner_.endTraffic(transport_->quiesce());
 }
 
 void withEngine(ProgressGate& gate, const std::function<void(Engine&)>& f) {

@@ -4,6 +4,7 @@
 
 #include <ucs/debug/log_def.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -35,15 +36,37 @@ int bitsFor(int values) {
   return bits;
 }
 
-// Runs `progress` until `done` or the deadline; true when done.
+// Runs `progress` until `done` or the deadline; true when done. The deadline holds even while
+// UCX keeps reporting progress (a transport retrying a dead peer's connection does).
 template <typename Done>
 bool progressUntil(ucp_worker_h worker, Done done, std::chrono::steady_clock::duration limit) {
   auto deadline = std::chrono::steady_clock::now() + limit;
   while (!done()) {
-    if (ucp_worker_progress(worker) == 0 && std::chrono::steady_clock::now() > deadline)
-      return false;
+    ucp_worker_progress(worker);
+    if (std::chrono::steady_clock::now() > deadline) return done();
   }
   return true;
+}
+
+// Whether UCX may carry traffic between ranks of one host over shared memory, from UCX_TLS (unset
+// or "all": yes; a list: when it names a shared-memory transport; "^list": unless it excludes
+// them all as "sm"/"shm").
+bool sharedMemoryAllowed() {
+  const char* env = std::getenv("UCX_TLS");
+  std::string tls = env ? env : "";
+  if (tls.empty()) return true;
+  bool exclude = tls[0] == '^';
+  if (exclude) tls.erase(0, 1);
+  bool all = false, alias = false, one = false;  // "all"; "sm"/"shm"; a shared-memory transport
+  for (size_t at = 0; at <= tls.size();) {
+    size_t end = std::min(tls.find(',', at), tls.size());
+    std::string name = tls.substr(at, end - at);
+    all |= name == "all";
+    alias |= name == "sm" || name == "shm";
+    one |= name == "posix" || name == "sysv" || name == "xpmem" || name == "cma" || name == "knem";
+    at = end + 1;
+  }
+  return exclude ? !(all || alias) : all || alias || one;
 }
 
 }  // namespace
@@ -80,17 +103,21 @@ UcxTransport::UcxTransport(Bootstrap& bootstrap, bool wakeup, const std::string&
     close();
     throw;
   }
+  const bool shmAllowed = sharedMemoryAllowed();
   for (int peer = 0; peer < size_ && failure.empty(); ++peer) {
     if (peer == rank_) continue;
     ucp_ep_params_t ep{};
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
     ep.address = reinterpret_cast<const ucp_address_t*>(addresses[peer].data());
     ucs_status_t status = UCS_ERR_UNREACHABLE;
-    // Towards another host, a peer that goes away fails the transfers to it instead of leaving
-    // them pending. Not within a host: UCX 1.13's shared-memory transports cannot report a lost
-    // peer, so asking for it would move that traffic onto TCP loopback (measured: 0.36x the
-    // busbw of shared memory); there a lost peer is left to the engine's timeout.
-    if (!local[peer]) {
+    // Peer error handling: a peer that goes away fails the transfers to it instead of leaving
+    // them pending, and UCX's network transports handle a lost connection only in this mode
+    // (without it, a survivor of a killed rank over UCX_TLS=tcp sometimes died in UCX's teardown
+    // of the dead endpoint). Not within a host where shared memory may carry the traffic: UCX
+    // 1.13's shared-memory transports cannot report a lost peer, so asking for it would move
+    // that traffic onto TCP loopback (measured: 0.36x the busbw of shared memory); there a lost
+    // peer is left to the engine's timeout.
+    if (!local[peer] || !shmAllowed) {
       ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
       ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
       ep.err_handler.cb = &UcxTransport::onPeerError;
@@ -191,6 +218,11 @@ UcxTransport::~UcxTransport() {
   close();
 }
 
+bool UcxTransport::quiesce() {
+  close();
+  return true;
+}
+
 void UcxTransport::close() {
   if (closed_) return;
   closed_ = true;
@@ -203,30 +235,32 @@ void UcxTransport::closeWorker() {
   cancelAll();
   progressUntil(
       worker_, [&] { return orphans() == 0; }, kCloseTimeout);
-  for (ucp_ep_h& ep : eps_) {
-    if (!ep) continue;
-    // Flush: sends this rank reported complete may still be leaving it.
+  // Every endpoint's close at once, then one wait for them all.
+  std::vector<void*> closing;
+  for (size_t peer = 0; peer < eps_.size(); ++peer) {
+    if (!eps_[peer]) continue;
+    // Flush: sends this rank reported complete may still be leaving it. An endpoint UCX has
+    // failed (its peer is lost) has nothing left to flush: UCX wants it closed by force.
     ucp_request_param_t p{};
-    ucs_status_ptr_t req = ucp_ep_close_nbx(ep, &p);
-    if (UCS_PTR_IS_PTR(req)) {
-      bool closed = progressUntil(
-          worker_, [&] { return ucp_request_check_status(req) != UCS_INPROGRESS; }, kCloseTimeout);
-      if (!closed) ucp_request_cancel(worker_, req);
-      ucp_request_free(req);
-      if (!closed) {
-        p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-        p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-        ucs_status_ptr_t forced = ucp_ep_close_nbx(ep, &p);
-        if (UCS_PTR_IS_PTR(forced)) {
-          progressUntil(
-              worker_, [&] { return ucp_request_check_status(forced) != UCS_INPROGRESS; },
-              kCloseTimeout);
-          ucp_request_free(forced);
-        }
-      }
+    if (!peerErrors_[peer].empty()) {
+      p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      p.flags = UCP_EP_CLOSE_FLAG_FORCE;
     }
-    ep = nullptr;
+    ucs_status_ptr_t req = ucp_ep_close_nbx(eps_[peer], &p);
+    if (UCS_PTR_IS_PTR(req)) closing.push_back(req);
+    eps_[peer] = nullptr;  // invalid once its close has started: never closed a second time
   }
+  // A flush that cannot finish in time (a dead peer UCX has not noticed yet) is left to
+  // ucp_worker_destroy, which releases what remains; a close request cannot be cancelled.
+  progressUntil(
+      worker_,
+      [&] {
+        for (void* req : closing)
+          if (ucp_request_check_status(req) == UCS_INPROGRESS) return false;
+        return true;
+      },
+      kCloseTimeout);
+  for (void* req : closing) ucp_request_free(req);
   ucp_worker_destroy(worker_);
   worker_ = nullptr;
   eventFd_ = -1;

@@ -39,6 +39,7 @@ class UcxTransport final : public Transport {
   size_t poll(std::vector<Completion>& out) override;
   size_t pending() const override { return pending_; }
   void cancelAll() override;
+  bool quiesce() override;  // closes the endpoints and the worker: nothing outlives it
   int eventFd() const override { return eventFd_; }
   bool armEvents() override;
 
