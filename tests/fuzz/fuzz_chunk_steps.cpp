@@ -35,9 +35,11 @@
 #include "algo/all_to_all.h"
 #include "algo/broadcast.h"
 #include "algo/host_layout.h"
+#include "algo/point_to_point.h"
 #include "algo/reduce_scatter.h"
 #include "algo/reduce_to_root.h"
 #include "algo/registry.h"
+#include "common/error.h"
 #include "common/scratch_pool.h"
 #include "reduce/reduce.h"
 
@@ -92,9 +94,13 @@ class Script {
 
 // What a run exercises: a row of the algorithm registry (every all-reduce algorithm the engine
 // can choose), or, past the last row, a broadcast chunk, a reduce chunk, an all-gather chunk, a
-// reduce-scatter chunk, an all-to-all chunk, then the agreement chunk (the last).
+// reduce-scatter chunk, an all-to-all chunk, a point-to-point chunk, then the agreement chunk
+// (the last).
 size_t kinds() {
-  return prioccl::algoRegistry().size() + 6;
+  return prioccl::algoRegistry().size() + 7;
+}
+bool isPointToPointKind(size_t kind) {
+  return kind == prioccl::algoRegistry().size() + 5;
 }
 bool isAllToAllKind(size_t kind) {
   return kind == prioccl::algoRegistry().size() + 4;
@@ -117,6 +123,7 @@ const char* kindName(size_t kind) {
   if (isReduceKind(kind)) return "reduce";
   if (isAllGatherKind(kind)) return "allgather";
   if (isAllToAllKind(kind)) return "alltoall";
+  if (isPointToPointKind(kind)) return "pointtopoint";
   return isReduceScatterKind(kind) ? "reducescatter" : "agreement";
 }
 
@@ -144,7 +151,7 @@ class Run {
 
   void go() {
     setUp();
-    while (!algo_->finished()) {
+    while (!algo_->finished() && !refused_) {
       const bool canSend = algo_->sendReady(), canRecv = algo_->recvReady();
       if (!canSend && !canRecv && posted_.empty()) finding("stalled: nothing to do, not finished");
       if (in_.exhausted()) return;
@@ -163,6 +170,7 @@ class Run {
           complete(in_.below(posted_.size()));
       }
     }
+    if (refused_) return;  // a point-to-point receive refused a header: the op has failed
     if (!posted_.empty()) finding("finished with transfers outstanding");
     if (algo_->recvReady() || algo_->sendReady()) finding("finished with a transfer ready");
     if (isAgreement()) checkVerdict();
@@ -177,6 +185,7 @@ class Run {
   void setUp() {
     kind_ = in_.byte() % kinds();
     spec_.nranks = 1 + in_.byte() % 8;
+    if (isPointToPoint()) spec_.nranks = std::max(spec_.nranks, 2);  // a peer to talk to
     spec_.rank = in_.byte() % spec_.nranks;
     spec_.dtype = kTypes[in_.byte() % std::size(kTypes)];
     spec_.op = kOps[in_.byte() % 5];
@@ -210,7 +219,7 @@ class Run {
     }
 
     size_t blockBytes = 0;
-    if (isBroadcast() || isAllGather() || isAllToAll()) {
+    if (isBroadcast() || isAllGather() || isAllToAll() || isPointToPoint()) {
       blockBytes = 0;  // no scratch
     } else if (isReduce() || isReduceScatter()) {
       blockBytes = chunkBytes;  // the engine's blocks hold at least a chunk
@@ -224,7 +233,16 @@ class Run {
       blockBytes = AgreementChunk::scratchBytes(maxPayload_);
     }
     pool_ = std::make_unique<ScratchPool>(blockBytes);
-    if (isBroadcast()) {
+    if (isPointToPoint()) {
+      // A send or a receive; with a header (the op's first chunk), the op's total is this chunk
+      // or up to three more of its size.
+      isSend_ = flags & 16;
+      peer_ = (spec_.rank + 1 + in_.byte() % (spec_.nranks - 1)) % spec_.nranks;
+      total_ = flags & 32 ? chunkBytes * (1 + in_.byte() % 4) : 0;
+      trace("%s peer %d total %llu\n", isSend_ ? "send" : "recv", peer_,
+            static_cast<unsigned long long>(total_));
+      algo_ = std::make_unique<PointToPointChunk>(spec_, peer_, isSend_, total_);
+    } else if (isBroadcast()) {
       if (spec_.rank == root_) data_.assign(send_.begin(), send_.end());
       algo_ = std::make_unique<BroadcastChunk>(spec_, root_, shape_);
     } else if (isAllGather()) {
@@ -297,6 +315,7 @@ class Run {
     if (isBroadcast() && send) checkForwarded(t, what);
     if (isBlocked() && send) checkBlockSent(t, what);
     if (isBlocked() && !send) checkBlockReceive(t, what);
+    if (isPointToPoint()) checkPointToPoint(send, t, what);
     if (isReduce() && send &&
         (t.bytes != send_.size() || std::memcmp(t.buf, partial(false).data(), t.bytes) != 0))
       finding("reduce sends other bytes than its partial result: " + what);
@@ -319,6 +338,10 @@ class Run {
     }
     auto buf = static_cast<unsigned char*>(p.t.buf);
     size_t bytes = p.t.bytes;
+    if (isPointToPoint() && p.t.step == PointToPointChunk::kHeaderStep) {
+      deliverHeader(p.t);
+      return;
+    }
     if (isAgreement() && !p.t.exact) {  // (halving-doubling's gathering rounds: data)
       bytes = deliverAgreement(p.t);
     } else {
@@ -329,6 +352,40 @@ class Run {
     if (isBlocked()) blockArrived(p.t.step, buf, bytes);
     if (!p.t.exact) algo_->recvLength(p.t.step, bytes);
     algo_->recvDone(p.t.step);
+  }
+
+  // A point-to-point chunk posts its data (the user's buffer, the chunk's length) and, with a
+  // total, one 8-byte header, in the same direction.
+  void checkPointToPoint(bool send, const Transfer& t, const std::string& what) {
+    if (send != isSend_ || t.peer != peer_)
+      finding("point-to-point transfer the wrong way: " + what);
+    if (!t.exact) finding("point-to-point transfer that accepts a shorter message: " + what);
+    if (t.step == PointToPointChunk::kHeaderStep) {
+      if (!total_ || t.bytes != sizeof(uint64_t)) finding("unexpected header transfer: " + what);
+      if (send && std::memcmp(t.buf, &total_, sizeof total_) != 0)
+        finding("header sent with another total than the op's: " + what);
+      return;
+    }
+    const void* user = send ? spec_.send : spec_.recv;
+    if (t.step != PointToPointChunk::kDataStep || t.buf != user || t.bytes != send_.size())
+      finding("point-to-point data transfer not the chunk's buffer and length: " + what);
+  }
+
+  // The peer's header: by default the same total, or (input) any 8 bytes. A receive must refuse
+  // a different total (the op then fails) and accept its own.
+  void deliverHeader(const Transfer& t) {
+    uint64_t total = total_;
+    if (in_.byte() & 1) in_.fill(&total, sizeof total);
+    std::memcpy(t.buf, &total, sizeof total);
+    trace("  header says %llu\n", static_cast<unsigned long long>(total));
+    try {
+      algo_->recvDone(t.step);
+    } catch (const prioccl::Error&) {
+      if (total == total_) finding("point-to-point receive refused a header with its own total");
+      refused_ = true;
+      return;
+    }
+    if (total != total_) finding("point-to-point receive accepted a header with another total");
   }
 
   // A peer's agreement message: by default a well-formed one that agrees with ours; the input
@@ -603,6 +660,7 @@ class Run {
   bool isBlocked() const { return isAllGather() || isReduceScatter() || isAllToAll(); }
   bool isReduce() const { return isReduceKind(kind_); }
   bool isBroadcast() const { return isBroadcastKind(kind_); }
+  bool isPointToPoint() const { return isPointToPointKind(kind_); }
 
   size_t kind_ = 0;
   ChunkSpec spec_;
@@ -616,6 +674,10 @@ class Run {
   size_t payload_ = 0, maxPayload_ = 0;
   bool halving_ = false;
   int root_ = 0;  // broadcast
+  // Point to point: the direction, the peer, the op's total (0: no header), a refused header.
+  bool isSend_ = false, refused_ = false;
+  int peer_ = 0;
+  uint64_t total_ = 0;
   RootTree::Shape shape_ = RootTree::Shape::kChain;
   std::vector<unsigned char> data_;  // broadcast: the data this rank holds (empty: none yet)
   size_t children_ = 0;              // broadcast, reduce: this rank's children in the tree
