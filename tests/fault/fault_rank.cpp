@@ -3,8 +3,12 @@
 // must be able to destroy its communicator. Run by run_faults.sh under mpirun with
 // `--mca orte_abort_on_non_zero_status 0`, which keeps the survivors running.
 //
-// Usage: fault_rank --phase P --victim R [--bytes N] [--sync DIR]
-//   P: before_submit | reduce_scatter | all_gather | preemption | lagged_flush
+// Usage: fault_rank --phase P --victim R [--bytes N] [--sync DIR] [--op K]
+//   K: all_reduce (default; PRIOCCL_ALGO picks the algorithm, the ring unless set) | broadcast |
+//      reduce | all_gather | reduce_scatter | all_to_all | send_recv (ring neighbours)
+//   P: before_submit | reduce_scatter | all_gather | preemption | lagged_flush (all-reduce);
+//      before_submit | mid_op (every kind: the victim dies once it has sent an eighth of its
+//      share, or when its own part is over)
 // Output: the victim prints "KILL <unix time>" just before dying; each survivor prints
 // "SURVIVOR rank=R code=C at=<unix time> later=<code of a later op> destroy_s=<s> msg=<error>".
 // Survivors leave together (a file each in DIR): mpirun aborts the job when the first one exits
@@ -39,13 +43,53 @@ double unixNow() {
   std::abort();  // not reached
 }
 
-// The victim waits until its share of the op's sends reaches `fraction`, then dies.
-void dieAtSendFraction(const prioccl::Communicator& comm, size_t bytes, double fraction) {
-  int n = comm.size();
-  double total = 2.0 * (n - 1) / n * static_cast<double>(bytes);  // a ring op's sends per rank
-  while (static_cast<double>(comm.counters().bytesSent) < fraction * total)
+using Requests = std::vector<prioccl::Request>;
+
+bool running(const Requests& rs) {
+  for (const prioccl::Request& r : rs)
+    if (r.status() == priocclInProgress) return true;
+  return false;
+}
+
+// The victim waits until its sends reach `fraction` of `total`, then dies; or once its requests
+// are over (a rank's part of some kinds is small, or nothing to send); or, mid op, once `cap` has
+// passed: a collective backend (mpi-coll) moves the bytes inside MPI, where no counter sees them.
+void dieAtSendFraction(const prioccl::Communicator& comm, double total, double fraction,
+                       const Requests& rs, std::chrono::milliseconds cap) {
+  auto deadline = std::chrono::steady_clock::now() + cap;
+  while (static_cast<double>(comm.counters().bytesSent) < fraction * total && running(rs) &&
+         std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   die();
+}
+
+// One op of `kind`: `big` is every rank's send buffer of `count` floats, `out` has room for
+// size() times as many. A send/recv is a ring of transfers: to the next rank, from the previous.
+Requests startOp(prioccl::Communicator& comm, const std::string& kind, float* big, float* out,
+                 size_t count) {
+  const int n = comm.size(), me = comm.rank();
+  const size_t block = count / static_cast<size_t>(n);
+  const priocclDataType_t f32 = priocclFloat32;
+  if (kind == "all_reduce") return {comm.allReduceAsync(big, big, count, f32, priocclSum, 0)};
+  if (kind == "broadcast") return {comm.broadcastAsync(big, big, count, f32, 0, 0)};
+  if (kind == "reduce") return {comm.reduceAsync(big, out, count, f32, priocclSum, 0, 0)};
+  if (kind == "all_gather") return {comm.allGatherAsync(big, out, block, f32, 0)};
+  if (kind == "reduce_scatter")
+    return {comm.reduceScatterAsync(big, out, block, f32, priocclSum, 0)};
+  if (kind == "all_to_all") return {comm.allToAllAsync(big, out, block, f32, 0)};
+  if (kind == "send_recv")
+    return {comm.recvAsync(out, count, f32, (me + n - 1) % n),
+            comm.sendAsync(big, count, f32, (me + 1) % n)};
+  std::fprintf(stderr, "unknown --op '%s'\n", kind.c_str());
+  std::exit(2);
+}
+
+// This rank's sends for the whole op, roughly: what mid_op's fraction is of.
+double sendsOf(const std::string& kind, size_t bytes, int n) {
+  double b = static_cast<double>(bytes), share = static_cast<double>(n - 1) / n;
+  if (kind == "all_reduce") return 2 * share * b;  // the ring's
+  if (kind == "send_recv" || kind == "broadcast" || kind == "reduce") return b;
+  return share * b;  // all-gather, reduce-scatter, all-to-all: every other rank's block
 }
 
 }  // namespace
@@ -57,19 +101,23 @@ int main(int argc, char** argv) {
   std::string phase;
   int victim = 1;
   size_t bytes = 64 << 20;
-  std::string sync;
+  std::string sync, kind = "all_reduce";
   for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--op")) kind = argv[i + 1];
     if (!std::strcmp(argv[i], "--phase")) phase = argv[i + 1];
     if (!std::strcmp(argv[i], "--victim")) victim = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--bytes")) bytes = std::strtoull(argv[i + 1], nullptr, 10);
     if (!std::strcmp(argv[i], "--sync")) sync = argv[i + 1];
   }
   prioccl::Config config = prioccl::Config::fromEnv();
-  config.algorithm = priocclAlgoRing;  // send fractions map onto the ring's two phases
+  // Send fractions map onto the ring's two phases (PRIOCCL_ALGO may choose another algorithm).
+  const char* algo = std::getenv("PRIOCCL_ALGO");
+  if (!algo || !*algo) config.algorithm = priocclAlgoRing;
   prioccl::Communicator comm = prioccl::Communicator::world(config);
   bool isVictim = rank == victim;
   size_t count = bytes / sizeof(float);
-  std::vector<float> big(count, 1.0f), small(1024, 1.0f);
+  std::vector<float> big(count, 1.0f), small(1024, 1.0f), out;
+  if (kind != "all_reduce" && kind != "broadcast") out.resize(count * comm.size());
   priocclResult_t code = priocclSuccess;
   std::string message;
   auto run = [&](auto&& body) {
@@ -82,14 +130,24 @@ int main(int argc, char** argv) {
     }
   };
   MPI_Barrier(MPI_COMM_WORLD);
+  auto waitAll = [](const Requests& rs) {
+    for (const prioccl::Request& r : rs) r.wait();
+  };
+  const bool allReduce = kind == "all_reduce";
   if (phase == "before_submit") {
     if (isVictim) die();
-    run([&] { comm.allReduce(big.data(), big.data(), count, priocclFloat32, priocclSum); });
-  } else if (phase == "reduce_scatter" || phase == "all_gather") {
-    prioccl::Request r =
-        comm.allReduceAsync(big.data(), big.data(), count, priocclFloat32, priocclSum, 0);
-    if (isVictim) dieAtSendFraction(comm, bytes, phase == "reduce_scatter" ? 0.2 : 0.8);
-    run([&] { r.wait(); });
+    run([&] { waitAll(startOp(comm, kind, big.data(), out.data(), count)); });
+  } else if (phase == "mid_op" ||
+             (allReduce && (phase == "reduce_scatter" || phase == "all_gather"))) {
+    Requests rs = startOp(comm, kind, big.data(), out.data(), count);
+    double fraction = phase == "mid_op" ? 0.125 : phase == "reduce_scatter" ? 0.2 : 0.8;
+    // (The all-reduce's two ring phases keep to their fractions.)
+    auto cap = std::chrono::milliseconds(phase == "mid_op" ? 20 : 60000);
+    if (isVictim) dieAtSendFraction(comm, sendsOf(kind, bytes, comm.size()), fraction, rs, cap);
+    run([&] { waitAll(rs); });
+  } else if (!allReduce) {
+    std::fprintf(stderr, "--phase '%s' is for all-reduce only\n", phase.c_str());
+    return 2;
   } else if (phase == "preemption") {
     prioccl::Request low =
         comm.allReduceAsync(big.data(), big.data(), count, priocclFloat32, priocclSum, 10);

@@ -232,17 +232,24 @@ void UcxTransport::close() {
 }
 
 void UcxTransport::closeWorker() {
+  // A failed communicator's endpoints are all closed by force: nothing it sent matters any more,
+  // and a flush towards a peer that cannot be reached would not finish, while UCX 1.13 asserts
+  // when ucp_worker_destroy finds an endpoint with requests still pending (seen after a 20 s
+  // link outage).
+  const bool failed = abandoned_;
   cancelAll();
-  progressUntil(
-      worker_, [&] { return orphans() == 0; }, kCloseTimeout);
-  // Every endpoint's close at once, then one wait for them all.
+  // A clean end lets what is still in flight finish first (a forced close purges it).
+  if (!failed)
+    progressUntil(
+        worker_, [&] { return orphans() == 0; }, kCloseTimeout);
+  // Every endpoint's close at once, then one wait for them all (and for the purged transfers).
   std::vector<void*> closing;
   for (size_t peer = 0; peer < eps_.size(); ++peer) {
     if (!eps_[peer]) continue;
     // Flush: sends this rank reported complete may still be leaving it. An endpoint UCX has
     // failed (its peer is lost) has nothing left to flush: UCX wants it closed by force.
     ucp_request_param_t p{};
-    if (!peerErrors_[peer].empty()) {
+    if (failed || !peerErrors_[peer].empty()) {
       p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
       p.flags = UCP_EP_CLOSE_FLAG_FORCE;
     }
@@ -250,14 +257,14 @@ void UcxTransport::closeWorker() {
     if (UCS_PTR_IS_PTR(req)) closing.push_back(req);
     eps_[peer] = nullptr;  // invalid once its close has started: never closed a second time
   }
-  // A flush that cannot finish in time (a dead peer UCX has not noticed yet) is left to
-  // ucp_worker_destroy, which releases what remains; a close request cannot be cancelled.
+  // A flush that cannot finish in time (a peer lost after a clean end) is left to
+  // ucp_worker_destroy; a close request cannot be cancelled, nor an endpoint closed twice.
   progressUntil(
       worker_,
       [&] {
         for (void* req : closing)
           if (ucp_request_check_status(req) == UCS_INPROGRESS) return false;
-        return true;
+        return orphans() == 0;
       },
       kCloseTimeout);
   for (void* req : closing) ucp_request_free(req);
@@ -413,6 +420,7 @@ size_t UcxTransport::poll(std::vector<Completion>& out) {
 // cancellation not yet delivered) becomes an orphan, recycled silently when UCX lets it go, as
 // the engine has dropped its records of these transfers.
 void UcxTransport::cancelAll() {
+  abandoned_ = true;
   for (Slot& slot : slots_) {
     if (!slot.inUse || slot.orphan) continue;
     if (slot.done) {

@@ -91,6 +91,7 @@ class UcxTransport final : public Transport {
   std::vector<Slot*> finished_;
   size_t pending_ = 0;
   bool warnedNoPeerErrors_ = false;
+  bool abandoned_ = false;  // cancelAll(): the communicator failed (or is closing)
 };
 
 }  // namespace prioccl
