@@ -11,12 +11,12 @@
 # runs passed. Needs root (it brings the testbed up, and down again at the end).
 # Usage: run_outages.sh --binary B [--transport mpi|ucx_tcp] [--reps 20] [--hosts 4]
 #          [--rate 1gbit] [--short 2] [--short-timeout 10] [--long 20] [--long-timeout 5]
-#          [--cases short,long]
+#          [--cases short,long] [--keep DIR]   (DIR: the full logs of failed runs)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 testbed=$here/../../perf/testbed.sh
 binary="" transport=mpi reps=20 hosts=4 rate=1gbit
-short=2 short_timeout=10 long=20 long_timeout=5 cases=short,long
+short=2 short_timeout=10 long=20 long_timeout=5 cases=short,long keep=""
 while (($#)); do
   case $1 in
     --binary) binary=$2 ;;
@@ -29,11 +29,18 @@ while (($#)); do
     --long) long=$2 ;;
     --long-timeout) long_timeout=$2 ;;
     --cases) cases=$2 ;;
+    --keep) keep=$2 ;;
     *) echo "run_outages.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift 2
 done
 [[ -x $binary ]] || { echo "run_outages.sh: --binary must name outage_rank" >&2; exit 2; }
+# The testbed needs network namespaces: without them, skip (77: CTest's SKIP_RETURN_CODE).
+if [[ $(id -u) != 0 ]] || ! ip netns add pcclprobe$$ 2>/dev/null; then
+  echo "run_outages.sh: SKIPPED: needs root and network namespaces for the testbed"
+  exit 77
+fi
+ip netns del pcclprobe$$
 case $transport in
   mpi) export PRIOCCL_TRANSPORT=mpi ;;
   # UCX's shared memory would bypass the emulated links (all ranks share one kernel).
@@ -63,7 +70,7 @@ for kind in short long; do
   c_ok=0 c_fail_max=0 c_ops_min="" c_destroy=0
   for ((rep = 0; rep < reps; ++rep)); do
     host=$((rep % hosts + 1)) victim=$((rep % hosts))
-    sync=$work/sync$rep log=$work/log$rep
+    sync=$work/$kind$rep.sync log=$work/$kind$rep.log
     mkdir -p "$sync"
     PRIOCCL_TIMEOUT_S=$timeout timeout $((down + timeout + 120)) "$testbed" run -- "$binary" --sync "$sync" >"$log" 2>&1 &
     pid=$!
@@ -112,12 +119,13 @@ for kind in short long; do
       all_ok=0
       echo "--- $kind rep $rep (host $host, rank $victim cut off): $verdict" >&2
       grep -E '^OUTAGE|rror|ignal|bort|UCX' "$log" | head -12 >&2
+      [[ -n $keep ]] && mkdir -p "$keep" && cp "$log" "$keep/$transport.$kind.$rep.log"
     fi
   done
   printf '%-6s %5d %5d %9s %9s %9s  link down %ss, PRIOCCL_TIMEOUT_S=%s\n' "$kind" "$reps" "$c_ok" \
     "$( [[ $kind == long ]] && echo "$c_fail_max" || echo -)" "${c_ops_min:--}" "$c_destroy" "$down" "$timeout"
   if [[ $kind == short ]]; then total_short=$reps ok_short=$c_ok; else total_long=$reps ok_long=$c_ok; fi
-  example=$(grep -h -m1 "^OUTAGE rank=$(((victim + 1) % hosts)) " "$work"/log* 2>/dev/null | tail -1)
+  example=$(grep -h -m1 "^OUTAGE rank=$(((victim + 1) % hosts)) " "$work/$kind"*.log 2>/dev/null | tail -1)
   [[ $kind == long && -n $example ]] && echo "example: $example"
 done
 echo "OUTAGES transport=$transport short_ok=$ok_short/$total_short long_ok=$ok_long/$total_long"
