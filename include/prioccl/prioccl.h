@@ -191,7 +191,9 @@ PRIOCCL_API priocclResult_t priocclAllReduce(const void* sendbuf, void* recvbuf,
 /* Non-blocking all-reduce. priority: smaller = more urgent, any int; ties go in submission order.
  * Unnamed ops match across ranks by submission order: every rank submits the same unnamed ops in
  * the same order (a disagreement on count, datatype or op fails that op on every rank). The
- * buffers must stay untouched until the request completes. */
+ * buffers must stay untouched until the request completes; if it completes with an error because
+ * the communicator failed, until priocclCommDestroy returns (a receive already under way may
+ * still land). */
 PRIOCCL_API priocclResult_t priocclAllReduceAsync(const void* sendbuf, void* recvbuf, size_t count,
                                                   priocclDataType_t datatype, priocclRedOp_t op,
                                                   int priority, priocclComm_t comm,
@@ -359,7 +361,8 @@ PRIOCCL_API priocclResult_t priocclBarrierNamedAsync(int priority, const char* k
 /* Point to point, for pipeline stages: count elements to / from peer, scheduled with the
  * collectives by priority (an urgent activation preempts a less urgent all-reduce at its next
  * step). A send and a receive between two ranks with the same tag match in submission order; both
- * must have the same count and datatype (a size mismatch fails the communicator). */
+ * must have the same count and datatype (a size mismatch fails the communicator, on both sides
+ * at once: an op of 64 KiB or more also sends its total length with its first chunk). */
 PRIOCCL_API priocclResult_t priocclSendAsync(const void* buf, size_t count,
                                              priocclDataType_t datatype, int peer, int tag,
                                              int priority, priocclComm_t comm,

@@ -24,25 +24,53 @@
 
 namespace prioccl {
 
+#if defined(__SANITIZE_ADDRESS__)
+#define PRIOCCL_SCRATCH_HEAP 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PRIOCCL_SCRATCH_HEAP 1
+#endif
+#endif
+
 class ScratchPool {
+#ifdef PRIOCCL_SCRATCH_HEAP
+  static constexpr bool kHeapBlocks = true;
+#else
+  static constexpr bool kHeapBlocks = false;
+#endif
+
  public:
   static constexpr size_t kRetainBytes = 64 << 20, kMinRetained = 8;
 
+  // A mapped block's length; 0: a block from new[] (sanitizer builds, where heap blocks keep
+  // AddressSanitizer's redzones around scratch: the fuzzers find overflows through them).
   struct Unmap {
     size_t bytes = 0;
-    void operator()(unsigned char* p) const { munmap(p, bytes); }
+    void operator()(unsigned char* p) const {
+      if (bytes)
+        munmap(p, bytes);
+      else
+        delete[] p;
+    }
   };
   using Block = std::unique_ptr<unsigned char[], Unmap>;
 
   explicit ScratchPool(size_t blockBytes)
       : blockBytes_(blockBytes),
         retained_(std::max(kMinRetained, kRetainBytes / std::max<size_t>(blockBytes, 1))) {}
-  size_t blockBytes() const { return blockBytes_; }
-  size_t retainedLimit() const { return retained_; }  // free blocks kept, at most
-  size_t freeBlocks() const { return free_.size(); }
+  size_t blockBytes() const {
+    return blockBytes_;
+  }
+  size_t retainedLimit() const {
+    return retained_;
+  }  // free blocks kept, at most
+  size_t freeBlocks() const {
+    return free_.size();
+  }
   Block take() {
     if (free_.empty()) {
       size_t bytes = std::max<size_t>(blockBytes_, 1);
+      if (kHeapBlocks) return Block(new unsigned char[bytes], Unmap{0});
       void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (p == MAP_FAILED) throw std::bad_alloc();
       return Block(static_cast<unsigned char*>(p), Unmap{bytes});
@@ -54,8 +82,12 @@ class ScratchPool {
   void give(Block b) {
     if (b && (held_ || free_.size() < retained_)) free_.push_back(std::move(b));
   }
-  void hold() { held_ = true; }
-  void abandon() { abandoned_ = true; }
+  void hold() {
+    held_ = true;
+  }
+  void abandon() {
+    abandoned_ = true;
+  }
   ~ScratchPool() {
     if (abandoned_)
       for (Block& b : free_) (void)b.release();
