@@ -16,6 +16,12 @@ void Watchdog::check(Clock::time_point now) {
     return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   };
   Clock::duration timeout = limit(timeoutSeconds_), warn = limit(stallWarnSeconds_);
+  // Only rank 0 hears from every rank. When a peer's link goes down, every rank's op stalls as it
+  // goes silent; another rank's op would time out naming its ring neighbour (alive, and waiting
+  // too), while rank 0 names the silent peer a moment later. So the other ranks give rank 0 that
+  // moment (two heartbeat periods and half a second) before timing an op out themselves.
+  if (timeout.count() > 0 && liveness_.enabled() && rank_ != Negotiator::kCoordinator)
+    timeout += 2 * liveness_.period() + std::chrono::milliseconds(500);
   // An op is stuck when neither it nor anything ahead of it in its lane has moved.
   auto inspect = [&](OpState& op, Clock::time_point laneProgress) {
     // A join waits, as Horovod's, for as long as the others have work: a lost peer still fails
