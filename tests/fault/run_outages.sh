@@ -104,7 +104,9 @@ for kind in short long; do
             d = v["at"] - down; if (d > fmax) fmax = d
             if (v["code"] != 6 && v["code"] != 8) bad = bad " rank" v["rank"] ":code=" v["code"]
             if (d > lim) bad = bad " rank" v["rank"] ":late=" d
-            if (v["rank"] != victim && index(msg, "rank " victim) == 0) bad = bad " rank" v["rank"] ":names-not-" victim
+            # "rank V", or V in a list: "waiting for data from rank(s) 1, V".
+            if (v["rank"] != victim && msg !~ ("rank(\\(s\\))? ([0-9]+, )*" victim "([^0-9]|$)"))
+              bad = bad " rank" v["rank"] ":names-not-" victim
           }
         }
         END { printf "%.2f %s %.3f %s\n", fmax, ops, dmax, bad }' "$log")
