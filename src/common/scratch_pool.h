@@ -82,6 +82,9 @@ class ScratchPool {
   void give(Block b) {
     if (b && (held_ || free_.size() < retained_)) free_.push_back(std::move(b));
   }
+  bool held() const {
+    return held_;
+  }
   void hold() {
     held_ = true;
   }

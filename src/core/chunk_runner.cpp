@@ -370,7 +370,6 @@ void ChunkRunner::pumpInline() {
 }
 
 void ChunkRunner::clear(std::vector<std::shared_ptr<OpState>>& doomed) {
-  cleared_ = true;
   scratch_.hold();
   agreeScratch_.hold();
   if (inline_.op) doomed.push_back(std::move(inline_.op));
@@ -380,7 +379,7 @@ void ChunkRunner::clear(std::vector<std::shared_ptr<OpState>>& doomed) {
 }
 
 void ChunkRunner::endTraffic(bool transportQuiesced) {
-  if (transportQuiesced || !cleared_) return;  // (a clean end: nothing in flight)
+  if (transportQuiesced || !scratch_.held()) return;  // (a clean end: nothing in flight)
   scratch_.abandon();
   agreeScratch_.abandon();
 }

@@ -129,7 +129,6 @@ class ChunkRunner {
   Scheduler scheduler_;
   ScratchPool scratch_;       // data chunks
   ScratchPool agreeScratch_;  // agreement messages
-  bool cleared_ = false;      // the communicator failed: cancelled transfers may linger
   bool news_ = false;
   struct InlineOp {
     std::shared_ptr<OpState> op;  // null: none in flight

@@ -280,12 +280,9 @@ struct Patterns {
       }
     }
   }
-  // Writes this rank's input (or the result: what another rank's block must hold) to buf.
-  void fill(size_t count, unsigned char* buf, bool result = false) const {
-    const std::vector<unsigned char>& from = result ? want : in;
-    forEachRun(count, [&](size_t i, size_t j, size_t n) {
-      std::memcpy(buf + i * w, &from[j * w], n * w);
-    });
+  void fill(size_t count, unsigned char* buf) const {
+    forEachRun(count,
+               [&](size_t i, size_t j, size_t n) { std::memcpy(buf + i * w, &in[j * w], n * w); });
   }
   // The elements of buf that differ from the result (or from this rank's input: the data-moving
   // kinds): how many, the first one. `offset`: buf's first element within the op's buffer.
