@@ -26,6 +26,9 @@
 #include "topology/placement.h"
 
 namespace prioccl {
+
+// PRIOCCL_CHUNK_BYTES=auto over PRIOCCL_TRANSPORT=nccl (CommImpl).
+constexpr size_t kNcclAutoChunkBytes = 16 << 20;
 namespace detail {
 
 uint64_t nextErrorSerial() {
@@ -143,6 +146,12 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     // PRIOCCL_DEBUG_FILE's %r: lines logged from here on know their rank.
     setLogRank(bootstrap_->processIds()[static_cast<size_t>(bootstrap_->rank())]);
     LinkEstimate link = measureRingLink(*bootstrap_);
+    // Over NCCL a chunk is one kernel launch on the GPU's own links, which the bootstrap's link
+    // measurement (host memory, MPI) says nothing about: launches cost microseconds each, so a
+    // chunk must be large enough for NCCL to reach its bandwidth (16 MiB: an urgent op then
+    // waits behind at most two such launches, tens of microseconds on NVLink).
+    if (config_.transport == priocclTransportNccl && config_.chunkBytes == 0)
+      config_.chunkBytes = kNcclAutoChunkBytes;
     config_.resolveAuto(link.bytesPerSecond, link.latencySeconds, link.nranks);
     HostGroups hosts = detectHostGroups(*bootstrap_, config_.hostId);
     hosts_ = std::make_shared<const HostLayout>(hosts.layout);

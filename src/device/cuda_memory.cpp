@@ -24,6 +24,8 @@ struct CudaApi {
   decltype(&cudaMemcpyAsync) memcpyAsync = nullptr;
   decltype(&cudaStreamSynchronize) streamSynchronize = nullptr;
   decltype(&cudaGetLastError) getLastError = nullptr;
+  decltype(&cudaGetDevice) getDevice = nullptr;
+  decltype(&cudaSetDevice) setDevice = nullptr;
   decltype(&cudaGetErrorString) errorString = nullptr;
 };
 
@@ -57,11 +59,21 @@ class CudaMemory final : public DeviceMemory {
   // On the calling thread's default stream: ordered after the work the thread queued on the
   // legacy default stream (PyTorch's default), yet never behind prioccl's NCCL stream
   // (non-blocking), and pinned memory makes it a DMA without a bounce buffer.
+  //
+  // Staging runs on prioccl's threads, whose current device is CUDA's default (0): the copy runs
+  // on the device that holds the device buffer instead (its copy engine, its context), and the
+  // thread gets its own device back.
   void copy(void* dst, const void* src, size_t bytes) override {
     if (bytes == 0) return;
-    check(api_.memcpyAsync(dst, src, bytes, cudaMemcpyDefault, cudaStreamPerThread),
-          concat("cudaMemcpyAsync of ", bytes, " bytes"));
-    check(api_.streamSynchronize(cudaStreamPerThread), "cudaStreamSynchronize");
+    int device = deviceOf(dst), previous = -1;
+    if (device < 0) device = deviceOf(src);
+    check(api_.getDevice(&previous), "cudaGetDevice");
+    bool switched = device >= 0 && device != previous;
+    if (switched) check(api_.setDevice(device), concat("cudaSetDevice(", device, ")"));
+    cudaError_t e = api_.memcpyAsync(dst, src, bytes, cudaMemcpyDefault, cudaStreamPerThread);
+    if (e == cudaSuccess) e = api_.streamSynchronize(cudaStreamPerThread);
+    if (switched) api_.setDevice(previous);
+    check(e, concat("cudaMemcpyAsync of ", bytes, " bytes (device ", device, ")"));
   }
 
  private:
@@ -69,6 +81,16 @@ class CudaMemory final : public DeviceMemory {
     if (e == cudaSuccess) return;
     api_.getLastError();
     fail(priocclUnhandledCudaError, what, ": ", api_.errorString(e));
+  }
+
+  // The device holding p, or -1 for memory of the host.
+  int deviceOf(const void* p) {
+    cudaPointerAttributes a{};
+    if (api_.pointerAttributes(&a, p) != cudaSuccess) {
+      api_.getLastError();
+      return -1;
+    }
+    return a.type == cudaMemoryTypeDevice ? a.device : -1;
   }
 
   const CudaApi& api_;
@@ -91,6 +113,8 @@ const CudaApi& loadApi() {
     detail::bindSymbol(rt, "cudaMemcpyAsync", &a.memcpyAsync, &m);
     detail::bindSymbol(rt, "cudaStreamSynchronize", &a.streamSynchronize, &m);
     detail::bindSymbol(rt, "cudaGetLastError", &a.getLastError, &m);
+    detail::bindSymbol(rt, "cudaGetDevice", &a.getDevice, &m);
+    detail::bindSymbol(rt, "cudaSetDevice", &a.setDevice, &m);
     detail::bindSymbol(rt, "cudaGetErrorString", &a.errorString, &m);
   });
   return a;

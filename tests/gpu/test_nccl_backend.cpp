@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -63,11 +64,37 @@ int main(int argc, char** argv) {
   }
   int devices = 0;
   cudaGetDeviceCount(&devices);
-  cudaSetDevice(rank % devices);  // several ranks may share one GPU (NCCL permitting)
+  // NCCL refuses two ranks on one GPU ("Duplicate GPU detected", NCCL 2.28 at least): with
+  // fewer GPUs than ranks the test skips, unless PRIOCCL_TEST_NCCL_SHARE_GPU=1 asks to try, and
+  // then it reports NCCL's answer.
+  const char* share = std::getenv("PRIOCCL_TEST_NCCL_SHARE_GPU");
+  bool tryShared = share && std::string(share) == "1";
+  if (devices < size && !tryShared) {
+    if (rank == 0)
+      std::printf("SKIPPED: %d ranks but %d GPU(s): NCCL needs one GPU per rank "
+                  "(PRIOCCL_TEST_NCCL_SHARE_GPU=1 tries anyway)\n",
+                  size, devices);
+    MPI_Finalize();
+    return 77;
+  }
+  cudaSetDevice(rank % devices);
   {
     prioccl::Config config = prioccl::Config::fromEnv();
     config.transport = priocclTransportNccl;
-    prioccl::Communicator comm = prioccl::Communicator::world(config);
+    prioccl::Communicator comm;
+    try {
+      comm = prioccl::Communicator::world(config);
+    } catch (const prioccl::Error& e) {
+      std::string what = e.what();
+      if (devices < size && what.find("Duplicate GPU") != std::string::npos) {
+        std::printf("SKIPPED: rank %d: NCCL refuses %d ranks on %d GPU(s): %s\n", rank, size,
+                    devices, e.what());
+        std::fflush(stdout);
+        MPI_Finalize();
+        return 77;
+      }
+      throw;
+    }
     // All-reduce: float32 and int32 sums, float32 max, of several launches (4 MiB).
     const size_t n = 1 << 20;
     std::vector<float> hf(n);

@@ -29,6 +29,7 @@ struct NcclApi {
   std::string missing;  // why the libraries cannot be used ("" when they can)
   decltype(&cudaGetDeviceCount) getDeviceCount = nullptr;
   decltype(&cudaGetDevice) getDevice = nullptr;
+  decltype(&cudaSetDevice) setDevice = nullptr;
   decltype(&cudaDeviceGetStreamPriorityRange) priorityRange = nullptr;
   decltype(&cudaStreamCreateWithPriority) streamCreate = nullptr;
   decltype(&cudaStreamDestroy) streamDestroy = nullptr;
@@ -73,6 +74,7 @@ const NcclApi& api() {
     std::string& m = a.missing;
     detail::bindSymbol(rt, "cudaGetDeviceCount", &a.getDeviceCount, &m);
     detail::bindSymbol(rt, "cudaGetDevice", &a.getDevice, &m);
+    detail::bindSymbol(rt, "cudaSetDevice", &a.setDevice, &m);
     detail::bindSymbol(rt, "cudaDeviceGetStreamPriorityRange", &a.priorityRange, &m);
     detail::bindSymbol(rt, "cudaStreamCreateWithPriority", &a.streamCreate, &m);
     detail::bindSymbol(rt, "cudaStreamDestroy", &a.streamDestroy, &m);
@@ -127,7 +129,9 @@ void NcclCollBackend::checkCuda(int error, const char* call) const {
 void NcclCollBackend::check(int result, const char* call) const {
   if (result == ncclSuccess || result == ncclInProgress) return;
   auto r = static_cast<ncclResult_t>(result);
-  const char* last = comm_ ? api_.lastError(static_cast<ncclComm_t>(comm_)) : nullptr;
+  // Before a communicator exists (ncclCommInitRank), NCCL keeps the reason for the process
+  // (ncclGetLastError(NULL)): "Duplicate GPU detected ..." and the like.
+  const char* last = api_.lastError(static_cast<ncclComm_t>(comm_));
   // NCCL's result codes are prioccl's (ncclUnhandledCudaError .. ncclRemoteError).
   auto code =
       result >= 1 && result <= 6 ? static_cast<priocclResult_t>(result) : priocclSystemError;
@@ -168,14 +172,32 @@ NcclCollBackend::NcclCollBackend(Bootstrap& bootstrap)
 }
 
 NcclCollBackend::~NcclCollBackend() {
+  int previous = -1;
+  api_.getDevice(&previous);
+  if (previous != device_) api_.setDevice(device_);
   for (InFlight& f : inFlight_) spareEvents_.push_back(f.event);
   for (void* e : spareEvents_) api_.eventDestroy(static_cast<cudaEvent_t>(e));
   if (barrier_) api_.free(barrier_);
   if (stream_) api_.streamDestroy(static_cast<cudaStream_t>(stream_));
   if (comm_ && !abandoned_) api_.commDestroy(static_cast<ncclComm_t>(comm_));
+  if (previous >= 0 && previous != device_) api_.setDevice(previous);
+}
+
+// The engine calls launch and poll from its progress thread or from a user's thread waiting on
+// an op, whose current device is CUDA's default (0) or whatever the user chose: the stream and
+// events live on the device the communicator was created on, and a launch or event on another
+// device fails. So each call runs on that device and gives the thread its own back.
+NcclCollBackend::OnDevice::OnDevice(const NcclCollBackend& b) : b_(b) {
+  b_.checkCuda(b_.api_.getDevice(&previous_), "cudaGetDevice");
+  if (previous_ != b_.device_) b_.checkCuda(b_.api_.setDevice(b_.device_), "cudaSetDevice");
+}
+
+NcclCollBackend::OnDevice::~OnDevice() {
+  if (previous_ != b_.device_) b_.api_.setDevice(previous_);
 }
 
 void NcclCollBackend::launch(const CollLaunch& c, uint64_t cookie) {
+  OnDevice on(*this);
   if (c.stride != c.count)
     fail(priocclInternalError, "nccl backend: a slice of a blocked collective is not supported");
   auto comm = static_cast<ncclComm_t>(comm_);
@@ -221,6 +243,7 @@ void NcclCollBackend::launch(const CollLaunch& c, uint64_t cookie) {
 
 size_t NcclCollBackend::poll(std::vector<Completion>& out) {
   if (inFlight_.empty()) return 0;
+  OnDevice on(*this);
   size_t before = out.size(), keep = 0;
   // Launches complete in stream order: stop at the first one still running.
   size_t i = 0;
