@@ -183,6 +183,17 @@ class PRIOCCL_API Request {
   std::shared_ptr<detail::OpState> state_;
 };
 
+// Where a rank sits among the communicator's hosts (ranks grouped as the library detected them:
+// shared memory and hostname, or PRIOCCL_HOST_ID), known without an op: Horovod's local and
+// cross ranks.
+struct HostInfo {
+  int localRank = 0;         // this rank's place among its host's ranks
+  int localSize = 1;         // ranks on this rank's host
+  int host = 0;              // this rank's host, hosts numbered in order of their lowest rank
+  int hosts = 1;             // hosts in the communicator
+  bool homogeneous = true;   // every host has as many ranks
+};
+
 // A group of ranks that all-reduce together; one background progress thread owns all its
 // communication. Copies share the communicator; the last one alive (or destroy()) tears it down.
 class PRIOCCL_API Communicator {
@@ -204,6 +215,7 @@ class PRIOCCL_API Communicator {
   priocclResult_t asyncError() const;
   int rank() const;
   int size() const;
+  HostInfo hostInfo() const;
   const Config& config() const;
   // Detail of the last failure seen by this communicator ("" if none); `serial`, when given,
   // receives its process-wide order (0 if none).

@@ -20,7 +20,6 @@ import atexit
 import ctypes
 import operator
 import os
-import socket
 import sys
 import threading
 import time
@@ -205,18 +204,14 @@ def init(comm=None, process_sets=None):
 
 
 def _find_hosts():
-    """Ranks on the same host (same hostname) are local to each other: one all-gather of every
-    rank's hostname digest gives local rank/size and the host's index (cross rank)."""
-    p, me = size(), rank()
-    mine = ctypes.c_int64(zlib.crc32(socket.gethostname().encode()))
-    every = (ctypes.c_int64 * p)()
-    _submit_wait("init (hosts)", lambda r: _L.priocclAllGatherAsync(
-        ctypes.addressof(mine), ctypes.addressof(every), 1, _INT64, 0, _comm, r), (mine, every))
-    every = list(every)
-    hosts = list(dict.fromkeys(every))  # in order of each host's first rank
-    on_mine = [k for k in range(p) if every[k] == mine.value]
-    sizes = {every.count(h) for h in hosts}
-    return on_mine.index(me), len(on_mine), hosts.index(mine.value), len(hosts), len(sizes) == 1
+    """This rank's local rank/size, host index (cross rank), host count and whether every host
+    has as many ranks, as the library grouped the ranks (shared memory and hostname, or
+    PRIOCCL_HOST_ID). Asked of the library, not found with an op: an op on host memory is refused
+    where collectives run on the GPU (PRIOCCL_TRANSPORT=nccl)."""
+    out = [ctypes.c_int() for _ in range(5)]
+    _check(_L.priocclCommHostInfo(_comm, *(ctypes.byref(x) for x in out)), "init (hosts)")
+    local_rank, local_size, host, hosts, homogeneous = (x.value for x in out)
+    return local_rank, local_size, host, hosts, bool(homogeneous)
 
 
 def shutdown():
@@ -908,10 +903,19 @@ def _exchange(what, values, all_to_all, priority, name, ps):
     (block j of `values` to rank j) of int64s in process set ps; returns the received ints, k per
     rank."""
     p = ps.size()
-    send = (ctypes.c_int64 * len(values))(*values)
     k = len(values) // p if all_to_all else len(values)
-    recv = (ctypes.c_int64 * (k * p))()
-    s_ptr, d_ptr = ctypes.addressof(send), ctypes.addressof(recv)
+    if os.environ.get("PRIOCCL_TRANSPORT", "").lower() == "nccl":
+        # Collectives run on the GPU there and refuse host memory: the ints go through the
+        # current device (CUDA tensors come from torch, so torch is there).
+        import torch
+        send = torch.tensor(list(values), dtype=torch.int64, device="cuda")
+        recv = torch.empty(k * p, dtype=torch.int64, device="cuda")
+        torch.cuda.current_stream().synchronize()
+        s_ptr, d_ptr = send.data_ptr(), recv.data_ptr()
+    else:
+        send = (ctypes.c_int64 * len(values))(*values)
+        recv = (ctypes.c_int64 * (k * p))()
+        s_ptr, d_ptr = ctypes.addressof(send), ctypes.addressof(recv)
     comm = ps._comm
     if all_to_all:
         op = _submit(what, name,
@@ -927,6 +931,8 @@ def _exchange(what, values, all_to_all, priority, name, ps):
                                                                   priority, key, comm, r),
                      (send, recv), ps)
     _complete(op)
+    if not isinstance(recv, ctypes.Array):
+        recv = recv.cpu().tolist()
     return [recv[i:i + k] for i in range(0, k * p, k)]
 
 

@@ -81,6 +81,7 @@ def _declare(lib):
         "priocclCommAbort": (R, [v]),
         "priocclCommRank": (R, [v, c_int_p]),
         "priocclCommSize": (R, [v, c_int_p]),
+        "priocclCommHostInfo": (R, [v, c_int_p, c_int_p, c_int_p, c_int_p, c_int_p]),
         "priocclCommInitMPI": (R, [c_void_pp, v, v]),
         "priocclCommSplit": (R, [v, i, i, c_void_pp]),
         "priocclGroupStart": (R, []),

@@ -180,6 +180,18 @@ priocclResult_t priocclCommSize(priocclComm_t comm, int* size) {
   });
 }
 
+priocclResult_t priocclCommHostInfo(priocclComm_t comm, int* localRank, int* localSize,
+                                     int* host, int* hosts, int* homogeneous) {
+  return guarded(__func__, comm, [&] {
+    HostInfo h = lookup(comm).hostInfo();
+    if (localRank) *localRank = h.localRank;
+    if (localSize) *localSize = h.localSize;
+    if (host) *host = h.host;
+    if (hosts) *hosts = h.hosts;
+    if (homogeneous) *homogeneous = h.homogeneous ? 1 : 0;
+  });
+}
+
 priocclResult_t priocclAllReduceAsync(const void* sendbuf, void* recvbuf, size_t count,
                                       priocclDataType_t datatype, priocclRedOp_t op, int priority,
                                       priocclComm_t comm, priocclRequest_t* request) {

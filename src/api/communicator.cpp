@@ -178,6 +178,7 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  const HostLayout& hosts() const { return *hosts_; }
   const Config& config() const { return config_; }
   std::string lastError(uint64_t* serial) const { return errors_->get(serial); }
   std::string algorithmModel() const { return selector_.describe(); }
@@ -845,6 +846,17 @@ int Communicator::rank() const {
 }
 int Communicator::size() const {
   return impl().size();
+}
+HostInfo Communicator::hostInfo() const {
+  const HostLayout& h = impl().hosts();
+  const int r = impl().rank();
+  HostInfo info;
+  info.host = h.hostOf[static_cast<size_t>(r)];
+  info.hosts = h.hosts();
+  info.localRank = h.localIndex[static_cast<size_t>(r)];
+  info.localSize = static_cast<int>(h.members[static_cast<size_t>(info.host)].size());
+  info.homogeneous = h.fewestPerHost() == h.mostPerHost();
+  return info;
 }
 const Config& Communicator::config() const {
   return impl().config();
