@@ -145,14 +145,15 @@ int main(int argc, char** argv) {
 
   const double busFactor = size > 1 ? 2.0 * (size - 1) / size : 0.0;
   if (rank == 0) {
-    std::printf("# gpu_perf: %d rank(s), device %s (%d device(s) visible), NCCL %d, prioccl over %s\n",
-                size, prop.name, devices, ncclVersion, o.transport.c_str());
-    std::printf("# float32 sum, out of place, blocking; median of %d; time in us, bw in GB/s; "
-                "baseline: %s\n",
-                o.iters, haveNccl ? "plain ncclAllReduce" : "prioccl on host buffers");
-    std::printf("#%12s %12s %10s %10s %12s %10s %10s %8s %6s\n", "bytes", "base_time",
-                "base_algbw", "base_busbw", "prioccl_time", "p_algbw", "p_busbw", "ratio",
-                "same");
+    std::printf(
+        "# gpu_perf: %d rank(s), device %s (%d device(s) visible), NCCL %d, prioccl over %s\n",
+        size, prop.name, devices, ncclVersion, o.transport.c_str());
+    std::printf(
+        "# float32 sum, out of place, blocking; median of %d; time in us, bw in GB/s; "
+        "baseline: %s\n",
+        o.iters, haveNccl ? "plain ncclAllReduce" : "prioccl on host buffers");
+    std::printf("#%12s %12s %10s %10s %12s %10s %10s %8s %6s\n", "bytes", "base_time", "base_algbw",
+                "base_busbw", "prioccl_time", "p_algbw", "p_busbw", "ratio", "same");
   }
   std::string jsonSizes;
   int wrong = 0;
@@ -271,32 +272,37 @@ int main(int argc, char** argv) {
     underPrio = maxOverRanks(median(tprio));
     underFifo = maxOverRanks(median(tfifo));
     if (rank == 0) {
-      std::printf("# priority: urgent %lld B under a %lld B op started 25%% of its time earlier "
-                  "(median of %d, us)\n",
-                  o.high, o.low, o.reps);
+      std::printf(
+          "# priority: urgent %lld B under a %lld B op started 25%% of its time earlier "
+          "(median of %d, us)\n",
+          o.high, o.low, o.reps);
       std::printf("#   urgent alone (nccl) %.1f, large alone (nccl) %.1f\n", alone * 1e6,
                   lowAlone * 1e6);
-      std::printf("#   urgent under load: nccl (FIFO stream) %.1f, prioccl priority %.1f, "
-                  "prioccl fifo %.1f\n",
-                  underNccl * 1e6, underPrio * 1e6, underFifo * 1e6);
-      std::printf("#   slowdown over urgent alone: nccl %.2f, prioccl priority %.2f, prioccl fifo "
-                  "%.2f\n",
-                  underNccl / alone, underPrio / alone, underFifo / alone);
+      std::printf(
+          "#   urgent under load: nccl (FIFO stream) %.1f, prioccl priority %.1f, "
+          "prioccl fifo %.1f\n",
+          underNccl * 1e6, underPrio * 1e6, underFifo * 1e6);
+      std::printf(
+          "#   slowdown over urgent alone: nccl %.2f, prioccl priority %.2f, prioccl fifo "
+          "%.2f\n",
+          underNccl / alone, underPrio / alone, underFifo / alone);
     }
     for (float* p : {hi, lo, hiOut, loOut}) cudaFree(p);
   }
   if (rank == 0) {
-    std::printf("RESULT ranks=%d nccl=%d transport=%s wrong_sizes=%d urgent_alone_us=%.1f "
-                "urgent_nccl_us=%.1f urgent_prioccl_us=%.1f urgent_fifo_us=%.1f\n",
-                size, ncclVersion, o.transport.c_str(), wrong, alone * 1e6, underNccl * 1e6,
-                underPrio * 1e6, underFifo * 1e6);
+    std::printf(
+        "RESULT ranks=%d nccl=%d transport=%s wrong_sizes=%d urgent_alone_us=%.1f "
+        "urgent_nccl_us=%.1f urgent_prioccl_us=%.1f urgent_fifo_us=%.1f\n",
+        size, ncclVersion, o.transport.c_str(), wrong, alone * 1e6, underNccl * 1e6,
+        underPrio * 1e6, underFifo * 1e6);
     if (!o.json.empty()) {
       std::ofstream f(o.json);
-      f << "{\"ranks\": " << size << ", \"device\": \"" << prop.name << "\", \"nccl_version\": "
-        << ncclVersion << ", \"baseline\": \"" << (haveNccl ? "nccl" : "prioccl host buffers")
-        << "\", \"transport\": \"" << o.transport << "\", \"sizes\": [" << jsonSizes
-        << "], \"priority\": {\"high_bytes\": " << o.high << ", \"low_bytes\": " << o.low
-        << ", \"urgent_alone_us\": " << alone * 1e6 << ", \"low_alone_us\": " << lowAlone * 1e6
+      f << "{\"ranks\": " << size << ", \"device\": \"" << prop.name
+        << "\", \"nccl_version\": " << ncclVersion << ", \"baseline\": \""
+        << (haveNccl ? "nccl" : "prioccl host buffers") << "\", \"transport\": \"" << o.transport
+        << "\", \"sizes\": [" << jsonSizes << "], \"priority\": {\"high_bytes\": " << o.high
+        << ", \"low_bytes\": " << o.low << ", \"urgent_alone_us\": " << alone * 1e6
+        << ", \"low_alone_us\": " << lowAlone * 1e6
         << ", \"urgent_under_nccl_us\": " << underNccl * 1e6
         << ", \"urgent_under_prioccl_us\": " << underPrio * 1e6
         << ", \"urgent_under_prioccl_fifo_us\": " << underFifo * 1e6 << "}}\n";

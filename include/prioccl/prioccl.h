@@ -187,9 +187,8 @@ PRIOCCL_API priocclResult_t priocclCommSize(priocclComm_t comm, int* size);
  * memory and hostname, or PRIOCCL_HOST_ID): its index among its host's ranks, their number, its
  * host's index (hosts numbered in order of their lowest rank), the number of hosts, and 1 where
  * every host has as many ranks. Any pointer may be NULL. Submits no op. */
-PRIOCCL_API priocclResult_t priocclCommHostInfo(priocclComm_t comm, int* localRank,
-                                                int* localSize, int* host, int* hosts,
-                                                int* homogeneous);
+PRIOCCL_API priocclResult_t priocclCommHostInfo(priocclComm_t comm, int* localRank, int* localSize,
+                                                int* host, int* hosts, int* homogeneous);
 
 /* Blocking all-reduce. sendbuf == recvbuf works in place; count == 0 returns at once. */
 PRIOCCL_API priocclResult_t priocclAllReduce(const void* sendbuf, void* recvbuf, size_t count,

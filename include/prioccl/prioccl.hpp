@@ -187,11 +187,11 @@ class PRIOCCL_API Request {
 // shared memory and hostname, or PRIOCCL_HOST_ID), known without an op: Horovod's local and
 // cross ranks.
 struct HostInfo {
-  int localRank = 0;         // this rank's place among its host's ranks
-  int localSize = 1;         // ranks on this rank's host
-  int host = 0;              // this rank's host, hosts numbered in order of their lowest rank
-  int hosts = 1;             // hosts in the communicator
-  bool homogeneous = true;   // every host has as many ranks
+  int localRank = 0;        // this rank's place among its host's ranks
+  int localSize = 1;        // ranks on this rank's host
+  int host = 0;             // this rank's host, hosts numbered in order of their lowest rank
+  int hosts = 1;            // hosts in the communicator
+  bool homogeneous = true;  // every host has as many ranks
 };
 
 // A group of ranks that all-reduce together; one background progress thread owns all its

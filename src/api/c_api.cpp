@@ -180,8 +180,8 @@ priocclResult_t priocclCommSize(priocclComm_t comm, int* size) {
   });
 }
 
-priocclResult_t priocclCommHostInfo(priocclComm_t comm, int* localRank, int* localSize,
-                                     int* host, int* hosts, int* homogeneous) {
+priocclResult_t priocclCommHostInfo(priocclComm_t comm, int* localRank, int* localSize, int* host,
+                                    int* hosts, int* homogeneous) {
   return guarded(__func__, comm, [&] {
     HostInfo h = lookup(comm).hostInfo();
     if (localRank) *localRank = h.localRank;

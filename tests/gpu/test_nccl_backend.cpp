@@ -71,9 +71,10 @@ int main(int argc, char** argv) {
   bool tryShared = share && std::string(share) == "1";
   if (devices < size && !tryShared) {
     if (rank == 0)
-      std::printf("SKIPPED: %d ranks but %d GPU(s): NCCL needs one GPU per rank "
-                  "(PRIOCCL_TEST_NCCL_SHARE_GPU=1 tries anyway)\n",
-                  size, devices);
+      std::printf(
+          "SKIPPED: %d ranks but %d GPU(s): NCCL needs one GPU per rank "
+          "(PRIOCCL_TEST_NCCL_SHARE_GPU=1 tries anyway)\n",
+          size, devices);
     MPI_Finalize();
     return 77;
   }

@@ -42,13 +42,17 @@ bool isNan(const unsigned char* p, priocclDataType_t dt) {
   uint64_t v = 0;
   std::memcpy(&v, p, dtypeSize(dt));
   switch (dt) {
-    case priocclFloat16: return (v & 0x7c00) == 0x7c00 && (v & 0x03ff) != 0;
-    case priocclBfloat16: return (v & 0x7f80) == 0x7f80 && (v & 0x007f) != 0;
-    case priocclFloat32: return (v & 0x7f800000) == 0x7f800000 && (v & 0x007fffff) != 0;
+    case priocclFloat16:
+      return (v & 0x7c00) == 0x7c00 && (v & 0x03ff) != 0;
+    case priocclBfloat16:
+      return (v & 0x7f80) == 0x7f80 && (v & 0x007f) != 0;
+    case priocclFloat32:
+      return (v & 0x7f800000) == 0x7f800000 && (v & 0x007fffff) != 0;
     case priocclFloat64:
       return (v & 0x7ff0000000000000ULL) == 0x7ff0000000000000ULL &&
              (v & 0x000fffffffffffffULL) != 0;
-    default: return false;
+    default:
+      return false;
   }
 }
 
