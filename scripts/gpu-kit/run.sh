@@ -96,6 +96,18 @@ check device_buffers.mpi.np3 240 $devenv PRIOCCL_TRANSPORT=mpi -- "${mpirun[@]}"
 check device_buffers.ucx_tcp.np2 180 $devenv PRIOCCL_TRANSPORT=ucx UCX_TLS=tcp -- "${mpirun[@]}" -np 2 test_device_buffers
 check device_buffers.ucx_sm.np2 180 $devenv PRIOCCL_TRANSPORT=ucx UCX_TLS=sm,self -- "${mpirun[@]}" -np 2 test_device_buffers
 check device_buffers.mpi_coll.np2 180 $devenv PRIOCCL_TRANSPORT=mpi-coll -- "${mpirun[@]}" -np 2 test_device_buffers
+#    One rank without a GPU (CUDA_VISIBLE_DEVICES empty): every rank must skip alike, none left
+#    waiting in creation for the rank that skipped.
+if ((cpu)); then
+  results+=("device_buffers.one_rank_without_gpu.np2|skipped|0|no usable GPU: --cpu")
+else
+  check device_buffers.one_rank_without_gpu.np2 90 PRIOCCL_TEST_DEVICE=cuda -- bash -c '
+    "$@" >"$0" 2>&1
+    rc=$?
+    grep -E "no usable GPU" "$0" | sed "s/no usable GPU/no-GPU skip/g" | sort | uniq -c
+    [[ $rc == 0 ]] && grep -q "another rank has no usable GPU" "$0" && echo "OK: every rank skipped alike"
+  ' "$out/one_rank_without_gpu.mpirun.log" "${mpirun[@]}" -np 1 test_device_buffers : -np 1 env CUDA_VISIBLE_DEVICES= test_device_buffers
+fi
 # 3. The NCCL backend: one rank per GPU; then two ranks on one GPU, which NCCL may refuse.
 check nccl_backend.np1 180 X=1 -- "${mpirun[@]}" -np 1 test_nccl_backend
 check nccl_backend.np2_one_gpu 180 PRIOCCL_TEST_NCCL_SHARE_GPU=1 -- "${mpirun[@]}" -np 2 test_nccl_backend

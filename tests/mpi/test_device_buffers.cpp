@@ -168,7 +168,12 @@ class DeviceBuffers : public ::testing::Test {
     if (which && std::string(which) == "cuda") {
 #ifdef PRIOCCL_TEST_HAVE_CUDA
       g_noGpu = chooseGpu();
-      if (g_noGpu.empty()) g_device = new CudaDevice;
+      // Every rank decides alike: one rank skipping while the others create a communicator
+      // would leave them waiting for it.
+      int bad = g_noGpu.empty() ? 0 : 1, anyBad = 0;
+      MPI_Allreduce(&bad, &anyBad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+      if (anyBad && g_noGpu.empty()) g_noGpu = "another rank has no usable GPU";
+      if (!anyBad) g_device = new CudaDevice;
 #else
       g_noGpu = "built without the CUDA toolkit";
 #endif
