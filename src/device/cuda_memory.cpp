@@ -7,6 +7,7 @@
 #include "common/dynamic_library.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "device/current_device.h"
 #include "device/device_memory.h"
 
 namespace prioccl::device {
@@ -65,15 +66,13 @@ class CudaMemory final : public DeviceMemory {
   // thread gets its own device back.
   void copy(void* dst, const void* src, size_t bytes) override {
     if (bytes == 0) return;
-    int device = deviceOf(dst), previous = -1;
+    int device = deviceOf(dst);
     if (device < 0) device = deviceOf(src);
-    check(api_.getDevice(&previous), "cudaGetDevice");
-    bool switched = device >= 0 && device != previous;
-    if (switched) check(api_.setDevice(device), concat("cudaSetDevice(", device, ")"));
-    cudaError_t e = api_.memcpyAsync(dst, src, bytes, cudaMemcpyDefault, cudaStreamPerThread);
-    if (e == cudaSuccess) e = api_.streamSynchronize(cudaStreamPerThread);
-    if (switched) api_.setDevice(previous);
-    check(e, concat("cudaMemcpyAsync of ", bytes, " bytes (device ", device, ")"));
+    CurrentDevice on(api_.getDevice, api_.setDevice, device);
+    check(on.error(), concat("cudaSetDevice(", device, ")"));
+    check(api_.memcpyAsync(dst, src, bytes, cudaMemcpyDefault, cudaStreamPerThread),
+          concat("cudaMemcpyAsync of ", bytes, " bytes (device ", device, ")"));
+    check(api_.streamSynchronize(cudaStreamPerThread), "cudaStreamSynchronize");
   }
 
  private:

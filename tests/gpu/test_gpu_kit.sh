@@ -10,6 +10,11 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$1
 python=${2:-python3}
 kit=$build/gpu-kit-test
+# The Python half of the flow needs torch (on CPU tensors here): without it, say so and skip.
+if ! "$python" -c 'import torch' 2>/dev/null; then
+  echo "SKIPPED: $python has no torch (scripts/setup.sh --test installs python3-torch)"
+  exit 77
+fi
 out=$build/gpu-kit-test-out
 rm -rf "$out"
 bash "$root/scripts/gpu-kit.sh" pack "$kit" --build "$build"

@@ -43,8 +43,13 @@ def same(gpu, cpu, what):
 NCCL = os.environ.get("PRIOCCL_TRANSPORT") == "nccl"
 
 
+DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.int64,
+          torch.uint8)
+
+
 def sample(dtype, rank):
-    g = torch.Generator().manual_seed(17 + 31 * rank + 7 * len(str(dtype)))
+    """Rank `rank`'s input of `dtype`: any rank can make every rank's."""
+    g = torch.Generator().manual_seed(17 + 31 * rank + DTYPES.index(dtype))
     if dtype.is_floating_point:
         return torch.randn(3001, generator=g).to(dtype)
     return torch.randint(0, 50, (3001,), generator=g).to(dtype)
@@ -64,7 +69,7 @@ def folded(xs, op):
     return out.to(xs[0].dtype)
 
 
-def reference(p, cpu_op, local):
+def reference(cpu_op, local):
     """The CPU result of an op: through prioccl on CPU tensors, or under NCCL `local()`."""
     return local() if NCCL else cpu_op()
 
@@ -78,18 +83,17 @@ def same_or_close(gpu, cpu, what, p):
 
 
 def collectives(dev, r, p):
-    for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32,
-                  torch.int64, torch.uint8):
+    for dtype in DTYPES:
         x = sample(dtype, r)
         everyone = [sample(dtype, k) for k in range(p)]
         for op in (prioccl.Sum, prioccl.Min, prioccl.Max, prioccl.Average):
             what = f"allreduce {dtype} op {op}"
             same_or_close(prioccl.allreduce(x.to(dev), op=op, name=what),
-                          reference(p, lambda: prioccl.allreduce(x, op=op, name=what + " cpu"),
+                          reference(lambda: prioccl.allreduce(x, op=op, name=what + " cpu"),
                                     lambda: folded(everyone, op)), what, p)
         y = x.to(dev, copy=True)
         prioccl.allreduce_(y, op=prioccl.Sum, name=f"inplace {dtype}")
-        same_or_close(y, reference(p, lambda: prioccl.allreduce(x, op=prioccl.Sum,
+        same_or_close(y, reference(lambda: prioccl.allreduce(x, op=prioccl.Sum,
                                                                 name=f"inplace {dtype} cpu"),
                                    lambda: folded(everyone, prioccl.Sum)), f"allreduce_ {dtype}", p)
 
@@ -97,21 +101,21 @@ def collectives(dev, r, p):
         return torch.arange((k + 1) * 4, dtype=torch.float32).reshape(k + 1, 4) + 100 * k
     rows = rows_of(r)
     same(prioccl.allgather(rows.to(dev), name="ag"),
-         reference(p, lambda: prioccl.allgather(rows, name="ag cpu"),
+         reference(lambda: prioccl.allgather(rows, name="ag cpu"),
                    lambda: torch.cat([rows_of(k) for k in range(p)])),
          "allgather (rows differ by rank)")
     b = torch.full((1000,), float(r), dtype=torch.float32)
     same(prioccl.broadcast(b.to(dev), root_rank=p - 1, name="bc"),
-         reference(p, lambda: prioccl.broadcast(b, root_rank=p - 1, name="bc cpu"),
+         reference(lambda: prioccl.broadcast(b, root_rank=p - 1, name="bc cpu"),
                    lambda: torch.full((1000,), float(p - 1))), "broadcast")
     a = torch.arange(p * 6, dtype=torch.int64) + 1000 * r
     same(prioccl.alltoall(a.to(dev), name="a2a"),
-         reference(p, lambda: prioccl.alltoall(a, name="a2a cpu"),
+         reference(lambda: prioccl.alltoall(a, name="a2a cpu"),
                    lambda: torch.cat([(torch.arange(p * 6, dtype=torch.int64) + 1000 * k)
                                       [r * 6:(r + 1) * 6] for k in range(p)])), "alltoall")
     s = torch.arange(p * 5, dtype=torch.float32) * (r + 1)
     same(prioccl.reducescatter(s.to(dev), op=prioccl.Sum, name="rs"),
-         reference(p, lambda: prioccl.reducescatter(s, op=prioccl.Sum, name="rs cpu"),
+         reference(lambda: prioccl.reducescatter(s, op=prioccl.Sum, name="rs cpu"),
                    lambda: folded([torch.arange(p * 5, dtype=torch.float32) * (k + 1)
                                    for k in range(p)], prioccl.Sum)[r * 5:(r + 1) * 5]),
          "reducescatter")

@@ -11,6 +11,7 @@
 #include "common/dynamic_library.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "device/current_device.h"
 
 namespace prioccl {
 
@@ -172,32 +173,22 @@ NcclCollBackend::NcclCollBackend(Bootstrap& bootstrap)
 }
 
 NcclCollBackend::~NcclCollBackend() {
-  int previous = -1;
-  api_.getDevice(&previous);
-  if (previous != device_) api_.setDevice(device_);
+  device::CurrentDevice on(api_.getDevice, api_.setDevice, device_);
   for (InFlight& f : inFlight_) spareEvents_.push_back(f.event);
   for (void* e : spareEvents_) api_.eventDestroy(static_cast<cudaEvent_t>(e));
   if (barrier_) api_.free(barrier_);
   if (stream_) api_.streamDestroy(static_cast<cudaStream_t>(stream_));
   if (comm_ && !abandoned_) api_.commDestroy(static_cast<ncclComm_t>(comm_));
-  if (previous >= 0 && previous != device_) api_.setDevice(previous);
 }
 
 // The engine calls launch and poll from its progress thread or from a user's thread waiting on
 // an op, whose current device is CUDA's default (0) or whatever the user chose: the stream and
 // events live on the device the communicator was created on, and a launch or event on another
 // device fails. So each call runs on that device and gives the thread its own back.
-NcclCollBackend::OnDevice::OnDevice(const NcclCollBackend& b) : b_(b) {
-  b_.checkCuda(b_.api_.getDevice(&previous_), "cudaGetDevice");
-  if (previous_ != b_.device_) b_.checkCuda(b_.api_.setDevice(b_.device_), "cudaSetDevice");
-}
-
-NcclCollBackend::OnDevice::~OnDevice() {
-  if (previous_ != b_.device_) b_.api_.setDevice(previous_);
-}
 
 void NcclCollBackend::launch(const CollLaunch& c, uint64_t cookie) {
-  OnDevice on(*this);
+  device::CurrentDevice on(api_.getDevice, api_.setDevice, device_);
+  checkCuda(on.error(), "cudaSetDevice");
   if (c.stride != c.count)
     fail(priocclInternalError, "nccl backend: a slice of a blocked collective is not supported");
   auto comm = static_cast<ncclComm_t>(comm_);
@@ -243,7 +234,8 @@ void NcclCollBackend::launch(const CollLaunch& c, uint64_t cookie) {
 
 size_t NcclCollBackend::poll(std::vector<Completion>& out) {
   if (inFlight_.empty()) return 0;
-  OnDevice on(*this);
+  device::CurrentDevice on(api_.getDevice, api_.setDevice, device_);
+  checkCuda(on.error(), "cudaSetDevice");
   size_t before = out.size(), keep = 0;
   // Launches complete in stream order: stop at the first one still running.
   size_t i = 0;

@@ -46,19 +46,6 @@ class NcclCollBackend final : public CollBackend {
   void checkCuda(int cudaError, const char* call) const;
 
   const NcclApi& api_;
-  // For the length of a call: the communicator's device is the calling thread's current one.
-  class OnDevice {
-   public:
-    explicit OnDevice(const NcclCollBackend& b);
-    ~OnDevice();
-    OnDevice(const OnDevice&) = delete;
-    OnDevice& operator=(const OnDevice&) = delete;
-
-   private:
-    const NcclCollBackend& b_;
-    int previous_ = -1;
-  };
-
   int rank_ = 0, size_ = 1, device_ = -1;
   void* comm_ = nullptr;     // ncclComm_t
   void* stream_ = nullptr;   // cudaStream_t
