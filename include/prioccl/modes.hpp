@@ -42,6 +42,8 @@ class PRIOCCL_API LaggedAllReduce {
   // step's aggregate: in `out` when given, and through result() until the next call. Returns
   // false at the switch step (no previous step: the optimizer skips that update).
   // With out == nullptr a step costs one copy of the gradient (the copy-in); with `out`, two.
+  // grads and out may be host or device memory; result() is device memory (the current device at
+  // construction) where the collectives take only that (PRIOCCL_TRANSPORT=nccl), else host memory.
   bool step(const void* grads, void* out);
   // The pending aggregate, if any (waits for it): into `out` when given and through result().
   bool flush(void* out);

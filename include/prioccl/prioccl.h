@@ -411,7 +411,9 @@ PRIOCCL_API priocclResult_t priocclLaggedCreate(priocclComm_t comm, size_t count
 /* During warm-up: a synchronous all-reduce of grads into out, *hasResult = 1. Afterwards: grads
  * is copied (reusable at once) and its all-reduce started; out receives the previous step's
  * aggregate (*hasResult = 1), except at the switch step (*hasResult = 0: skip that update).
- * out may be NULL: then read the aggregate with priocclLaggedResult (one copy fewer). */
+ * out may be NULL: then read the aggregate with priocclLaggedResult (one copy fewer). grads and
+ * out may be host or device memory; the aggregate lives in device memory (the current device at
+ * creation) where collectives run on the GPU (PRIOCCL_TRANSPORT=nccl), else in host memory. */
 PRIOCCL_API priocclResult_t priocclLaggedStep(priocclLagged_t lagged, const void* grads, void* out,
                                               int* hasResult);
 /* The last pending aggregate, if any (*hasResult says), into out (may be NULL). */

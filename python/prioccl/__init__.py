@@ -898,13 +898,18 @@ def _shape_digest(dims):
     return h >> 1
 
 
+def _collectives_on_device():
+    """Whether collectives run on the GPU (PRIOCCL_TRANSPORT=nccl) and so refuse host memory."""
+    return os.environ.get("PRIOCCL_TRANSPORT", "").lower() == "nccl"
+
+
 def _exchange(what, values, all_to_all, priority, name, ps):
     """A blocking plain all-gather (every rank's `values`, concatenated in rank order) or all-to-all
     (block j of `values` to rank j) of int64s in process set ps; returns the received ints, k per
     rank."""
     p = ps.size()
     k = len(values) // p if all_to_all else len(values)
-    if os.environ.get("PRIOCCL_TRANSPORT", "").lower() == "nccl":
+    if _collectives_on_device():
         # Collectives run on the GPU there and refuse host memory: the ints go through the
         # current device (CUDA tensors come from torch, so torch is there).
         import torch

@@ -22,6 +22,8 @@ struct CudaApi {
   decltype(&cudaPointerGetAttributes) pointerAttributes = nullptr;
   decltype(&cudaHostAlloc) hostAlloc = nullptr;
   decltype(&cudaFreeHost) freeHost = nullptr;
+  decltype(&cudaMalloc) malloc = nullptr;
+  decltype(&cudaFree) free = nullptr;
   decltype(&cudaMemcpyAsync) memcpyAsync = nullptr;
   decltype(&cudaStreamSynchronize) streamSynchronize = nullptr;
   decltype(&cudaGetLastError) getLastError = nullptr;
@@ -55,6 +57,16 @@ class CudaMemory final : public DeviceMemory {
 
   void freeHost(void* p) noexcept override {
     if (p && api_.freeHost(p) != cudaSuccess) api_.getLastError();
+  }
+
+  void* allocDevice(size_t bytes) override {
+    void* p = nullptr;
+    check(api_.malloc(&p, bytes ? bytes : 1), concat("cudaMalloc of ", bytes, " bytes"));
+    return p;
+  }
+
+  void freeDevice(void* p) noexcept override {
+    if (p && api_.free(p) != cudaSuccess) api_.getLastError();
   }
 
   // On the calling thread's default stream: ordered after the work the thread queued on the
@@ -109,6 +121,8 @@ const CudaApi& loadApi() {
     detail::bindSymbol(rt, "cudaPointerGetAttributes", &a.pointerAttributes, &m);
     detail::bindSymbol(rt, "cudaHostAlloc", &a.hostAlloc, &m);
     detail::bindSymbol(rt, "cudaFreeHost", &a.freeHost, &m);
+    detail::bindSymbol(rt, "cudaMalloc", &a.malloc, &m);
+    detail::bindSymbol(rt, "cudaFree", &a.free, &m);
     detail::bindSymbol(rt, "cudaMemcpyAsync", &a.memcpyAsync, &m);
     detail::bindSymbol(rt, "cudaStreamSynchronize", &a.streamSynchronize, &m);
     detail::bindSymbol(rt, "cudaGetLastError", &a.getLastError, &m);

@@ -74,6 +74,15 @@ void requireHost(const void* p, const char* what, const char* who) {
                  "buffers (the collectives take device buffers)");
 }
 
+void copyAny(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  DeviceMemory* memory = current();
+  if (memory && (memory->isDevice(dst) || memory->isDevice(src)))
+    memory->copy(dst, src, bytes);
+  else
+    std::memcpy(dst, src, bytes);
+}
+
 void setForTesting(DeviceMemory* memory) {
   g_testing.store(memory, std::memory_order_release);
 }

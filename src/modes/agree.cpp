@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "common/same_everywhere.h"
+#include "device/device_memory.h"
 
 namespace prioccl::detail {
 namespace {
@@ -16,7 +17,17 @@ void agree(const Communicator& comm, const char* what, priocclDataType_t datatyp
   for (const auto& f : fields) mine.push_back(f.second);
   std::vector<T> sent = withFlips(mine), maxima(sent.size());
   Communicator c = comm;  // a handle on the same communicator
-  c.allReduce(sent.data(), maxima.data(), sent.size(), datatype, priocclMax);
+  device::DeviceMemory* memory = device::current();
+  if (collectivesOnDevice(comm) && memory) {  // the values travel through the current device
+    const size_t bytes = sent.size() * sizeof(T);
+    device::DeviceBuffer on(*memory, 2 * bytes);
+    auto* in = static_cast<unsigned char*>(on.data());
+    memory->copy(in, sent.data(), bytes);
+    c.allReduce(in, in + bytes, sent.size(), datatype, priocclMax);
+    memory->copy(maxima.data(), in + bytes, bytes);
+  } else {
+    c.allReduce(sent.data(), maxima.data(), sent.size(), datatype, priocclMax);
+  }
   T lo{}, hi{};
   long i = firstDisagreement(maxima, mine.size(), &lo, &hi);
   if (i < 0) return;
@@ -25,6 +36,10 @@ void agree(const Communicator& comm, const char* what, priocclDataType_t datatyp
 }
 
 }  // namespace
+
+bool collectivesOnDevice(const Communicator& comm) {
+  return comm.config().transport == priocclTransportNccl;
+}
 
 void agreeAcrossRanks(const Communicator& comm, const char* what,
                       std::initializer_list<std::pair<const char*, long long>> fields) {

@@ -10,6 +10,10 @@
 
 namespace prioccl::detail {
 
+// Whether comm's collectives take device buffers only (PRIOCCL_TRANSPORT=nccl): the modes'
+// own buffers must then be device memory.
+bool collectivesOnDevice(const Communicator& comm);
+
 void agreeAcrossRanks(const Communicator& comm, const char* what,
                       std::initializer_list<std::pair<const char*, long long>> fields);
 // The same for hyper-parameters (finite doubles, compared exactly).

@@ -1,10 +1,13 @@
 // Last Batch Optimization: the fused all-reduce of step t overlaps step t+1's forward and
 // backward; step t+1 hands its result to the optimizer. Two staging buffers: the one in flight,
-// and the one the caller's gradient is copied into (which held the result returned last).
+// and the one the caller's gradient is copied into (which held the result returned last). They are
+// host memory, or device memory where the collectives take only that (PRIOCCL_TRANSPORT=nccl);
+// the caller's buffers may be either, on any transport (device::copyAny).
 #include <cstdint>
-#include <cstring>
+#include <vector>
 
 #include "common/error.h"
+#include "device/device_memory.h"
 #include "modes/agree.h"
 #include "prioccl/modes.hpp"
 #include "reduce/reduce.h"
@@ -19,15 +22,17 @@ struct LaggedAllReduce::State {
   priocclDataType_t datatype = priocclFloat32;
   priocclRedOp_t op = priocclSum;
   Options options;
-  std::vector<unsigned char> staging[2];
+  std::vector<unsigned char> hostStaging[2];
+  device::DeviceBuffer deviceStaging[2];
+  unsigned char* staging[2] = {nullptr, nullptr};
   Request pending;
   int pendingSlot = -1;  // staging slot of the op in flight, -1 if none
   const void* result = nullptr;
   long steps = 0;
 
   void copyOut(int slot, void* out) {
-    result = staging[slot].data();
-    if (out && bytes) std::memcpy(out, result, bytes);
+    result = staging[slot];
+    if (out) device::copyAny(out, result, bytes);
   }
 };
 
@@ -54,7 +59,16 @@ LaggedAllReduce::LaggedAllReduce(const Communicator& comm, size_t count, prioccl
   s_->datatype = datatype;
   s_->op = op;
   s_->options = options;
-  for (auto& b : s_->staging) b.resize(s_->bytes);
+  device::DeviceMemory* memory = device::current();
+  for (int i = 0; i < 2; ++i) {
+    if (detail::collectivesOnDevice(comm) && memory) {
+      s_->deviceStaging[i] = device::DeviceBuffer(*memory, s_->bytes);
+      s_->staging[i] = static_cast<unsigned char*>(s_->deviceStaging[i].data());
+    } else {
+      s_->hostStaging[i].resize(s_->bytes);
+      s_->staging[i] = s_->hostStaging[i].data();
+    }
+  }
 }
 
 LaggedAllReduce::~LaggedAllReduce() {
@@ -69,16 +83,16 @@ bool LaggedAllReduce::step(const void* grads, void* out) {
   State& s = *s_;
   if (s.bytes && !grads) fail(priocclInvalidArgument, "LaggedAllReduce::step: grads is NULL");
   if (s.steps < s.options.warmupSteps) {  // synchronous: S-SGD
-    void* into = out ? out : s.staging[0].data();
+    void* into = out ? out : s.staging[0];
     s.comm.allReduce(grads, into, s.count, s.datatype, s.op);
     s.result = into;
     ++s.steps;
     return true;
   }
   int slot = s.pendingSlot == 0 ? 1 : 0;
-  if (s.bytes) std::memcpy(s.staging[slot].data(), grads, s.bytes);
-  Request started = s.comm.allReduceAsync(s.staging[slot].data(), s.staging[slot].data(), s.count,
-                                          s.datatype, s.op, s.options.priority, s.options.key);
+  device::copyAny(s.staging[slot], grads, s.bytes);
+  Request started = s.comm.allReduceAsync(s.staging[slot], s.staging[slot], s.count, s.datatype,
+                                          s.op, s.options.priority, s.options.key);
   Request previous = s.pending;
   int previousSlot = s.pendingSlot;
   s.pending = started;

@@ -26,6 +26,7 @@
 
 #include "device/device_memory.h"
 #include "mpi_test_util.h"
+#include "prioccl/modes.hpp"
 #include "prioccl/prioccl.hpp"
 
 namespace {
@@ -76,6 +77,9 @@ class FakeDevice final : public prioccl::device::DeviceMemory, public TestDevice
     return ::operator new(bytes);
   }
   void freeHost(void* p) noexcept override { ::operator delete(p); }
+  // The library's device allocations come from the test's bump allocator (freed with it).
+  void* allocDevice(size_t bytes) override { return alloc(bytes); }
+  void freeDevice(void*) noexcept override {}
   void copy(void* dst, const void* src, size_t bytes) override {
     ++copies;
     if (isDevice(src) && !isDevice(dst)) ++copiesIn;
@@ -454,7 +458,47 @@ TEST_F(DeviceBuffers, LargeOpsMoveChunkByChunk) {
   EXPECT_GE(out, 3u) << "the large op's result was not copied back chunk by chunk";
 }
 
-// The training modes compute on the host: device buffers are refused, naming the mode.
+// Lagged mode takes device gradients and writes device results (its staging copies them in and
+// out), through warm-up, the switch step and the lagged steps: step t returns step t-1's sum.
+TEST_F(DeviceBuffers, LaggedModeOnDeviceBuffers) {
+  const int n = worldSize(), r = worldRank();
+  const size_t count = 1000;
+  prioccl::LaggedAllReduce::Options o;
+  o.warmupSteps = 1;
+  o.key = "test.lagged.device";
+  prioccl::LaggedAllReduce lagged(*comm_, count, priocclInt32, priocclSum, o);
+  auto grads = [&](int step) {
+    std::vector<int32_t> g(count);
+    for (size_t i = 0; i < count; ++i) g[i] = static_cast<int32_t>(i) * (r + 1) + step;
+    return g;
+  };
+  auto sum = [&](int step) {  // over ranks of i * (rank + 1) + step
+    std::vector<int32_t> e(count);
+    for (size_t i = 0; i < count; ++i)
+      e[i] = static_cast<int32_t>(i) * (n * (n + 1) / 2) + n * step;
+    return e;
+  };
+  auto bytes = [](const std::vector<int32_t>& v) {
+    const auto* b = reinterpret_cast<const unsigned char*>(v.data());
+    return std::vector<unsigned char>(b, b + v.size() * sizeof(int32_t));
+  };
+  unsigned char* out = g_device->alloc(count * 4);
+  for (int step = 0; step < 4; ++step) {
+    unsigned char* g = g_device->upload(bytes(grads(step)));
+    const bool has = lagged.step(g, out);
+    // Warm-up (step 0) returns its own sum; step 1 switches (none); later steps the previous one.
+    EXPECT_EQ(has, step != 1) << "step " << step;
+    if (step == 0) {
+      EXPECT_EQ(g_device->download(out, count * 4), bytes(sum(0)));
+    } else if (step >= 2) {
+      EXPECT_EQ(g_device->download(out, count * 4), bytes(sum(step - 1))) << "step " << step;
+    }
+  }
+  EXPECT_TRUE(lagged.flush(out));
+  EXPECT_EQ(g_device->download(out, count * 4), bytes(sum(3)));
+}
+
+// The other training modes compute on the host: device buffers are refused, naming the mode.
 TEST_F(DeviceBuffers, ModesRefuseDeviceBuffers) {
   std::vector<float> host(8, 1.0f);
   unsigned char* d = g_device->upload(std::vector<unsigned char>(8 * 4, 0));

@@ -694,7 +694,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             warnings.warn("prioccl lagged mode: switch_decay without warmup_steps scales the "
                           "learning rate by 0.4 from the first step (LB-SGD pairs it with a "
                           "synchronous warm-up)", stacklevel=4)
-        self._flat = torch.empty(self._numel, dtype=torch.float32)
+        # Where collectives run on the GPU, the flat gradient lives on the parameters' device (the
+        # library keeps its staging there too); elsewhere on the host.
+        device = "cpu"
+        if prioccl._collectives_on_device():
+            devices = {p.device for _, p in self._named}
+            if len(devices) != 1 or next(iter(devices)).type != "cuda":
+                raise prioccl.PriocclError("lagged mode under PRIOCCL_TRANSPORT=nccl needs every "
+                                           f"parameter on one CUDA device, not {devices}")
+            device = next(iter(devices))
+        self._flat = torch.empty(self._numel, dtype=torch.float32, device=device)
         self._lagged = ctypes.c_void_p()
         # The warm-up runs here as "sync" (overlapped with backward): the fused op starts after.
         prioccl._check(self._L.priocclLaggedCreate(prioccl._comm, self._numel, _FLOAT32, self.op, 0,
@@ -723,6 +732,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._flatten_into(self._flat, lambda p: p.grad)  # zeros where there is no gradient
         if self.gradient_predivide_factor != 1.0:
             self._flat.mul_(1.0 / self.gradient_predivide_factor)
+        if self._flat.is_cuda:  # the library copies it on its own stream: the copy-in first
+            torch.cuda.current_stream(self._flat.device).synchronize()
         has = ctypes.c_int()
         prioccl._check(self._L.priocclLaggedStep(self._lagged, self._flat.data_ptr(),
                                                  self._flat.data_ptr(), ctypes.byref(has)),
