@@ -301,18 +301,29 @@ struct Running {
   const unsigned char* result() const { return c.inPlace ? send.data() : recv.data(); }
 };
 
-std::unique_ptr<Running> start(Communicator& comm, const Case& c) {
+// Fills an op's buffers without submitting it (submit() does).
+std::unique_ptr<Running> prepare(const Communicator& comm, const Case& c) {
   auto r = std::make_unique<Running>();
   r->c = c;
   size_t es = sizeOf(c.dt);
   r->send.resize(c.count * es + 1);  // +1: never a zero-size vector with a null data()
   for (size_t i = 0; i < c.count; ++i) writeInput(c, comm.rank(), i, r->send.data() + i * es);
   if (!c.inPlace) r->recv.assign(c.count * es + 1, 0xAB);
-  void* out = c.inPlace ? r->send.data() : r->recv.data();
+  return r;
+}
+
+void submit(Communicator& comm, Running& r) {
+  const Case& c = r.c;
+  void* out = c.inPlace ? r.send.data() : r.recv.data();
   if (c.blocking)
-    comm.allReduce(r->send.data(), out, c.count, c.dt, c.op);
+    comm.allReduce(r.send.data(), out, c.count, c.dt, c.op);
   else
-    r->req = comm.allReduceAsync(r->send.data(), out, c.count, c.dt, c.op, c.priority);
+    r.req = comm.allReduceAsync(r.send.data(), out, c.count, c.dt, c.op, c.priority);
+}
+
+std::unique_ptr<Running> start(Communicator& comm, const Case& c) {
+  auto r = prepare(comm, c);
+  submit(comm, *r);
   return r;
 }
 
@@ -700,51 +711,75 @@ TEST(AllReduce, FifoAndPriorityGiveIdenticalBits) {
 }
 
 TEST(AllReduce, UrgentOpPreemptsARunningLowPriorityOp) {
-  // A 64 MiB low-priority op is on the wire on every rank; then a 256 KiB
-  // urgent op arrives. Under priority scheduling the urgent op finishes while the low one is still
-  // running (on every rank) and the engine counts preemptions; under FIFO it counts none. Both stay
-  // correct. With ring, tree and hierarchical chunks (the last on hosts of two ranks emulated
-  // with PRIOCCL_HOST_ID: intra-host steps must give way too).
+  // A 64 MiB low-priority op (priority 100) is on the wire on every rank; then a 256 KiB urgent
+  // op (-1) arrives. Under priority scheduling the urgent op finishes while the low one is still
+  // running, on every rank, and the engine counts preemptions; under FIFO it finishes after the
+  // low op on every rank and nothing is preempted. Both stay correct. With ring, tree and
+  // hierarchical chunks (the last on hosts of two ranks emulated with PRIOCCL_HOST_ID: intra-host
+  // steps must give way too).
   //
-  // "Still running" is a race between the whole low op (about 45 ms over shared memory here) and
-  // the submitting thread being descheduled on a loaded 2-core machine: CI lost that race twice
-  // (ucx_sm, tree). So a priority run gets up to three attempts and fails only if
-  // the urgent op lost on some rank in all three. That cannot hide a broken scheduler: with
-  // priorities ignored the urgent op queues behind every low chunk and loses every attempt.
+  // The order is read from the requests, not from clocks: when the urgent op's wait() returns,
+  // low.test() says whether the low op had already ended on this rank.
+  //
+  // One chunk of in-order window (windowChunks = 1) in both halves makes FIFO's order exact: an
+  // op's chunk activates in lane order only once every chunk before it in the lane, the low op's
+  // last one included, has finished on this rank (lane_table.h), so under FIFO, or with priorities
+  // ignored, the urgent op cannot finish first on any rank, however the ranks are scheduled. (With
+  // the default window of 1024 chunks the urgent chunks are live from the start and only the ready
+  // heap's order keeps them behind: it did here, but nothing forbids them a send while the low
+  // chunks wait on peers.) Under priority scheduling they activate beyond the window
+  // (nextByPriority). Over a collective backend (mpi-coll: no lanes, no window) FIFO launches the
+  // urgent op after the low op's last launch, but those two may be in flight together
+  // (CollectiveRunner::kInFlight) and MPI may complete them in either order, so there the FIFO
+  // half checks only that nothing was preempted.
+  //
+  // What timing remains is on the priority side: the low op must still be running when the
+  // urgent op is submitted. Both ops' inputs are written before either is submitted, so only the
+  // poll for the low op's first send separates the two submissions, but a rank descheduled there
+  // for the whole low op (CI lost that race twice: ucx_sm, tree) submits the urgent op too late.
+  // So a priority run gets up to three attempts and fails only if the urgent op lost on some rank
+  // in all three. That cannot hide a scheduler that ignores priorities: with the one-chunk window
+  // the urgent op then loses every attempt on every rank (exactly what the FIFO half asserts).
   constexpr int kAttempts = 3;
   for (int run = 0; run < 6; ++run) {
     int fifo = run % 2;
     priocclAlgorithm_t algo = run < 2   ? priocclAlgoRing
                               : run < 4 ? priocclAlgoTree
                                         : priocclAlgoHierarchical;
-    SCOPED_TRACE(prioccl::algorithmName(algo));
+    SCOPED_TRACE(std::string(prioccl::algorithmName(algo)) + (fifo ? ", fifo" : ", priority"));
     prioccl::Config cfg = prioccl::Config::fromEnv();
     cfg.schedule = fifo ? priocclScheduleFifo : priocclSchedulePriority;
     cfg.algorithm = algo;
+    cfg.windowChunks = 1;
     if (algo == priocclAlgoHierarchical) cfg.hostId = std::to_string(worldRank() / 2);
     Communicator comm = Communicator::world(cfg);
     if (comm.size() == 1) GTEST_SKIP() << "one rank has no wire to preempt";
-    int everywhere = 0, attempts = 0;
+    const bool lanes = comm.config().transport == priocclTransportMpi ||
+                       comm.config().transport == priocclTransportUcx;
+    int everywhere = 0, somewhere = 0, attempts = 0;
     unsigned long long opsSubmitted = 0;
     for (; attempts < (fifo ? 1 : kAttempts) && !everywhere; ++attempts) {
-      std::vector<std::unique_ptr<Running>> low, urgent;
-      unsigned long long postedBefore = comm.counters().sendsPosted;
       // Full size even under a sanitizer: it slows the urgent op's control path far more than
       // the low op's copies, and a quarter-size low op then ended first in all three attempts
       // (ASan, ucx_sm, tree).
-      low.push_back(start(
+      std::vector<std::unique_ptr<Running>> low, urgent;
+      low.push_back(prepare(
           comm, Case{priocclFloat32, priocclSum, 16u << 20, false, 11u + 2u * attempts, 100}));
+      urgent.push_back(prepare(
+          comm, Case{priocclFloat32, priocclSum, 64u << 10, false, 12u + 2u * attempts, -1}));
+      unsigned long long postedBefore = comm.counters().sendsPosted;
+      submit(comm, *low[0]);
       // The urgent op follows as soon as the low op is on this rank's wire. No barrier between:
       // the low op cannot finish before every rank has joined it, and each rank submits the
       // urgent op microseconds after joining. A barrier there made the race worse: it let the low
       // op run on while one rank was descheduled.
       while (comm.counters().sendsPosted == postedBefore)
         std::this_thread::sleep_for(std::chrono::microseconds(50));
-      urgent.push_back(
-          start(comm, Case{priocclFloat32, priocclSum, 64u << 10, false, 12u + 2u * attempts, -1}));
+      submit(comm, *urgent[0]);
       urgent[0]->req.wait();
-      int lowStillRunning = !low[0]->req.test();
-      MPI_Allreduce(&lowStillRunning, &everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+      int urgentFirst = !low[0]->req.test();
+      MPI_Allreduce(&urgentFirst, &everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+      MPI_Allreduce(&urgentFirst, &somewhere, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
       finishAndCheck(comm, low);
       finishAndCheck(comm, urgent);
       opsSubmitted += 2;
@@ -756,6 +791,10 @@ TEST(AllReduce, UrgentOpPreemptsARunningLowPriorityOp) {
     unsigned long long preemptions = 0;
     MPI_Allreduce(&c.preemptions, &preemptions, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (fifo) {
+      if (lanes) {
+        EXPECT_FALSE(somewhere) << "under FIFO the urgent op finished before the low-priority op "
+                                << "on some rank";
+      }
       EXPECT_EQ(preemptions, 0u);
     } else {
       EXPECT_TRUE(everywhere) << "the low-priority op finished before the urgent one on some rank, "
