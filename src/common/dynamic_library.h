@@ -6,6 +6,7 @@
 
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
 
@@ -36,12 +37,34 @@ bool bindSymbol(void* lib, const char* symbol, F* out, std::string* missing) {
 #define PRIOCCL_CUDA_LIBRARY(name) name
 #endif
 
-// The CUDA runtime: the one the process has (a framework's libcudart is found by its soname),
-// else any of the major versions prioccl is built against, else the toolkit's.
+// The CUDA runtime's sonames in the order they are tried: the major version prioccl was built
+// against first, then the other one it supports, then the unversioned development link (any
+// version), then the toolkit's own.
+inline std::vector<std::string> cudaRuntimeNames(int builtMajor) {
+  std::vector<std::string> names;
+  for (int major : {builtMajor, builtMajor == 13 ? 12 : 13})
+    if (major > 0) names.push_back(concat("libcudart.so.", major));
+  names.push_back("libcudart.so");
+  names.push_back(PRIOCCL_CUDA_LIBRARY("libcudart.so"));
+  return names;
+}
+
+#ifndef PRIOCCL_CUDART_MAJOR
+#define PRIOCCL_CUDART_MAJOR 0
+#endif
+
+// The CUDA runtime: the one the process already has (a framework's libcudart, found loaded by
+// RTLD_NOLOAD under any of the names: two runtimes in one process would not share streams or
+// contexts' state), else the first of cudaRuntimeNames that loads.
 inline void* openCudaRuntime(std::string* tried) {
-  return openFirstLibrary(
-      {"libcudart.so", "libcudart.so.13", "libcudart.so.12", PRIOCCL_CUDA_LIBRARY("libcudart.so")},
-      tried);
+  const std::vector<std::string> names = cudaRuntimeNames(PRIOCCL_CUDART_MAJOR);
+  for (const std::string& name : names)
+    if (void* h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) return h;
+  for (const std::string& name : names) {
+    if (void* h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) return h;
+    *tried += concat(tried->empty() ? "" : "; ", name, ": ", dlerror());
+  }
+  return nullptr;
 }
 
 }  // namespace prioccl::detail

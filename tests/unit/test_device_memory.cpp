@@ -7,10 +7,26 @@
 #include <string>
 #include <vector>
 
+#include "common/dynamic_library.h"
 #include "device/device_memory.h"
 #include "prioccl/prioccl.hpp"
 
 namespace {
+
+// The runtime prioccl was built against comes before the other supported major, and both before
+// the unversioned development link, which may name any version (issue 45, item 3).
+TEST(CudaRuntimeNames, BuiltMajorFirstThenTheOtherThenUnversioned) {
+  using prioccl::detail::cudaRuntimeNames;
+  std::vector<std::string> n13 = cudaRuntimeNames(13), n12 = cudaRuntimeNames(12);
+  ASSERT_GE(n13.size(), 3u);
+  EXPECT_EQ(n13[0], "libcudart.so.13");
+  EXPECT_EQ(n13[1], "libcudart.so.12");
+  EXPECT_EQ(n13[2], "libcudart.so");
+  ASSERT_GE(n12.size(), 3u);
+  EXPECT_EQ(n12[0], "libcudart.so.12");
+  EXPECT_EQ(n12[1], "libcudart.so.13");
+  EXPECT_EQ(n12[2], "libcudart.so");
+}
 
 TEST(DeviceMemory, NoneWithoutADriver) {
   if (dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD))

@@ -47,14 +47,23 @@ struct NcclApi {
   decltype(&ncclCommAbort) commAbort = nullptr;
   decltype(&ncclCommGetAsyncError) asyncError = nullptr;
   decltype(&ncclGetErrorString) errorString = nullptr;
-  decltype(&ncclGetLastError) lastError = nullptr;
+  // Spelled out rather than decltype'd: older nccl.h lacks them (ncclGetLastError: 2.13,
+  // ncclAlltoAll: 2.28), and an older libnccl binds them as null (optional below).
+  const char* (*lastError)(ncclComm_t) = nullptr;
   decltype(&ncclAllReduce) allReduce = nullptr;
   decltype(&ncclBroadcast) broadcast = nullptr;
   decltype(&ncclReduce) reduce = nullptr;
   decltype(&ncclAllGather) allGather = nullptr;
   decltype(&ncclReduceScatter) reduceScatter = nullptr;
-  decltype(&ncclAlltoAll) allToAll = nullptr;
+  ncclResult_t (*allToAll)(const void*, void*, size_t, ncclDataType_t, ncclComm_t,
+                           cudaStream_t) = nullptr;
+  decltype(&ncclGetVersion) getVersion = nullptr;
+  int version = 0;  // libnccl's NCCL_VERSION_CODE
 };
+
+// NCCL_VERSION_CODE of the oldest libnccl the backend takes: ncclAvg and bfloat16 (2.10) carry
+// values prioccl's enums share.
+constexpr int kOldestNccl = 21000;
 
 namespace {
 
@@ -92,13 +101,17 @@ const NcclApi& api() {
     detail::bindSymbol(nc, "ncclCommAbort", &a.commAbort, &m);
     detail::bindSymbol(nc, "ncclCommGetAsyncError", &a.asyncError, &m);
     detail::bindSymbol(nc, "ncclGetErrorString", &a.errorString, &m);
-    detail::bindSymbol(nc, "ncclGetLastError", &a.lastError, &m);
+    detail::bindSymbol(nc, "ncclGetVersion", &a.getVersion, &m);
+    if (a.getVersion && a.getVersion(&a.version) == ncclSuccess && a.version < kOldestNccl)
+      m = concat("libnccl is NCCL ", a.version, ", older than 2.10 (", kOldestNccl, ")");
+    // Optional: null when this libnccl predates them.
+    a.lastError = reinterpret_cast<decltype(a.lastError)>(dlsym(nc, "ncclGetLastError"));
+    a.allToAll = reinterpret_cast<decltype(a.allToAll)>(dlsym(nc, "ncclAlltoAll"));
     detail::bindSymbol(nc, "ncclAllReduce", &a.allReduce, &m);
     detail::bindSymbol(nc, "ncclBroadcast", &a.broadcast, &m);
     detail::bindSymbol(nc, "ncclReduce", &a.reduce, &m);
     detail::bindSymbol(nc, "ncclAllGather", &a.allGather, &m);
     detail::bindSymbol(nc, "ncclReduceScatter", &a.reduceScatter, &m);
-    detail::bindSymbol(nc, "ncclAlltoAll", &a.allToAll, &m);
   });
   return a;
 }
@@ -132,7 +145,7 @@ void NcclCollBackend::check(int result, const char* call) const {
   auto r = static_cast<ncclResult_t>(result);
   // Before a communicator exists (ncclCommInitRank), NCCL keeps the reason for the process
   // (ncclGetLastError(NULL)): "Duplicate GPU detected ..." and the like.
-  const char* last = api_.lastError(static_cast<ncclComm_t>(comm_));
+  const char* last = api_.lastError ? api_.lastError(static_cast<ncclComm_t>(comm_)) : nullptr;
   // NCCL's result codes are prioccl's (ncclUnhandledCudaError .. ncclRemoteError).
   auto code =
       result >= 1 && result <= 6 ? static_cast<priocclResult_t>(result) : priocclSystemError;
@@ -212,6 +225,11 @@ void NcclCollBackend::launch(const CollLaunch& c, uint64_t cookie) {
       check(api_.reduceScatter(c.send, c.recv, c.count, dt, op, comm, stream), "ncclReduceScatter");
       break;
     case CollKind::kAllToAll:
+      if (!api_.allToAll)
+        fail(priocclInvalidUsage,
+             "nccl backend: all-to-all needs ncclAlltoAll (NCCL 2.28 or "
+             "later); this libnccl is NCCL ",
+             api_.version, " (run all-to-all on a host transport)");
       check(api_.allToAll(c.send, c.recv, c.count, dt, comm, stream), "ncclAlltoAll");
       break;
     case CollKind::kBarrier:  // NCCL has none: an all-reduce of one float
