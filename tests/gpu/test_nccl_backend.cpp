@@ -1,16 +1,19 @@
 // The NCCL collective backend (PRIOCCL_TRANSPORT=nccl) on a GPU: device buffers through every
 // collective it runs, against MPI on host copies of the same bytes (integers and small integral
 // floats, so every order of summation gives the same bits), bitwise identical on every rank; an
-// urgent op submitted under a large one completes first and correct. Without a usable GPU and
+// urgent op submitted under a large one completes first under priority scheduling and last under
+// FIFO, on every rank, and both are correct. Without a usable GPU and
 // NCCL (this development machine has the toolkit but no device) every rank prints why and exits
 // 77, which CTest reports as skipped.
 #include <cuda_runtime_api.h>
 #include <mpi.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "nccl/nccl_coll_backend.h"
@@ -137,27 +140,95 @@ int main(int argc, char** argv) {
     comm.reduceScatterAsync(da, dpart, 16, priocclInt32, priocclSum, 0).wait();
     expect(back(dpart, 16) == std::vector<int32_t>(16, size * rank), "reduce-scatter");
     comm.barrier();
-    // An urgent op under a 64 MiB one: done first, both right.
-    const size_t big = 16u << 20;
-    std::vector<float> hbig(big, 1.0f), hsmall(1 << 16, 2.0f);
+    // An urgent op (256 KiB, priority -1) under a 64 MiB one (priority 100), both right; under
+    // priority scheduling the urgent op finishes first on every rank, under FIFO last on every
+    // rank. The order is read when the urgent op ends, on the thread that ends it (its completion
+    // callback asks whether the large op is still running): read after wait() returned, it would
+    // also count the large op's launches that complete while this thread wakes. Communicators of
+    // their own cut ops into 64 KiB launches (the default over NCCL is 16 MiB: the large op would
+    // be 4 launches), so the large op is 1024 launches and the urgent one 4. Under priority the
+    // coordinator plans the urgent op, once decided, at most CollectiveRunner::kPlanAhead launches
+    // behind what it had planned, and the backend's one stream completes launches in order: the
+    // urgent op ends with most of the large op's launches still to run. Under FIFO it is planned
+    // after the large op's last launch, so it cannot end first on any rank: the order is the
+    // scheduler's doing, not the clock's. Timing remains only in that the large op must still be
+    // running once the urgent op is decided (it is submitted right after the large op's first
+    // launch and goes through the coordinator while the large op's launches go on), so the
+    // priority check gets three attempts and fails if the urgent op lost on some rank in all
+    // three. On an H200 at 1 rank, with 256 KiB launches and the order read after wait()
+    // returned, 6 of 8 runs failed that way; as here, 5 of 5 won at the first attempt (and with
+    // the priority communicator made FIFO, or the FIFO one by priority, 3 of 3 runs failed).
+    const size_t big = 16u << 20, small = 1u << 16;
+    std::vector<float> hbig(big, 1.0f), hsmall(small, 2.0f);
     float* dbig = device(hbig);
+    float* dbigOut = device(hbig);
     float* dsmall = device(hsmall);
-    auto low = comm.allReduceAsync(dbig, dbig, big, priocclFloat32, priocclSum, 100);
-    auto urgent =
-        comm.allReduceAsync(dsmall, dsmall, hsmall.size(), priocclFloat32, priocclSum, -1);
-    urgent.wait();
-    bool lowRunning = !low.test();
-    low.wait();
-    int everywhere = 0, mineRunning = lowRunning ? 1 : 0;
-    MPI_Allreduce(&mineRunning, &everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    float* dsmallOut = device(hsmall);
+    expect(dbig && dbigOut && dsmall && dsmallOut, "cudaMalloc");
+    struct Order {
+      int everywhere = 0, somewhere = 0;  // the urgent op finished first on every / some rank
+    };
+    auto race = [&](prioccl::Communicator& on, const char* what) {
+      cudaMemset(dbigOut, 0, big * sizeof(float));
+      cudaMemset(dsmallOut, 0, small * sizeof(float));
+      unsigned long long launchesBefore = on.counters().sendsPosted;
+      auto low = on.allReduceAsync(dbig, dbigOut, big, priocclFloat32, priocclSum, 100);
+      // The urgent op follows as soon as the large op's first launch is out on this rank.
+      while (on.counters().sendsPosted == launchesBefore && low.status() == priocclInProgress)
+        std::this_thread::yield();
+      auto urgent = on.allReduceAsync(dsmall, dsmallOut, small, priocclFloat32, priocclSum, -1);
+      std::atomic<int> first{-1};
+      urgent.onComplete([&first, low](priocclResult_t, const std::string&) {
+        first = low.status() == priocclInProgress ? 1 : 0;
+      });
+      urgent.wait();
+      low.wait();
+      while (first.load() < 0) std::this_thread::yield();  // the callback runs as wait() returns
+      Order o;
+      int endedFirst = first.load();
+      MPI_Allreduce(&endedFirst, &o.everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+      MPI_Allreduce(&endedFirst, &o.somewhere, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+      expect(back(dsmallOut, small) == std::vector<float>(small, 2.0f * static_cast<float>(size)),
+             std::string("urgent op's result (") + what + ")");
+      expect(back(dbigOut, big) == std::vector<float>(big, static_cast<float>(size)),
+             std::string("large op's result (") + what + ")");
+      return o;
+    };
+    prioccl::Config ordered = config;
+    ordered.chunkBytes = 64 << 10;
+    ordered.schedule = priocclSchedulePriority;
+    prioccl::Communicator byPriority = prioccl::Communicator::world(ordered);
+    ordered.schedule = priocclScheduleFifo;
+    prioccl::Communicator fifo = prioccl::Communicator::world(ordered);
+    Order won;
+    int attempts = 0;
+    while (attempts < 3 && !won.everywhere) {
+      won = race(byPriority, "priority");
+      ++attempts;
+    }
+    Order lost = race(fifo, "fifo");
     if (rank == 0)
-      std::printf("urgent op finished while the 64 MiB op ran, on every rank: %d\n", everywhere);
-    expect(back(dsmall, 4)[3] == 2.0f * static_cast<float>(size), "urgent op's result");
-    expect(back(dbig, 4)[3] == static_cast<float>(size), "large op's result");
+      std::printf(
+          "urgent op finished before the 64 MiB op on every rank: priority %d (attempt %d "
+          "of 3), fifo %d; on some rank under fifo: %d\n",
+          won.everywhere, attempts, lost.everywhere, lost.somewhere);
+    expect(won.everywhere == 1,
+           "under priority the urgent op finished before the 64 MiB op on every rank (3 attempts)");
+    expect(lost.somewhere == 0,
+           "under FIFO the urgent op finished after the 64 MiB op on every rank");
+    unsigned long long ours = byPriority.counters().preemptions, preemptions = 0;
+    MPI_Allreduce(&ours, &preemptions, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    expect(preemptions > 0, "preemptions counted under priority");
+    ours = fifo.counters().preemptions;
+    MPI_Allreduce(&ours, &preemptions, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    expect(preemptions == 0, "no preemption counted under FIFO");
+    fifo.destroy();
+    byPriority.destroy();
     for (void* p :
          {static_cast<void*>(df), static_cast<void*>(dmax), static_cast<void*>(di),
           static_cast<void*>(db), static_cast<void*>(dm), static_cast<void*>(da),
-          static_cast<void*>(dpart), static_cast<void*>(dbig), static_cast<void*>(dsmall)})
+          static_cast<void*>(dpart), static_cast<void*>(dbig), static_cast<void*>(dbigOut),
+          static_cast<void*>(dsmall), static_cast<void*>(dsmallOut)})
       cudaFree(p);
   }
   int total = 0;

@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <ctime>
@@ -718,8 +719,9 @@ TEST(AllReduce, UrgentOpPreemptsARunningLowPriorityOp) {
   // hierarchical chunks (the last on hosts of two ranks emulated with PRIOCCL_HOST_ID: intra-host
   // steps must give way too).
   //
-  // The order is read from the requests, not from clocks: when the urgent op's wait() returns,
-  // low.test() says whether the low op had already ended on this rank.
+  // The order is read from the requests, not from clocks, and when the urgent op ends, on the
+  // thread that ends it: its completion callback asks whether the low op is still running. (Read
+  // after wait() returned, it would also count low chunks that finish while this thread wakes.)
   //
   // One chunk of in-order window (windowChunks = 1) in both halves makes FIFO's order exact: an
   // op's chunk activates in lane order only once every chunk before it in the lane, the low op's
@@ -776,8 +778,15 @@ TEST(AllReduce, UrgentOpPreemptsARunningLowPriorityOp) {
       while (comm.counters().sendsPosted == postedBefore)
         std::this_thread::sleep_for(std::chrono::microseconds(50));
       submit(comm, *urgent[0]);
+      std::atomic<int> endedFirst{-1};
+      urgent[0]->req.onComplete(
+          [&endedFirst, lowReq = low[0]->req](priocclResult_t, const std::string&) {
+            endedFirst = lowReq.status() == priocclInProgress ? 1 : 0;
+          });
       urgent[0]->req.wait();
-      int urgentFirst = !low[0]->req.test();
+      while (endedFirst.load() < 0)  // the callback runs as wait() returns
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      int urgentFirst = endedFirst.load();
       MPI_Allreduce(&urgentFirst, &everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
       MPI_Allreduce(&urgentFirst, &somewhere, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
       finishAndCheck(comm, low);
