@@ -41,7 +41,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // Totals over the whole run. Every rank runs the same cases, so rank 0's counts are everyone's.
 int g_apiCases = 0;       // bad inputs that must fail with a given code and message
 int g_acceptedCases = 0;  // edge inputs the API documents as valid (count 0 with NULL, ...)
-int g_skippedCases = 0;   // bad inputs that crash the process today (library bugs)
+int g_skippedCases = 0;   // known bad inputs left out (skippedCase names each and says why)
 int g_mismatchCases = 0;  // cross-rank disagreements
 
 class Totals : public testing::Environment {
@@ -50,13 +50,19 @@ class Totals : public testing::Environment {
     if (worldRank() != 0) return;
     std::printf("BAD_INPUT_CASES api=%d\n", g_apiCases);
     std::printf("BAD_INPUT_CASES mismatch=%d\n", g_mismatchCases);
-    std::printf("BAD_INPUT_CASES accepted_edge=%d skipped_crash=%d\n", g_acceptedCases,
-                g_skippedCases);
+    std::printf("BAD_INPUT_CASES accepted_edge=%d skipped=%d\n", g_acceptedCases, g_skippedCases);
     std::fflush(stdout);
   }
 };
 [[maybe_unused]] testing::Environment* const g_totals =
     testing::AddGlobalTestEnvironment(new Totals);
+
+// A known bad input left out of the catalogue: counted in the totals, and named with the reason
+// (rank 0 prints it), so that the totals say what was not run. None is left out for crashing.
+void skippedCase(const char* what, const char* why) {
+  ++g_skippedCases;
+  if (worldRank() == 0) std::printf("[ skipped case ] %s: %s\n", what, why);
+}
 
 // One catalogue line: the call text goes into every failure message, so a failing case names
 // its exact call.
@@ -1148,11 +1154,9 @@ TEST_F(Catalogue, CommAbort) {
 
 // ---- Disagreements across ranks --------------------------------------------------------------
 //
-// Not catalogued because they hang today (no rank can tell that a peer will never submit):
-// - a named op with count 0 on one rank and count > 0 on another: count 0 returns at once
-//   without taking part in matching, so the other ranks wait for it forever;
-// - the same key (or the unnamed sequence) submitted a different number of times on different
-//   ranks: the extra occurrence waits forever for its partners;
+// Left out (Mismatch.UnequalSubmissionCounts counts them as skipped): the same key, or the unnamed
+// sequence, submitted a different number of times on different ranks. No rank can tell a peer
+// that will never submit from a late one, so the extra occurrence waits until the op timeout.
 
 class Mismatch : public Catalogue {
  protected:
@@ -1437,9 +1441,21 @@ TEST_F(Mismatch, SingleOps) {
     runMismatch(kind + "count", key, pick(last, {999, priocclFloat32, priocclSum, 0, true}, red));
     runMismatch(kind + "against a broadcast", key, pick(last, bcast, red));
   }
-  // Unnamed ops of count 0 still take part in matching (a named one does not: see above).
+  // Ops of count 0 still take part in matching, named or not (a named one did not before
+  // 50b12da: the others waited for it forever).
   runMismatch("unnamed: count 0 against 1000", nullptr,
               pick(0, {0, priocclFloat32, priocclSum}, f32));
+  runMismatch("named: count 0 against 1000", "catalogue.mismatch.zero",
+              pick(0, {0, priocclFloat32, priocclSum}, f32));
+}
+
+// A key (or the unnamed sequence) submitted once more on one rank than on the others: the extra
+// occurrence waits for partners that never come until PRIOCCL_TIMEOUT_S (300 s by default), which
+// then fails the communicator; a teardown waits for it. Counted, not run.
+TEST_F(Mismatch, UnequalSubmissionCounts) {
+  skippedCase("named: a key submitted once more on one rank", "waits for the op timeout");
+  skippedCase("unnamed: one op more on one rank", "waits for the op timeout");
+  GTEST_SKIP() << "unequal submission counts wait for the op timeout (300 s): not run";
 }
 
 // The v-variants: per-rank counts that differ between ranks (all-gather-v, reduce-scatter-v), an
