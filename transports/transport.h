@@ -22,6 +22,10 @@ struct Completion {
   bool ok = true;
   priocclResult_t code = priocclSuccess;  // when !ok
   std::string error;                      // when !ok: what went wrong, naming the peer
+  // When !ok: the peer's end went away (its endpoint failed or its connection closed), which is
+  // no fault of this transfer: the peer died, or failed the communicator itself and tore down
+  // after telling why, and the engine gives its reason a moment to arrive (Liveness::endpointLost).
+  bool peerLost = false;
 };
 
 // Sends in [kEndToEndSendMin, kEndToEndSendMax] bytes complete end to end (see postSend): the
@@ -34,7 +38,11 @@ constexpr size_t kEndToEndSendMin = 4097, kEndToEndSendMax = 64 << 10;
 // counts until they complete). kBuffered: once the transport has the bytes, at any size up to
 // kEndToEndSendMax; for a send no credit counts (the engine's inline path, a lone small op),
 // where the receiver's acknowledgement would only delay the op's end by half a round trip.
-enum class SendCompletion : uint8_t { kEndToEnd, kBuffered };
+// kDelivered: only once the receiver has matched it, at any size: a failing rank's abort notice,
+// which must not be lost when that rank closes its endpoints right after (a message still leaving
+// a closed endpoint is dropped, and the peer would see the closed endpoint instead of the
+// reason). Such a send is not withdrawn by cancelAll(), and quiesce() gives it a moment to finish.
+enum class SendCompletion : uint8_t { kEndToEnd, kBuffered, kDelivered };
 
 class Transport {
  public:

@@ -8,7 +8,9 @@
 namespace prioccl::detail {
 namespace {
 
-// How long a failing rank tries to get its abort notice out before tearing its receives down.
+// How long a failing rank waits for its abort notice to be delivered before tearing its receives
+// down (a busy peer matches it within a poll; an idle one may sleep for a heartbeat period, and
+// the transport's end waits for it then: transport.h, kDelivered).
 constexpr std::chrono::milliseconds kAbortFlush(200);
 // Longest wait at destroy for the peers' goodbyes (they destroy theirs at about the same time).
 constexpr std::chrono::seconds kGoodbyeWait(30);
@@ -56,8 +58,20 @@ void ControlPlane::heartbeat(Clock::time_point now) {
   sendToAll(encodeSignal(ControlKind::kHeartbeat), -1, std::chrono::milliseconds(0));
 }
 
+bool ControlPlane::holdForReason(int peer, const Completion& c, Clock::time_point now) {
+  const std::vector<int>& direct = transfers_.controlPeers();
+  if (std::find(direct.begin(), direct.end(), peer) != direct.end()) return false;
+  if (!liveness_.awaitingCause())
+    log(LogLevel::kInfo, "rank ", rank_, ": ", c.error, "; waiting up to ",
+        std::chrono::duration<double>(Liveness::kCauseWait).count(), " s for rank ", peer,
+        "'s reason through rank ", Negotiator::kCoordinator);
+  liveness_.endpointLost(peer, c.code, c.error, now);
+  return true;
+}
+
 void ControlPlane::tellAbort(const AbortNotice& notice, int skipPeer) {
-  if (!saidGoodbye_) sendToAll(encodeAbort(notice), skipPeer, kAbortFlush);
+  if (!saidGoodbye_)
+    sendToAll(encodeAbort(notice), skipPeer, kAbortFlush, SendCompletion::kDelivered);
 }
 
 // Waiting for the peers' goodbyes makes sure nothing is in flight to this rank when its MPI
@@ -79,6 +93,12 @@ void ControlPlane::goodbye() {
     for (int peer : transfers_.controlPeers()) waiting |= !liveness_.hasLeft(peer);
     Clock::time_point now = Clock::now();
     if (!waiting || host_.failed() || liveness_.lost(now) >= 0) return;
+    // A peer's endpoint went away without its reason, which no longer comes: the communicator
+    // fails as it would have at once (its peers are told; no goodbye comes from that peer).
+    if (const Liveness::HeldFailure* h = liveness_.causeOverdue(now)) {
+      host_.fail(Error(h->code, h->message));
+      return;
+    }
     if (now > deadline) {
       log(LogLevel::kWarn, "rank ", rank_, ": destroying the communicator without the goodbye of ",
           "every peer (", liveness_.report(now, Clock::duration::zero()),
@@ -92,11 +112,11 @@ void ControlPlane::goodbye() {
 }
 
 void ControlPlane::sendToAll(const std::vector<unsigned char>& bytes, int skip,
-                             std::chrono::milliseconds limit) {
+                             std::chrono::milliseconds limit, SendCompletion completion) {
   std::vector<uint64_t> cookies;
   for (int peer : transfers_.controlPeers()) {
     // Peers that said goodbye still listen, until this rank's own goodbye.
-    if (peer != skip) cookies.push_back(transfers_.sendControl(peer, bytes));
+    if (peer != skip) cookies.push_back(transfers_.sendControl(peer, bytes, completion));
   }
   // Best effort: a dead peer's sends never leave, and nothing else waits on these.
   Clock::time_point deadline = Clock::now() + limit;
@@ -106,9 +126,18 @@ void ControlPlane::sendToAll(const std::vector<unsigned char>& bytes, int skip,
     transport_.poll(done);
     for (const Completion& c : done) {
       cookies.erase(std::remove(cookies.begin(), cookies.end(), c.cookie), cookies.end());
-      // A live engine handles everything (a peer's goodbye must not be lost); a failed one only
-      // waits for its notices to leave.
-      if (!host_.failed()) host_.dispatch(c);
+      // A live engine handles everything (a peer's goodbye must not be lost); a failed one waits
+      // for its notices to be delivered, and takes the peers' control messages unread meanwhile:
+      // one that failed too waits likewise for its notice to this rank.
+      if (!host_.failed()) {
+        host_.dispatch(c);
+        continue;
+      }
+      const Transfers::Posted& p = transfers_.at(c.cookie);
+      if (p.kind != Transfers::Kind::kControlRecv) continue;
+      size_t i = static_cast<size_t>(p.step);
+      transfers_.release(c.cookie);
+      if (c.ok) transfers_.repostControlReceive(i);
     }
     if (done.empty()) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }

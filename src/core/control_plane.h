@@ -55,8 +55,18 @@ class ControlPlane {
   bool onCompletion(const Transfers::Posted& p, const Completion& c, Clock::time_point now,
                     int* from, AbortNotice* notice);
   void heartbeat(Clock::time_point now);  // sends the heartbeats when due
+  // A transfer with `peer` failed as the peer's endpoint went away (c.peerLost). True: the
+  // failure is held for the peer's reason (Liveness::endpointLost), and the watchdog fails the
+  // communicator with it if none comes. Only where the reason would come through the coordinator
+  // (a peer that is not this rank's control peer): a control peer's own notice reaches this rank
+  // before that peer closes its endpoints (tellAbort), and its death is reported at once.
+  bool holdForReason(int peer, const Completion& c, Clock::time_point now);
   // Best effort: tells the peers but `skipPeer` that this rank failed (not after its goodbye),
-  // waiting a little for the notices to leave before the caller cancels everything.
+  // once the caller has withdrawn its transfers (Transport::cancelAll) and posted the control
+  // receives again, waiting a little for the notices to be delivered (matched by the peers)
+  // while it takes the peers' control messages unread. Undelivered, the notices go on
+  // (SendCompletion::kDelivered), and the transport's end waits a little for them: a peer that
+  // has the reason before this rank's endpoints close never reports their closing instead.
   void tellAbort(const AbortNotice& notice, int skipPeer);
   // Says goodbye (once), then waits for the peers' goodbyes. A goodbye tells the peers that this
   // rank's silence is not death, and is its last message to them.
@@ -65,8 +75,8 @@ class ControlPlane {
 
  private:
   // Posts `bytes` to each control peer but `skip`, then polls up to `limit` for them to leave.
-  void sendToAll(const std::vector<unsigned char>& bytes, int skip,
-                 std::chrono::milliseconds limit);
+  void sendToAll(const std::vector<unsigned char>& bytes, int skip, std::chrono::milliseconds limit,
+                 SendCompletion completion = SendCompletion::kEndToEnd);
 
   Transport& transport_;
   Transfers& transfers_;

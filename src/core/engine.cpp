@@ -67,7 +67,9 @@ Engine::~Engine() {
   // Chunk scratch that cancelled transfers may still be writing into is freed only once the
   // transport has stopped for good.
   std::lock_guard<std::mutex> progress(progress_);
-  runner_.endTraffic(transport_->quiesce());
+  const bool quiesced = transport_->quiesce();
+  runner_.endTraffic(quiesced);
+  transfers_.endTraffic(quiesced);
 }
 
 void withEngine(ProgressGate& gate, const std::function<void(Engine&)>& f) {
@@ -153,9 +155,11 @@ void Engine::stopTimeline() {
 }
 
 // Idle: nothing to do but wait for submissions (the standing control receives do not count).
+// Not while a lost endpoint's failure waits for the peer's reason: that wait must end in time.
 bool Engine::idle() const {
   return runner_.empty() && matcher_.empty() && (!collectives_ || collectives_->empty()) &&
-         transport_->pending() == transfers_.controlPeers().size();
+         transport_->pending() == transfers_.controlPeers().size() &&
+         !control_.liveness().awaitingCause();
 }
 
 // One round of progress; a transport failure fails the communicator rather than the process.
@@ -364,6 +368,11 @@ bool Engine::pollTransport() {
 void Engine::onCompletion(const Completion& c, Clock::time_point done) {
   const Transfers::Posted p = transfers_.at(c.cookie);
   if (!c.ok && !control_.failureIsBenign(p)) {
+    // The peer's endpoint went away: if the peer failed the communicator itself, the
+    // coordinator's relay of its reason may still be on its way, and must win over this echo of
+    // its teardown. The watchdog fails the communicator with this error if no reason comes in
+    // time. The transfer's record stays: its op waits, and the failure clears it.
+    if (c.peerLost && control_.holdForReason(p.peer, c, done)) return;
     failAll(c.code, c.error);
     return;
   }
@@ -405,14 +414,19 @@ void Engine::failWith(priocclResult_t code, const std::string& full, const Abort
   errorLog_->set(full);
   std::vector<std::shared_ptr<OpState>> doomed;
   handover_.setFailed(code, full, doomed);
-  if (tell) control_.tellAbort(*tell, skipPeer);
+  // Withdrawn before the notices go: a receive that matched while this rank waits for their
+  // delivery would pull a peer's data after that peer has failed too, and maybe freed it.
   transport_->cancelAll();
+  transfers_.clear();
+  // The control receives stand again, to take the peers' messages unread: a peer that failed
+  // too waits for this rank to take its abort notice (ControlPlane::tellAbort).
+  transfers_.postControlReceives();
+  if (tell) control_.tellAbort(*tell, skipPeer);
   runner_.clear(doomed);
   if (collectives_) {
     collBackend_->abandon();
     collectives_->clear(doomed);
   }
-  transfers_.clear();
   matcher_.clear(doomed);
   join_.reset();
   for (auto& op : doomed)

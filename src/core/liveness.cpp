@@ -55,4 +55,10 @@ std::string Liveness::report(Clock::time_point now, Clock::duration least) const
   return out;
 }
 
+void Liveness::endpointLost(int peer, priocclResult_t code, const std::string& message,
+                            Clock::time_point now) {
+  if (awaitingCause()) return;
+  held_ = {peer, code, message, now + kCauseWait};
+}
+
 }  // namespace prioccl::detail

@@ -42,8 +42,10 @@ void Transfers::repostControlReceive(size_t i) {
   posted_[cookie].step = static_cast<int>(i);
 }
 
-uint64_t Transfers::sendControl(int peer, std::vector<unsigned char> bytes) {
-  uint64_t cookie = post(Kind::kControlSend, peer, controlTag_, bytes.data(), bytes.size());
+uint64_t Transfers::sendControl(int peer, std::vector<unsigned char> bytes,
+                                SendCompletion completion) {
+  uint64_t cookie =
+      post(Kind::kControlSend, peer, controlTag_, bytes.data(), bytes.size(), completion);
   controlSends_.emplace(cookie, std::move(bytes));  // the buffer's heap block does not move
   return cookie;
 }
@@ -51,7 +53,18 @@ uint64_t Transfers::sendControl(int peer, std::vector<unsigned char> bytes) {
 void Transfers::clear() {
   posted_.clear();
   free_.clear();
+  for (auto& [cookie, bytes] : controlSends_) retired_.push_back(std::move(bytes));
   controlSends_.clear();
+}
+
+void Transfers::endTraffic(bool transportQuiesced) {
+  if (transportQuiesced || retired_.empty()) {
+    retired_.clear();
+    return;
+  }
+  // Left allocated for the process's life, as the chunk runner's scratch (ScratchPool::abandon):
+  // the transport may read them yet.
+  (void)new std::vector<std::vector<unsigned char>>(std::move(retired_));
 }
 
 void Transfers::throwUnknown(uint64_t cookie) {

@@ -63,11 +63,17 @@ class Transfers {
   const unsigned char* controlMessage(size_t i) const { return controlRecv_[i].data(); }
   void repostControlReceive(size_t i);
   // Posts `bytes` to `peer` on the control tag; the buffer is kept until controlSent(cookie).
-  uint64_t sendControl(int peer, std::vector<unsigned char> bytes);
+  uint64_t sendControl(int peer, std::vector<unsigned char> bytes,
+                       SendCompletion completion = SendCompletion::kEndToEnd);
   void controlSent(uint64_t cookie) { controlSends_.erase(cookie); }
 
-  // Forgets every record and buffer (the transport's transfers were cancelled).
+  // Forgets every record (the transport's transfers were cancelled). The buffers of control
+  // sends still under way are kept until endTraffic(): the transport may still read them (an
+  // abort notice goes on after cancelAll, transport.h).
   void clear();
+  // The transport has stopped for good (Transport::quiesce: true), or cannot promise it (false:
+  // the buffers above stay allocated for the process's life, a few KiB per failed communicator).
+  void endTraffic(bool transportQuiesced);
 
  private:
   [[noreturn]] static void throwUnknown(uint64_t cookie);
@@ -81,6 +87,7 @@ class Transfers {
   std::vector<uint64_t> free_;                                   // cookies to reuse
   std::vector<std::vector<unsigned char>> controlRecv_;          // one per control peer
   std::map<uint64_t, std::vector<unsigned char>> controlSends_;  // by cookie, until sent
+  std::vector<std::vector<unsigned char>> retired_;  // control sends cleared while under way
 };
 
 }  // namespace prioccl::detail

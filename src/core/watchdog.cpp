@@ -7,6 +7,10 @@
 namespace prioccl::detail {
 
 void Watchdog::check(Clock::time_point now) {
+  // A peer's endpoint went away and no reason came from it or the coordinator in time: the
+  // transport's error is all there is.
+  if (const Liveness::HeldFailure* held = liveness_.causeOverdue(now))
+    fail(held->code, held->message);
   if (int lost = liveness_.lost(now); lost >= 0)
     fail(priocclRemoteError, "lost rank ", lost, ": nothing heard from it for ",
          liveness_.silentSeconds(lost, now), " s (PRIOCCL_TIMEOUT_S=", timeoutSeconds_,

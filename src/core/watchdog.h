@@ -40,8 +40,8 @@ class Watchdog {
     next_ = now + kPeriod;
     return true;
   }
-  // Throws for a lost peer or an op past the timeout; warns once per op stalled past the
-  // warning time.
+  // Throws for a lost endpoint whose peer's reason did not come in time (Liveness::endpointLost),
+  // a lost peer or an op past the timeout; warns once per op stalled past the warning time.
   void check(Clock::time_point now);
   // The ops a collective backend runs are watched too (set once, before the first op).
   void watch(const CollectiveRunner* collectives) { collectives_ = collectives; }

@@ -199,6 +199,35 @@ TEST(Faults, AbortFreesAWaiterOnTheInlinePath) {
   expectFailedForGood(comm);
 }
 
+// A rank that fails the communicator and destroys it at once, closing its endpoints, while the
+// others are idle (they poll once per heartbeat period, 1 s here): every other rank must still
+// report its reason, not the closing of its endpoints (issue 40).
+TEST(Faults, ReasonOfARankThatDestroysAtOnceReachesIdleRanks) {
+  if (worldSize() < 2) GTEST_SKIP() << "needs 2 ranks";
+  const int failing = worldSize() - 1;  // not the coordinator: rank 0 relays its reason
+  Communicator comm = makeComm(30);
+  std::vector<float> v(16, 1.0f);
+  comm.allReduce(v.data(), v.data(), v.size(), priocclFloat32, priocclSum);  // endpoints in use
+  MPI_Barrier(MPI_COMM_WORLD);
+  Clock::time_point t = Clock::now();
+  if (worldRank() == failing) {
+    comm.abort();
+    comm.destroy();
+    EXPECT_LT(since(t), 5.0);
+    return;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // idle meanwhile
+  std::string msg;
+  prioccl::Request r = comm.allReduceAsync(v.data(), v.data(), v.size(), priocclFloat32, priocclSum,
+                                           0, "after-the-destroy");
+  EXPECT_EQ(outcome(r, &msg), priocclRemoteError) << msg;
+  EXPECT_NE(msg.find("rank " + std::to_string(failing) + " failed the communicator"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("aborted"), std::string::npos) << msg;
+  expectFailedForGood(comm);
+}
+
 TEST(Faults, PointToPointSizeMismatchFailsBothSides) {
   if (worldSize() < 2) GTEST_SKIP() << "needs 2 ranks";
   Communicator comm = makeComm(10);

@@ -22,14 +22,15 @@ class RecordingTransport final : public prioccl::Transport {
     const void* buf;
     size_t bytes;
     uint64_t cookie;
+    prioccl::SendCompletion completion = prioccl::SendCompletion::kEndToEnd;
   };
   int rank() const override { return 0; }
   int size() const override { return 4; }
   const char* name() const override { return "recording"; }
   uint64_t tagSpace() const override { return 1000; }
   void postSend(int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t cookie,
-                prioccl::SendCompletion) override {
-    calls.push_back({true, peer, tag, buf, bytes, cookie});
+                prioccl::SendCompletion completion) override {
+    calls.push_back({true, peer, tag, buf, bytes, cookie, completion});
   }
   void postRecv(int peer, uint64_t tag, void* buf, size_t bytes, uint64_t cookie) override {
     calls.push_back({false, peer, tag, buf, bytes, cookie});
@@ -116,6 +117,23 @@ TEST(Transfers, AControlSendKeepsItsBufferUntilSent) {
   EXPECT_EQ(std::memcmp(t.calls[0].buf, std::vector<unsigned char>(40, 0xAB).data(), 40), 0);
   x.release(cookie);
   x.controlSent(cookie);
+}
+
+// An abort notice goes on after the transport's cancelAll (SendCompletion::kDelivered): clearing
+// the records must not free what the transport may still read.
+TEST(Transfers, ClearKeepsControlSendsUnderWayUntilTheTrafficEnds) {
+  RecordingTransport t;
+  Transfers x(t, kControlTag, {1, 2}, kControlBytes, false);
+  x.sendControl(1, std::vector<unsigned char>(40, 0xCD), prioccl::SendCompletion::kDelivered);
+  x.sendControl(2, std::vector<unsigned char>(16, 0xEF));
+  ASSERT_EQ(t.calls.size(), 2u);
+  EXPECT_EQ(t.calls[0].completion, prioccl::SendCompletion::kDelivered);
+  EXPECT_EQ(t.calls[1].completion, prioccl::SendCompletion::kEndToEnd);
+  x.clear();
+  // Still readable (ASan builds would report a use after free here).
+  EXPECT_EQ(std::memcmp(t.calls[0].buf, std::vector<unsigned char>(40, 0xCD).data(), 40), 0);
+  EXPECT_EQ(std::memcmp(t.calls[1].buf, std::vector<unsigned char>(16, 0xEF).data(), 16), 0);
+  x.endTraffic(true);
 }
 
 }  // namespace

@@ -33,7 +33,7 @@ MpiTransport::~MpiTransport() {
 }
 
 void MpiTransport::post(bool isRecv, int peer, uint64_t tag, void* buf, size_t bytes,
-                        uint64_t cookie, bool sync) {
+                        uint64_t cookie, bool sync, bool delivered) {
   if (bytes > static_cast<size_t>(INT_MAX))
     fail(priocclInternalError, "transfer of ", bytes, " bytes exceeds MPI's int count");
   MPI_Request req = MPI_REQUEST_NULL;
@@ -47,7 +47,7 @@ void MpiTransport::post(bool isRecv, int peer, uint64_t tag, void* buf, size_t b
          isRecv ? "MPI_Irecv from rank " : (sync ? "MPI_Issend to rank " : "MPI_Isend to rank "),
          peer, " failed: ", mpiErrorString(rc));
   reqs_.push_back(req);
-  posted_.push_back({cookie, peer, bytes, isRecv});
+  posted_.push_back({cookie, peer, bytes, isRecv, delivered});
 }
 
 void MpiTransport::postSend(int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t cookie,
@@ -60,9 +60,12 @@ void MpiTransport::postSend(int peer, uint64_t tag, const void* buf, size_t byte
   // op under way). A synchronous-mode send completes only once the receiver has matched it, i.e.
   // once its bytes crossed the wire. On shared memory with 4 ranks it changed no busbw from 8 KiB
   // to 64 MiB.
-  bool sync = completion == SendCompletion::kEndToEnd && bytes >= kEndToEndSendMin &&
-              bytes <= kEndToEndSendMax;
-  post(false, peer, tag, const_cast<void*>(buf), bytes, cookie, sync);
+  // kDelivered (an abort notice): synchronous at any size, so that the failing rank knows the
+  // peer has it.
+  bool delivered = completion == SendCompletion::kDelivered;
+  bool sync = delivered || (completion == SendCompletion::kEndToEnd && bytes >= kEndToEndSendMin &&
+                            bytes <= kEndToEndSendMax);
+  post(false, peer, tag, const_cast<void*>(buf), bytes, cookie, sync, delivered);
 }
 
 void MpiTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes, uint64_t cookie) {
@@ -94,6 +97,9 @@ size_t MpiTransport::poll(std::vector<Completion>& out) {
     if (err != MPI_SUCCESS) {
       c.ok = false;
       c.code = err == MPI_ERR_TRUNCATE ? priocclRemoteError : priocclSystemError;
+      // Anything but a truncation (which this rank's receive found) is the connection to the
+      // peer failing: the peer died, or failed the communicator and tore down after saying why.
+      c.peerLost = err != MPI_ERR_TRUNCATE;
       c.error = concat(p.isRecv ? "receive from rank " : "send to rank ", p.peer,
                        " failed: ", mpiErrorString(err));
       if (err == MPI_ERR_TRUNCATE)
@@ -129,9 +135,10 @@ void MpiTransport::cancelAll() {
 }
 
 void MpiTransport::withdraw() {
-  for (MPI_Request& req : reqs_) {
+  for (size_t i = 0; i < reqs_.size(); ++i) {
+    MPI_Request& req = reqs_[i];
     if (req == MPI_REQUEST_NULL) continue;
-    MPI_Cancel(&req);
+    if (!posted_[i].delivered) MPI_Cancel(&req);
     MPI_Request_free(&req);
   }
   reqs_.clear();

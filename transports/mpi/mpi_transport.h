@@ -33,10 +33,12 @@ class MpiTransport final : public Transport {
     int peer;
     size_t bytes;
     bool isRecv;
+    bool delivered;  // a send posted SendCompletion::kDelivered (an abort notice)
   };
   void post(bool isRecv, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t cookie,
-            bool sync);
-  void withdraw();  // cancels and releases every request
+            bool sync, bool delivered = false);
+  // Cancels and releases every request; an abort notice's is released uncancelled: it goes on.
+  void withdraw();
 
   MPI_Comm comm_;
   int rank_ = 0;

@@ -22,6 +22,9 @@ namespace {
 constexpr uint64_t kFullMask = ~uint64_t{0};
 // How long closing the endpoints may wait for data still leaving this rank, before forcing.
 constexpr auto kCloseTimeout = std::chrono::seconds(2);
+// How long after posting an abort notice closing a failed communicator's endpoints may wait for
+// the peer to match it: an idle peer polls once per heartbeat period (at most 1 s).
+constexpr auto kNoticeTimeout = std::chrono::milliseconds(1500);
 
 // Swallows UCX's log lines while we probe for peer error handling: the refusal is expected and
 // handled, and UCX would print it as an ERROR.
@@ -237,6 +240,19 @@ void UcxTransport::closeWorker() {
   // when ucp_worker_destroy finds an endpoint with requests still pending (seen after a 20 s
   // link outage).
   const bool failed = abandoned_;
+  if (failed) {
+    // Its abort notices first, until kNoticeTimeout after the last was posted: closed by force
+    // under them, the endpoints would drop them, and the peers would report the closed endpoint
+    // instead of this rank's reason. The engine's control receives stand meanwhile, so that a
+    // peer that failed too has its notice to this rank taken as well. (Where UCX reports lost
+    // peers, a notice to a lost one fails at once.)
+    auto now = std::chrono::steady_clock::now(), until = now;
+    for (const Slot& slot : slots_)
+      if (slot.inUse && slot.delivered && !slot.done)
+        until = std::max(until, slot.posted + kNoticeTimeout);
+    progressUntil(
+        worker_, [&] { return undeliveredNotices() == 0; }, until - now);
+  }
   cancelAll();
   // A clean end lets what is still in flight finish first (a forced close purges it).
   if (!failed)
@@ -307,6 +323,12 @@ size_t UcxTransport::orphans() const {
   return n;
 }
 
+size_t UcxTransport::undeliveredNotices() const {
+  size_t n = 0;
+  for (const Slot& slot : slots_) n += slot.inUse && slot.delivered && !slot.done;
+  return n;
+}
+
 void UcxTransport::finish(Slot& slot, ucs_status_t status, size_t received) {
   if (slot.orphan) {  // freeing a request inside its own callback is allowed
     release(slot);
@@ -341,6 +363,8 @@ void UcxTransport::onPeerError(void* arg, ucp_ep_h ep, ucs_status_t status) {
 void UcxTransport::postSend(int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t cookie,
                             SendCompletion completion) {
   Slot& slot = takeSlot(peer, bytes, cookie, false);
+  slot.delivered = completion == SendCompletion::kDelivered;
+  if (slot.delivered) slot.posted = std::chrono::steady_clock::now();
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   p.cb.send = &UcxTransport::onSend;
@@ -350,8 +374,8 @@ void UcxTransport::postSend(int peer, uint64_t tag, const void* buf, size_t byte
   // (over TCP into a socket buffer that can hold milliseconds of traffic); a synchronous send
   // completes once the receiver has matched it. On 4 hosts at 1 Gbit/s with UCX_TLS=tcp, a 1 MiB
   // urgent op under a 64 MiB op was slowed 17x in one of two runs without it.
-  bool sync = completion == SendCompletion::kEndToEnd && bytes >= kEndToEndSendMin &&
-              bytes <= kEndToEndSendMax;
+  bool sync = slot.delivered || (completion == SendCompletion::kEndToEnd &&
+                                 bytes >= kEndToEndSendMin && bytes <= kEndToEndSendMax);
   ucs_status_ptr_t r = sync ? ucp_tag_send_sync_nbx(eps_[peer], buf, bytes, wireTag, &p)
                             : ucp_tag_send_nbx(eps_[peer], buf, bytes, wireTag, &p);
   if (UCS_PTR_IS_PTR(r))
@@ -393,12 +417,10 @@ size_t UcxTransport::poll(std::vector<Completion>& out) {
     } else {
       c.ok = false;
       const std::string& lost = peerErrors_[slot->peer];
-      c.code = slot->status == UCS_ERR_MESSAGE_TRUNCATED || !lost.empty() ||
-                       slot->status == UCS_ERR_CONNECTION_RESET ||
-                       slot->status == UCS_ERR_ENDPOINT_TIMEOUT ||
-                       slot->status == UCS_ERR_UNREACHABLE
-                   ? priocclRemoteError
-                   : priocclSystemError;
+      c.peerLost = !lost.empty() || slot->status == UCS_ERR_CONNECTION_RESET ||
+                   slot->status == UCS_ERR_ENDPOINT_TIMEOUT || slot->status == UCS_ERR_UNREACHABLE;
+      c.code = slot->status == UCS_ERR_MESSAGE_TRUNCATED || c.peerLost ? priocclRemoteError
+                                                                       : priocclSystemError;
       c.error = concat(slot->isRecv ? "receive from rank " : "send to rank ", slot->peer,
                        " failed (UCX): ", ucs_status_string(slot->status));
       if (slot->status == UCS_ERR_MESSAGE_TRUNCATED)
@@ -418,7 +440,8 @@ size_t UcxTransport::poll(std::vector<Completion>& out) {
 
 // Withdraws everything: receives are cancelled; what UCX still holds (a send in progress, a
 // cancellation not yet delivered) becomes an orphan, recycled silently when UCX lets it go, as
-// the engine has dropped its records of these transfers.
+// the engine has dropped its records of these transfers. An abort notice
+// (SendCompletion::kDelivered) is not cancelled: it goes on, and closeWorker() waits for it.
 void UcxTransport::cancelAll() {
   abandoned_ = true;
   for (Slot& slot : slots_) {
@@ -427,7 +450,7 @@ void UcxTransport::cancelAll() {
       release(slot);
     } else {
       slot.orphan = true;
-      if (slot.request) ucp_request_cancel(worker_, slot.request);
+      if (slot.request && !slot.delivered) ucp_request_cancel(worker_, slot.request);
     }
   }
   finished_.clear();

@@ -10,6 +10,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include <chrono>
 #include <deque>
 #include <string>
 #include <vector>
@@ -56,6 +57,8 @@ class UcxTransport final : public Transport {
     size_t bytes = 0;
     size_t received = 0;
     bool isRecv = false;
+    bool delivered = false;  // a send posted SendCompletion::kDelivered (an abort notice)
+    std::chrono::steady_clock::time_point posted;  // when, for `delivered` sends only
     bool inUse = false;
     bool done = false;    // UCX finished it; poll() reports it
     bool orphan = false;  // withdrawn by cancelAll(): recycled when UCX finishes it, not reported
@@ -69,6 +72,7 @@ class UcxTransport final : public Transport {
   void finish(Slot& slot, ucs_status_t status, size_t received);
   void release(Slot& slot);
   size_t orphans() const;
+  size_t undeliveredNotices() const;  // SendCompletion::kDelivered sends not finished
   void close();  // everything UCX; safe on a partly built object and when closed already
   void closeWorker();
   // Creates context and worker; returns what failed ("" when all went well).
