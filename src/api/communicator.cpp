@@ -551,11 +551,16 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
       bootstrap_.reset();
       return;
     }
+    std::shared_ptr<ProgressGate> gate = engine->gate();  // outlives the engine
     engine.reset();  // drains pending ops, joins the progress thread, frees the transport
     std::shared_ptr<DeviceStager> stager;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stager.swap(stager_);
+    }
+    if (stager) {
+      std::lock_guard<std::mutex> lock(gate->mutex);
+      stager->trafficEnded(gate->transportQuiesced);
     }
     stager.reset();  // copies back what the drained ops left (or their last holder will)
     // Frees the bootstrap's communicator; finalises MPI if prioccl initialised it and this was

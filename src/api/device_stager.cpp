@@ -41,10 +41,16 @@ struct DeviceStager::Core {
       : memory(m), syncBytes(std::max<size_t>(sync, 1)), poke(std::move(p)), abort(std::move(a)) {}
   ~Core() {
     for (auto& [bytes, block] : freeBlocks) memory.freeHost(block);
+    // A failed op's blocks: cancelled receives may still write into them (transport.h,
+    // cancelAll), so they are freed only once the transport has stopped for good, and otherwise
+    // stay allocated for the process's life, as the chunk runner's scratch does.
+    if (transportStopped)
+      for (unsigned char* block : heldBlocks) memory.freeHost(block);
   }
 
   unsigned char* take(size_t bytes);
   void give(unsigned char* block, size_t bytes);
+  void hold(unsigned char* block);  // a failed op's: never reused
   void enqueue(Task t);
   void run(Task& t);
   void work();
@@ -54,6 +60,8 @@ struct DeviceStager::Core {
   const std::function<void()> poke, abort;
   std::mutex blocksMutex;
   std::multimap<size_t, unsigned char*> freeBlocks;  // pinned, by size, kept for reuse
+  std::vector<unsigned char*> heldBlocks;            // failed ops' (hold())
+  std::atomic<bool> transportStopped{false};         // DeviceStager::trafficEnded(true)
   std::mutex mutex;
   std::condition_variable cv;
   std::vector<Task> queue;  // a heap, most urgent op's first task on top (Later)
@@ -87,8 +95,9 @@ struct DeviceStager::Staged final : Staging, std::enable_shared_from_this<Staged
   }
   // Copies the next piece of the input (worker or caller); false: a copy failed.
   bool copyIn(size_t limit);
-  void release() {
-    for (Block& b : blocks) core->give(b.host, b.bytes);
+  // Its blocks go back for reuse; after a failure in the engine (`failed`) they are held.
+  void release(bool failed = false) {
+    for (Block& b : blocks) failed ? core->hold(b.host) : core->give(b.host, b.bytes);
     blocks.clear();
   }
   // An op that never reached the engine (a throw after staging, a destroyed communicator) ends
@@ -132,6 +141,12 @@ void DeviceStager::Core::give(unsigned char* block, size_t bytes) {
   if (!block) return;
   std::lock_guard<std::mutex> lock(blocksMutex);
   freeBlocks.emplace(rounded(bytes), block);
+}
+
+void DeviceStager::Core::hold(unsigned char* block) {
+  if (!block) return;
+  std::lock_guard<std::mutex> lock(blocksMutex);
+  heldBlocks.push_back(block);
 }
 
 namespace {
@@ -220,7 +235,8 @@ void DeviceStager::Core::run(Task& t) {
         code = s.copyCode;
         error = s.copyError;
       }
-      s.release();
+      // t.code: the host op's own outcome; a failed one may have left transfers behind.
+      s.release(t.code != priocclSuccess);
       s.user->finish(code, error);
       return;
     }
@@ -246,6 +262,10 @@ DeviceStager::DeviceStager(device::DeviceMemory& memory, size_t syncBytes,
                            std::function<void()> poke, std::function<void()> abort)
     : core_(std::make_shared<Core>(memory, syncBytes, std::move(poke), std::move(abort))) {
   worker_ = std::thread([core = core_] { core->work(); });
+}
+
+void DeviceStager::trafficEnded(bool transportStopped) {
+  core_->transportStopped.store(transportStopped, std::memory_order_release);
 }
 
 DeviceStager::~DeviceStager() {

@@ -46,6 +46,11 @@ class DeviceStager {
   // buffer is not written whole (gaps between v-variant blocks): it is copied in as well.
   std::shared_ptr<OpState> stage(OpState& op, size_t sendBytes, size_t recvBytes, bool keepRecv);
 
+  // The engine has stopped; `transportStopped`: its transport promised that no transfer still
+  // touches a buffer (Transport::quiesce). Only then are failed ops' blocks freed at the end
+  // (they are never reused: a cancelled receive may still write into them).
+  void trafficEnded(bool transportStopped);
+
  private:
   struct Core;
   struct Staged;

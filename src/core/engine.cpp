@@ -70,6 +70,8 @@ Engine::~Engine() {
   const bool quiesced = transport_->quiesce();
   runner_.endTraffic(quiesced);
   transfers_.endTraffic(quiesced);
+  std::lock_guard<std::mutex> lock(gate_->mutex);
+  gate_->transportQuiesced = quiesced;
 }
 
 void withEngine(ProgressGate& gate, const std::function<void(Engine&)>& f) {

@@ -47,6 +47,9 @@ struct ProgressGate {
   std::condition_variable cv;
   Engine* engine = nullptr;  // null once the engine has stopped
   int drivers = 0;           // threads inside Engine::drive
+  // Set as the engine stops: its transport stopped for good (Transport::quiesce), so no cancelled
+  // transfer still touches a buffer.
+  bool transportQuiesced = false;
 };
 
 class Engine;

@@ -423,6 +423,25 @@ TEST_F(DeviceBuffers, FailedOpLeavesTheDeviceBuffer) {
   comm_->allReduceAsync(d2, d2, 4, priocclInt32, priocclMax, 0).wait();
 }
 
+// A failed op's pinned blocks are never handed to a later op: after a failure, a cancelled
+// receive may still be writing into them (issue 45, item 5). A successful op's are reused.
+TEST_F(DeviceBuffers, FailedOpsBlocksAreNotReused) {
+  if (!g_fake) GTEST_SKIP() << "counts the fake device's pinned allocations";
+  const int r = worldRank();
+  if (worldSize() < 2) GTEST_SKIP() << "needs 2 ranks (a mismatch between two of them)";
+  const size_t count = (24u << 20) / 4;  // one 24 MiB block (in place): larger than any before
+  unsigned char* d = g_device->upload(bytesOf(1700 + r, count * 4));
+  auto run = [&] { comm_->allReduceAsync(d, d, count, priocclFloat32, priocclMax, 0).wait(); };
+  run();
+  const uint64_t warm = g_fake->hostAllocs.load();
+  run();
+  ASSERT_EQ(g_fake->hostAllocs.load(), warm) << "a successful op's block was not reused";
+  prioccl::shapeNext(r == 0 ? std::vector<int64_t>{200, 200} : std::vector<int64_t>{400, 100});
+  EXPECT_THROW(run(), prioccl::Error);  // takes the pooled block, and fails
+  run();
+  EXPECT_GT(g_fake->hostAllocs.load(), warm) << "the failed op's block was handed out again";
+}
+
 // A large op is copied in and back chunk by chunk while it runs: slow copies (3 ms each) make the
 // engine reach every chunk before its input is in, so a chunk started early would read stale
 // bytes; the result must still be the host's. An urgent small op submitted meanwhile completes
