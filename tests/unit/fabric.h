@@ -7,10 +7,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -60,7 +62,41 @@ class Fabric {
       c.bytes = bytes;
       out.push_back(c);
     }
+    if (!done_[rank].empty()) lastTake_[rank] = pendingAsks_[rank];
     done_[rank].clear();
+  }
+  // Rank `rank`'s transport was asked how many transfers it has pending (Transport::pending). An
+  // engine asks before each poll of its transport and, once it has no op left, after each round
+  // (Engine::idle): either way after the round that handled what its previous poll took.
+  void askedPending(int rank) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++pendingAsks_[rank];
+  }
+  // How often rank `rank`'s engine has asked (about once per round of its progress loop).
+  uint64_t asks(int rank) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return pendingAsks_[rank];
+  }
+  // Blocks until every engine over this fabric has handled what was delivered to it: it took its
+  // completions, and has asked for its pending transfers since, so the round that reacted to them
+  // (its new receives and sends) is over. Replaces a sleep "to let the engines react": a loaded
+  // machine can deschedule an engine for longer than any sleep. False after `limit`.
+  bool settle(std::chrono::milliseconds limit = std::chrono::seconds(60)) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        bool settled = true;
+        for (auto& [rank, done] : done_) {
+          auto took = lastTake_.find(rank);
+          settled = settled && done.empty() &&
+                    (took == lastTake_.end() || pendingAsks_[rank] > took->second);
+        }
+        if (settled) return true;
+      }
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
   }
   // Delivers every control message whose receive is posted and, with dataToo, the first data
   // message of each link (data stays in order). A data message whose receive is not posted yet
@@ -125,6 +161,8 @@ class Fabric {
   std::vector<Message> unexpected_;  // data that arrived before its receive, in arrival order
   std::map<std::tuple<int, int, uint64_t>, Posted> posted_;
   std::map<int, std::vector<std::pair<uint64_t, size_t>>> done_;  // (cookie, bytes received)
+  std::map<int, uint64_t> pendingAsks_;  // Transport::pending calls, by rank
+  std::map<int, uint64_t> lastTake_;     // pendingAsks_ when the rank last took completions
   std::map<int, std::vector<Delivered>> log_;
 };
 
@@ -150,7 +188,10 @@ class FabricTransport final : public Transport {
     pending_ -= out.size() - before;
     return out.size() - before;
   }
-  size_t pending() const override { return pending_; }
+  size_t pending() const override {
+    fabric_.askedPending(rank_);
+    return pending_;
+  }
   void cancelAll() override {}
 
  private:

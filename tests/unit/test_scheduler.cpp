@@ -65,15 +65,40 @@ std::vector<std::unique_ptr<Engine>> ringEngines(Fabric& fabric, const prioccl::
   return engines;
 }
 
-// Moves messages until `until` holds, letting the engines react between deliveries.
+// Moves messages until `until` holds; after each delivery, waits until every engine has handled
+// it (Fabric::settle), so that no engine falls behind the fabric however it is scheduled.
 template <typename Pred>
 void run(Fabric& fabric, Pred until) {
   for (int i = 0; i < 100000 && !until(); ++i) {
-    while (fabric.deliver(false) > 0) std::this_thread::sleep_for(std::chrono::microseconds(1000));
-    fabric.deliver(true);
-    std::this_thread::sleep_for(std::chrono::microseconds(1000));
+    int moved = 0;
+    for (int n; (n = fabric.deliver(false)) > 0; moved += n) ASSERT_TRUE(fabric.settle());
+    moved += fabric.deliver(true);
+    ASSERT_TRUE(fabric.settle()) << "an engine did not handle a delivery within 60 s";
+    // Nothing moved: the engines wait on their clocks (the 2 ms stall rule): let time pass.
+    if (moved == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   ASSERT_TRUE(until()) << "the fabric stalled";
+}
+
+// Waits until every engine has taken the ops just submitted: each has queued a send of their
+// agreements (lane 1: nothing is delivered meanwhile).
+void awaitAgreementSends(Fabric& fabric, const std::vector<std::unique_ptr<Engine>>& engines,
+                         int ranks) {
+  auto queuedAgreement = [&](int src) {
+    for (int dst = 0; dst < ranks; ++dst)
+      for (uint64_t tag : fabric.queued(src, dst)) {
+        int lane = -1;
+        engines[0]->chunkOfTag(tag, &lane);
+        if (lane == 1) return true;
+      }
+    return false;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (int r = 0; r < ranks; ++r)
+    while (!queuedAgreement(r)) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "rank " << r << " announced nothing";
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
 }
 
 // Low-priority data messages rank 1 received between the urgent op's activation and its last
@@ -98,7 +123,7 @@ int lowMessagesWhileUrgentRuns(priocclSchedule_t schedule, size_t window = 1024)
   run(fabric, [&] { return fabric.log(1).size() >= 20; });  // the low op is well under way
   for (int r = 0; r < kRanks; ++r) urgentOps.push_back(makeOp(urgent[r], 0));
   for (int r = 0; r < kRanks; ++r) engines[r]->submit(urgentOps[r]);
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the engines announce it
+  awaitAgreementSends(fabric, engines, kRanks);  // the engines announce it
   size_t before = fabric.log(1).size();
   run(fabric, [&] { return urgentOps[0]->done.load() && urgentOps[1]->done.load(); });
   run(fabric, [&] { return lowOps[0]->done.load() && lowOps[1]->done.load(); });
@@ -231,18 +256,42 @@ TEST(Scheduler, UrgentSendIsNotHeldBackByLessUrgentBytesInFlight) {
     }
     return n;
   };
-  // The progress threads may still be filling the credit: wait until the queue holds still.
+  // The progress threads may still be filling the credit, and once the wire has stalled for
+  // Scheduler::kStall (2 ms) each lane's oldest chunk may send regardless, which a full round of
+  // the engine checks (every 16th round, and the first after a nap). The low sends are all out
+  // once the queue has held still while every engine ran 2 x 16 rounds (Fabric::asks) that began
+  // at least 3 ms into the stillness: counted in rounds, not time, so that an engine descheduled
+  // meanwhile is waited for.
+  using Clock = std::chrono::steady_clock;
   int lowQueued = lanesQueued(2);
-  for (int still = 0; still < 50;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    int now = lanesQueued(2);
-    still = now == lowQueued ? still + 1 : 0;
-    lowQueued = now;
+  {
+    const Clock::time_point deadline = Clock::now() + std::chrono::seconds(60);
+    Clock::time_point stillSince = Clock::now();
+    std::vector<uint64_t> asksAt;  // each engine's rounds once 3 ms of stillness had passed
+    for (;;) {
+      ASSERT_LT(Clock::now(), deadline) << "the low op's sends never held still";
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      if (int now = lanesQueued(2); now != lowQueued) {
+        lowQueued = now;
+        stillSince = Clock::now();
+        asksAt.clear();
+        continue;
+      }
+      if (asksAt.empty()) {
+        if (Clock::now() - stillSince >= std::chrono::milliseconds(3))
+          for (int r = 0; r < kRanks; ++r) asksAt.push_back(fabric.asks(r));
+        continue;
+      }
+      bool enough = true;
+      for (int r = 0; r < kRanks; ++r) enough = enough && fabric.asks(r) >= asksAt[r] + 2 * 16;
+      if (enough) break;
+    }
   }
   for (int i = 0; i < 2 * kRanks; ++i) urgentOps.push_back(makeOp(urgent[i], 0));
   for (int i = 0; i < 2 * kRanks; ++i) engines[i % kRanks]->submit(urgentOps[i]);
   // Both urgent ops' agreements (lane 1) go out although the credit is full of low sends.
-  for (int i = 0; i < 2000 && lanesQueued(1) < 2; ++i) {
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(60);
+  while (lanesQueued(1) < 2 && Clock::now() < deadline) {
     fabric.deliver(false);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
