@@ -3,8 +3,13 @@ digits (8x8 images shipped with python3-sklearn: no download) instead of MNIST. 
 names prioccl is the import.
 
     PYTHONPATH=python mpirun -np 4 /usr/bin/python3 examples/horovod/pytorch_digits.py --epochs 5
+
+--check (a prioccl addition, as is the identical-weights line at the end) compares the first
+step's all-reduced gradient with a reference averaged in float64 outside prioccl, prints
+`reference_match=1` (or `reference_match=0` and the worst difference) and exits 1 when they differ.
 """
 import argparse
+import sys
 
 import torch
 import torch.nn as nn
@@ -32,6 +37,8 @@ parser.add_argument("--gradient-predivide-factor", type=float, default=1.0,
                     help="apply gradient predivide factor in optimizer")
 parser.add_argument("--batches-per-allreduce", type=int, default=1,
                     help="number of batches processed locally before an allreduce")
+parser.add_argument("--check", action="store_true", default=False,
+                    help="check the first step's all-reduced gradient against a reference")
 
 
 class Net(nn.Module):
@@ -64,9 +71,13 @@ def datasets():
 
 
 def train(epoch):
+    global worst
     model.train()
     train_sampler.set_epoch(epoch)  # Horovod: a different shard order every epoch
     for batch_idx, (data, target) in enumerate(train_loader):
+        first = args.check and epoch == 1 and batch_idx == 0
+        if first:
+            reference = reference_gradient(epoch)
         optimizer.zero_grad()
         # Split the batch into chunks of args.batch_size, accumulating their gradients.
         for i in range(0, len(data), args.batch_size):
@@ -76,9 +87,41 @@ def train(epoch):
             loss.div_(float(len(data)) / len(data_batch))
             loss.backward()
         optimizer.step()
+        if first:  # p.grad now holds the all-reduced gradient that step() applied
+            worst = max((p.grad.double() - r).abs().max().item() / (r.abs().max().item() or 1.0)
+                        for p, r in zip(model.parameters(), reference))
         if batch_idx % args.log_interval == 0 and hvd.rank() == 0:
             print(f"Train Epoch: {epoch} [{batch_idx * len(data)}/{len(train_sampler)} "
                   f"({100.0 * batch_idx / len(train_loader):.0f}%)]\tLoss: {loss.item():.6f}")
+
+
+def reference_gradient(epoch):
+    """prioccl addition (--check): what the all-reduce (Average) of this first step's gradients
+    must give. Every rank's gradient is recomputed here as that rank computes it in train() (the
+    same weights, the rank's batch from its own DistributedSampler, the same dropout masks: every
+    rank's RNG is in the same state at this point), then averaged in float64. With
+    --fp16-allreduce each rank sends its gradient rounded to float16, and so does the reference."""
+    with torch.random.fork_rng(devices=[]):
+        state = torch.get_rng_state()
+        ref = Net()
+        ref.load_state_dict(model.state_dict())
+        ref.train()
+        total = [torch.zeros_like(p, dtype=torch.float64) for p in ref.parameters()]
+        for r in range(hvd.size()):
+            sampler = torch.utils.data.distributed.DistributedSampler(
+                train_dataset, num_replicas=hvd.size(), rank=r)
+            sampler.set_epoch(epoch)
+            data, target = train_dataset[list(sampler)[:allreduce_batch_size]]
+            torch.set_rng_state(state)
+            ref.zero_grad()
+            for i in range(0, len(data), args.batch_size):
+                data_batch = data[i:i + args.batch_size]
+                loss = F.nll_loss(ref(data_batch), target[i:i + args.batch_size])
+                loss.div_(float(len(data)) / len(data_batch))
+                loss.backward()
+            for t, p in zip(total, ref.parameters()):
+                t += (p.grad.half() if args.fp16_allreduce else p.grad).double()
+    return [t / hvd.size() for t in total]
 
 
 def metric_average(val, name):
@@ -135,6 +178,7 @@ if __name__ == "__main__":
                                          op=hvd.Adasum if args.use_adasum else hvd.Average,
                                          gradient_predivide_factor=args.gradient_predivide_factor)
 
+    worst = 0.0  # --check: the first step's worst relative difference from the reference
     for epoch in range(1, args.epochs + 1):
         train(epoch)
         loss, accuracy = test()
@@ -142,6 +186,15 @@ if __name__ == "__main__":
     flat = torch.cat([p.detach().flatten() for p in model.parameters()])
     same = int(torch.equal(hvd.broadcast(flat, root_rank=0), flat))
     same = int(hvd.allreduce(torch.tensor([same]), op=hvd.Min).item())
+    # A float16 sum rounds at every step: about 5e-4 here; a reduction off by 1% gives 1e-2.
+    tolerance = 3e-3 if args.fp16_allreduce else 1e-5
+    matched = worst <= tolerance
+    if args.check and (hvd.rank() == 0 or not matched):
+        print(f"reference_match={int(matched)} rank={hvd.rank()} worst_difference={worst:.3g} "
+              "(first step's all-reduced gradient, relative to each tensor's largest element; "
+              f"tolerance {tolerance:g})", flush=True)
     if hvd.rank() == 0:
         print(f"RESULT ranks={hvd.size()} epochs={args.epochs} test_accuracy={accuracy:.4f} "
               f"identical_weights={same}", flush=True)
+    if not matched:
+        sys.exit(1)

@@ -48,6 +48,17 @@ def model(name):
     return torch.nn.Sequential(*cnn_stages()[0])
 
 
+def epoch_batches(xtr, ytr, rank, size, batch, g, augment_data=False):
+    """One epoch of rank `rank`'s training batches: its shard (every size-th image) in an order
+    drawn from g, cut into batches of `batch` (the rest dropped), each augmented with g if asked.
+    Determined by g's seed, so any rank can redraw another rank's batches."""
+    shard = torch.arange(rank, len(xtr), size)
+    perm = shard[torch.randperm(len(shard), generator=g)]
+    for s in range(len(shard) // batch):
+        idx = perm[s * batch:(s + 1) * batch]
+        yield (augment(xtr[idx], g) if augment_data else xtr[idx]), ytr[idx]
+
+
 def augment(x, g):
     """Each image shifted by -1..1 pixels each way (zero fill) plus N(0, 0.1) noise."""
     padded = torch.nn.functional.pad(x, (1, 1, 1, 1))
@@ -73,3 +84,29 @@ def identical_weights(model):
     prioccl.allreduce_(lo, op=prioccl.Min)
     prioccl.allreduce_(hi, op=prioccl.Max)
     return bool(torch.equal(lo, hi))
+
+
+def reference_gradient(model, make_model, batches, loss_fn):
+    """The average over `batches` (one (x, y) per rank) of the loss gradient at `model`'s weights,
+    computed here in float64 on a fresh copy: what the all-reduce (Average) of every rank's
+    gradient must give, with no prioccl involved."""
+    with torch.random.fork_rng(devices=[]):  # making the copy draws initial weights
+        ref = make_model().double()
+    ref.load_state_dict(model.state_dict())
+    total = [torch.zeros_like(p) for p in ref.parameters()]
+    for x, y in batches:
+        ref.zero_grad()
+        loss_fn(ref(x.double()), y).backward()
+        for t, p in zip(total, ref.parameters()):
+            t += p.grad
+    return [t / len(batches) for t in total]
+
+
+def worst_difference(params, reference):
+    """The largest |p.grad - reference| of any tensor, relative to that tensor's largest
+    reference element (0 when they match exactly)."""
+    worst = 0.0
+    for p, r in zip(params, reference):
+        scale = r.abs().max().item() or 1.0
+        worst = max(worst, (p.grad.double() - r).abs().max().item() / scale)
+    return worst
