@@ -129,18 +129,27 @@ void ControlPlane::sendToAll(const std::vector<unsigned char>& bytes, int skip,
       // A live engine handles everything (a peer's goodbye must not be lost); a failed one waits
       // for its notices to be delivered, and takes the peers' control messages unread meanwhile:
       // one that failed too waits likewise for its notice to this rank.
-      if (!host_.failed()) {
+      if (host_.failed())
+        takeUnread(c);
+      else
         host_.dispatch(c);
-        continue;
-      }
-      const Transfers::Posted& p = transfers_.at(c.cookie);
-      if (p.kind != Transfers::Kind::kControlRecv) continue;
-      size_t i = static_cast<size_t>(p.step);
-      transfers_.release(c.cookie);
-      if (c.ok) transfers_.repostControlReceive(i);
     }
     if (done.empty()) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+}
+
+void ControlPlane::takeUnread(const Completion& c) {
+  const Transfers::Posted& p = transfers_.at(c.cookie);
+  if (p.kind != Transfers::Kind::kControlRecv) return;
+  size_t i = static_cast<size_t>(p.step);
+  transfers_.release(c.cookie);
+  if (c.ok) transfers_.repostControlReceive(i);
+}
+
+void ControlPlane::pollFailed() {
+  std::vector<Completion> done;
+  transport_.poll(done);
+  for (const Completion& c : done) takeUnread(c);
 }
 
 }  // namespace prioccl::detail

@@ -68,6 +68,10 @@ class ControlPlane {
   // (SendCompletion::kDelivered), and the transport's end waits a little for them: a peer that
   // has the reason before this rank's endpoints close never reports their closing instead.
   void tellAbort(const AbortNotice& notice, int skipPeer);
+  // After the failure: one poll of the transport, so that notices still undelivered go on (a
+  // UCX endpoint that never carried anything needs both ends' progress to be wired up), taking
+  // the peers' control messages unread. The failed engine's rounds call it.
+  void pollFailed();
   // Says goodbye (once), then waits for the peers' goodbyes. A goodbye tells the peers that this
   // rank's silence is not death, and is its last message to them.
   void goodbye();
@@ -77,6 +81,9 @@ class ControlPlane {
   // Posts `bytes` to each control peer but `skip`, then polls up to `limit` for them to leave.
   void sendToAll(const std::vector<unsigned char>& bytes, int skip, std::chrono::milliseconds limit,
                  SendCompletion completion = SendCompletion::kEndToEnd);
+
+  // A failed engine's completion: a control receive is released and posted again, unread.
+  void takeUnread(const Completion& c);
 
   Transport& transport_;
   Transfers& transfers_;

@@ -171,7 +171,10 @@ bool Engine::idle() const {
 // rounds stay short (issue 19).
 bool Engine::step(bool light) {
   try {
-    if (handover_.failed()) return false;  // nothing moves any more
+    if (handover_.failed()) {  // nothing moves any more, but its abort notices must go out
+      control_.pollFailed();
+      return false;
+    }
     bool submitted = false;
     if (!light) {
       watchdog();

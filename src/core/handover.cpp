@@ -94,9 +94,12 @@ bool Handover::rest(bool idle, Clock::duration heartbeat, Backoff& backoff, bool
   if (idle || failedNow) {
     if (stopping_) return false;
     auto news = [&] { return !incoming_.empty() || stopping_; };
-    if (failedNow || !beats)
+    // Idle, but heartbeats keep going out. Failed, it still wakes as often: its abort notices
+    // may wait for this rank's progress (a UCX endpoint that never carried anything is wired up
+    // by an exchange both ends must progress), and a notice not delivered is a reason lost.
+    if (!beats)
       wake_.wait(lock, news);
-    else  // idle, but heartbeats keep going out
+    else
       wake_.wait_for(lock, heartbeat, news);
     return true;
   }
