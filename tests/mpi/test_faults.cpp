@@ -231,6 +231,9 @@ TEST(Faults, ReasonOfARankThatDestroysAtOnceReachesIdleRanks) {
 TEST(Faults, PointToPointSizeMismatchFailsBothSides) {
   if (worldSize() < 2) GTEST_SKIP() << "needs 2 ranks";
   Communicator comm = makeComm(10);
+  // Every rank is done creating it (PRIOCCL_CALIBRATE's ops) before rank 1 fails it: a creation
+  // still under way would fail, at 4 ranks, instead of the op below.
+  MPI_Barrier(MPI_COMM_WORLD);
   std::vector<float> buf(4096, 1.0f);
   std::string msg;
   Clock::time_point t = Clock::now();
@@ -262,6 +265,7 @@ TEST_P(PointToPointWholeChunks, MismatchFailsBothSidesPromptly) {
   cfg.timeoutSeconds = 30;
   cfg.chunkBytes = 256 << 10;  // both lengths cut into the same 256 KiB chunks
   Communicator comm = Communicator::world(cfg);
+  MPI_Barrier(MPI_COMM_WORLD);  // every rank done creating it (see above)
   const size_t shortCount = (2 << 20) / sizeof(float), longCount = 2 * shortCount;
   std::vector<float> buf(longCount, 1.0f);
   std::string msg;
