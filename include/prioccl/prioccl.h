@@ -190,6 +190,22 @@ PRIOCCL_API priocclResult_t priocclCommSize(priocclComm_t comm, int* size);
 PRIOCCL_API priocclResult_t priocclCommHostInfo(priocclComm_t comm, int* localRank, int* localSize,
                                                 int* host, int* hosts, int* homogeneous);
 
+/* CUDA streams (docs/usage.md, "Streams"). An op on device buffers starts only after the work this
+ * thread queued on its stream before submitting the op; that wait is on the device, never the
+ * host. The stream is per thread: a cudaStream_t, or NULL (the initial value) for CUDA's legacy
+ * default stream. flags 0: later work on the stream does not wait for the op (wait for its
+ * request, or priocclStreamWaitRequest), so ops submitted one after another still run by
+ * priority. PRIOCCL_STREAM_HOLD: the stream's later work waits, on the device, for each op too
+ * (NCCL's order; ops on one such stream then start one after another). */
+#define PRIOCCL_STREAM_HOLD 1
+PRIOCCL_API priocclResult_t priocclSetStream(void* stream, int flags);
+PRIOCCL_API priocclResult_t priocclGetStream(void** stream, int* flags);
+/* Work queued on `stream` from now on waits, on the device, for the request's op to end (done or
+ * failed: priocclTest/priocclWait say which); returns at once, and the request stays the
+ * caller's. Nothing to wait for where the op has ended. Needs the CUDA driver's
+ * cuStreamWaitValue32 (priocclUnhandledCudaError without it). */
+PRIOCCL_API priocclResult_t priocclStreamWaitRequest(void* stream, priocclRequest_t request);
+
 /* Blocking all-reduce. sendbuf == recvbuf works in place; count == 0 returns at once. */
 PRIOCCL_API priocclResult_t priocclAllReduce(const void* sendbuf, void* recvbuf, size_t count,
                                              priocclDataType_t datatype, priocclRedOp_t op,

@@ -158,6 +158,10 @@ PRIOCCL_API void groupEnd();
 // point-to-point call, which then forgets it; the v-variants and point-to-point ops ignore it.
 PRIOCCL_API void shapeNext(const std::vector<int64_t>& dims);
 
+// The CUDA stream this thread's ops on device buffers are ordered on (priocclSetStream): a
+// cudaStream_t, null for CUDA's legacy default stream; `holds`: PRIOCCL_STREAM_HOLD.
+PRIOCCL_API void setStream(void* stream, bool holds = false);
+
 // Handle on one asynchronous op. Copies share the op; the op itself never depends on the handle
 // staying alive (dropping every handle does not cancel it).
 class PRIOCCL_API Request {
@@ -176,6 +180,9 @@ class PRIOCCL_API Request {
   // driving the communicator's progress (its progress thread, or a thread blocked in wait()).
   // Keep it short: progress stops while it runs.
   void onComplete(Callback cb) const;
+  // Work queued on `stream` (a cudaStream_t; null: the legacy default stream) from now on waits,
+  // on the device, for the op to end (done or failed); never blocks (priocclStreamWaitRequest).
+  void streamWait(void* stream) const;
 
  private:
   friend class detail::CommImpl;

@@ -125,6 +125,8 @@ def _declare(lib):
         "priocclRecvAsync": (R, [v, sz, i, i, i, i, v, c_void_pp]),
         "priocclTest": (R, [v, c_int_p]),
         "priocclWait": (R, [v]),
+        "priocclSetStream": (R, [v, i]),
+        "priocclStreamWaitRequest": (R, [v, v]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/params.h"
 #include "core/op.h"
+#include "device/device_memory.h"
 #include "factory.h"
 
 namespace prioccl {
@@ -572,6 +573,28 @@ priocclResult_t priocclTest(priocclRequest_t request, int* done) {
     *done = 1;
     if (status != priocclSuccess) detail::raise(status, error);
   });
+}
+
+priocclResult_t priocclSetStream(void* stream, int flags) {
+  return guarded(__func__, nullptr, [&] {
+    if (flags & ~PRIOCCL_STREAM_HOLD)
+      detail::fail(priocclInvalidArgument, "flags ", flags,
+                   " has bits other than PRIOCCL_STREAM_HOLD (1)");
+    prioccl::setStream(stream, (flags & PRIOCCL_STREAM_HOLD) != 0);
+  });
+}
+
+priocclResult_t priocclGetStream(void** stream, int* flags) {
+  return guarded(__func__, nullptr, [&] {
+    const device::ThreadStream& s = device::stream();
+    if (stream) *stream = s.stream;
+    if (flags) *flags = s.holds ? PRIOCCL_STREAM_HOLD : 0;
+  });
+}
+
+priocclResult_t priocclStreamWaitRequest(void* stream, priocclRequest_t request) {
+  return guarded(__func__, nullptr,
+                 [&] { requests().get(request, "request", kDeadRequest).streamWait(stream); });
 }
 
 priocclResult_t priocclWait(priocclRequest_t request) {

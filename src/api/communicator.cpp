@@ -16,6 +16,7 @@
 #include "api/device_stager.h"
 #include "api/group.h"
 #include "api/shape.h"
+#include "api/stream_gate.h"
 #include "common/log.h"
 #include "common/params.h"
 #include "core/engine.h"
@@ -29,6 +30,8 @@ namespace prioccl {
 
 // PRIOCCL_CHUNK_BYTES=auto over PRIOCCL_TRANSPORT=nccl (CommImpl).
 constexpr size_t kNcclAutoChunkBytes = 16 << 20;
+// How long destroy waits for ops whose streams have work queued before them (CommImpl::destroy).
+constexpr std::chrono::seconds kStreamDrainLimit{30};
 namespace detail {
 
 uint64_t nextErrorSerial() {
@@ -422,30 +425,51 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   std::shared_ptr<OpState> placeBuffers(OpState& op, const Extents& extents) {
     device::DeviceMemory* memory = device::current();
     if (!memory) return nullptr;
+    // Asked once per buffer (cudaPointerGetAttributes: about a microsecond each).
+    const bool sendUsed = op.send && extents.send > 0, recvUsed = op.recv && extents.recv > 0;
+    const bool sendDev = sendUsed && memory->isDevice(op.send);
+    const bool recvDev =
+        recvUsed && (sendUsed && op.recv == op.send ? sendDev : memory->isDevice(op.recv));
+    // The op's place in the thread's stream (docs/usage.md, "Streams"): after the work queued
+    // there so far; with a holding stream, before the work queued there next.
+    const bool onGpu = sendDev || recvDev;
+    const device::ThreadStream& stream = device::stream();
+    std::shared_ptr<device::StreamFence> fence = onGpu ? memory->fence(stream.stream) : nullptr;
+    op.fence = fence;  // the stream gate's (stream_gate.h); null: nothing to wait for
+    std::shared_ptr<device::StreamHold> held =
+        onGpu && stream.holds ? memory->hold(stream.stream) : nullptr;
+    std::shared_ptr<OpState> user;
     if (deviceCollectives_ && CollectiveRunner::runs(op.kind)) {
-      auto host = [&](const void* p, size_t n) { return p && n > 0 && !memory->isDevice(p); };
-      const char* which = host(op.send, extents.send)   ? "sendbuf"
-                          : host(op.recv, extents.recv) ? "recvbuf"
-                                                        : nullptr;
+      const char* which = sendUsed && !sendDev   ? "sendbuf"
+                          : recvUsed && !recvDev ? "recvbuf"
+                                                 : nullptr;
       if (which)
         fail(priocclInvalidArgument, kindName(op.kind), ": ", which,
              " is host memory, but PRIOCCL_TRANSPORT=nccl runs collectives on the GPU: pass "
              "device buffers (or choose a host transport, which stages device buffers)");
-      return nullptr;
-    }
-    std::shared_ptr<DeviceStager> stager;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
-      if (!stager_) {
-        std::shared_ptr<ProgressGate> gate = engine_->gate();  // outlives the engine
-        stager_ = std::make_shared<DeviceStager>(
-            *memory, config_.chunkBytes, [gate] { withEngine(*gate, [](Engine& e) { e.poke(); }); },
-            [gate] { withEngine(*gate, [](Engine& e) { e.abort(); }); });
+    } else if (onGpu) {
+      std::shared_ptr<DeviceStager> stager;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
+        if (!stager_) {
+          std::shared_ptr<ProgressGate> gate = engine_->gate();  // outlives the engine
+          stager_ = std::make_shared<DeviceStager>(
+              *memory, config_.chunkBytes,
+              [gate] { withEngine(*gate, [](Engine& e) { e.poke(); }); },
+              [gate] { withEngine(*gate, [](Engine& e) { e.abort(); }); });
+        }
+        stager = stager_;
       }
-      stager = stager_;
+      user = stager->stage(op, extents.send, extents.recv, extents.gaps, fence != nullptr);
     }
-    return stager->stage(op, extents.send, extents.recv, extents.gaps);
+    // Registered before the op is submitted: nothing else touches its callbacks yet. (An op that
+    // never reaches the engine releases the stream when its state goes.)
+    if (held)
+      (user ? *user : op).callbacks.push_back([held](priocclResult_t, const std::string&) {
+        held->release();
+      });
+    return user;
   }
 
   // A send (buf read) or receive (buf written) of `count` elements with `peer`.
@@ -514,15 +538,38 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   // for the group's end.
   void submitOrDefer(const std::shared_ptr<OpState>& state, bool callerWaits) {
     if (!group::active()) {
-      engine_->submit(state, callerWaits);
+      handOver(state, callerWaits);
       return;
     }
     group::defer(engine_.get(), state,
                  [self = shared_from_this()](std::vector<std::shared_ptr<OpState>>& ops) {
                    std::lock_guard<std::mutex> lock(self->mutex_);
                    if (!self->engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
-                   for (auto& op : ops) self->engine_->submit(op, false);
+                   for (auto& op : ops) self->handOver(op, false);
                  });
+  }
+
+  // Under mutex_, with an engine: `op` to the engine now, or to the stream gate, which hands it
+  // over once its stream (and every op before it in the gate) is ready.
+  void handOver(const std::shared_ptr<OpState>& op, bool callerWaits) {
+    if (!streamGate_->admit(op)) return;
+    op->fence.reset();  // its event goes back to the pool
+    if (op->staging && stager_) stager_->begin(*op);
+    engine_->submit(op, callerWaits);
+  }
+
+  // The stream gate's thread: an op whose stream is ready.
+  void handOverWaiting(const std::shared_ptr<OpState>& op) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!streamGate_->take(op)) return;  // failed meanwhile
+    try {
+      if (!engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
+      op->fence.reset();
+      if (op->staging && stager_) stager_->begin(*op);
+      engine_->submit(op, false);
+    } catch (const Error& e) {
+      op->finish(e.code(), concat(kindName(op->kind), ": ", e.what()));
+    }
   }
 
   priocclCounters_t counters() {
@@ -532,11 +579,22 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   }
 
   void abort() {
+    streamGate_->failAll(priocclInvalidUsage,
+                         "the communicator was aborted while the op waited for its stream");
     std::lock_guard<std::mutex> lock(mutex_);  // keeps the engine alive meanwhile
     if (engine_) engine_->abort();
   }
 
   void destroy() {
+    // Ops still waiting for their streams go in first (destroy finishes every pending op), unless
+    // a stream never gets there: then they fail, naming the wait.
+    if (!destroyed() && !streamGate_->drain(kStreamDrainLimit))
+      streamGate_->failAll(
+          priocclInvalidUsage,
+          concat("the communicator was destroyed while the op waited for the work "
+                 "queued on its stream before it, unfinished after ",
+                 std::chrono::duration_cast<std::chrono::seconds>(kStreamDrainLimit).count(),
+                 " s"));
     std::unique_ptr<Engine> engine;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -748,6 +806,9 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   std::unique_ptr<Engine> engine_;
   std::shared_ptr<DeviceStager> stager_;  // made with the first op on device buffers
   std::atomic<bool> destroyed_{false};    // engine_ is gone
+  // Last: destroyed first, its thread stopped while the members it reaches are still there.
+  std::unique_ptr<StreamGate> streamGate_ = std::make_unique<StreamGate>(
+      [this](const std::shared_ptr<OpState>& op) { handOverWaiting(op); });
 };
 
 }  // namespace detail
@@ -803,6 +864,17 @@ void Request::onComplete(Callback cb) const {
   cb(s.result, s.error);
 }
 
+void Request::streamWait(void* stream) const {
+  detail::OpState& s = stateOf(state_);
+  if (s.done.load(std::memory_order_acquire)) return;
+  device::DeviceMemory* memory = device::current();
+  if (!memory)
+    fail(priocclInvalidUsage,
+         "streamWait: no CUDA in this process (no stream can wait: wait for the request)");
+  std::shared_ptr<device::StreamHold> held = memory->hold(stream);
+  onComplete([held](priocclResult_t, const std::string&) { held->release(); });
+}
+
 // ---- Communicator ----
 
 Communicator Communicator::world(const Config& config) {
@@ -818,6 +890,10 @@ void shapeNext(const std::vector<int64_t>& dims) {
   if (dims.size() > static_cast<size_t>(INT32_MAX))
     detail::fail(priocclInvalidArgument, "shape: ", dims.size(), " dimensions");
   detail::shape::setNext(dims.data(), static_cast<int>(dims.size()));
+}
+
+void setStream(void* stream, bool holds) {
+  device::setStream({stream, holds});
 }
 
 void groupStart() {

@@ -106,6 +106,7 @@ struct DeviceStager::Staged final : Staging, std::enable_shared_from_this<Staged
 
   std::shared_ptr<Core> core;
   std::shared_ptr<OpState> user;  // what the caller's Request follows
+  bool deferred = false;          // its stream was busy: copied in from begin()
   OpState::Kind kind = OpState::Kind::kAllReduce;
   int priority = 0;
   uint64_t order = 0;
@@ -179,7 +180,7 @@ bool DeviceStager::Staged::copyIn(size_t limit) {
     if (cursor < at + seg.bytes && limit > 0) {
       const size_t from = cursor - at, n = std::min(seg.bytes - from, limit);
       try {
-        core->memory.copy(seg.host + from, seg.device + from, n);
+        core->memory.stageCopy(seg.host + from, seg.device + from, n);
       } catch (const Error& e) {
         copyCode = e.code();
         copyError =
@@ -214,7 +215,7 @@ void DeviceStager::Core::run(Task& t) {
     case What::kCopyOut:
       if (s.copyCode != priocclSuccess) return;
       try {
-        memory.copy(s.deviceRecv + t.offset, s.hostRecv + t.offset, t.bytes);
+        memory.stageCopy(s.deviceRecv + t.offset, s.hostRecv + t.offset, t.bytes);
       } catch (const Error& e) {
         s.copyCode = e.code();
         s.copyError =
@@ -278,7 +279,7 @@ DeviceStager::~DeviceStager() {
 }
 
 std::shared_ptr<OpState> DeviceStager::stage(OpState& op, size_t sendBytes, size_t recvBytes,
-                                             bool keepRecv) {
+                                             bool keepRecv, bool streamBusy) {
   Core& core = *core_;
   auto onDevice = [&](const void* p, size_t n) { return p && n > 0 && core.memory.isDevice(p); };
   const bool sendDev = onDevice(op.send, sendBytes), recvDev = onDevice(op.recv, recvBytes);
@@ -320,8 +321,9 @@ std::shared_ptr<OpState> DeviceStager::stage(OpState& op, size_t sendBytes, size
   s->hostRecv = static_cast<const unsigned char*>(op.recv);
   s->recvBytes = s->deviceRecv ? recvBytes : 0;
   // A small input now, on this thread; a large one by the worker, piece by piece, while the op
-  // runs.
-  const bool now = s->inTotal <= core.syncBytes;
+  // runs; either only once the user's stream is done with the work before the op (begin()).
+  s->deferred = streamBusy;
+  const bool now = !streamBusy && s->inTotal <= core.syncBytes;
   if (now && !s->copyIn(s->inTotal)) fail(s->copyCode, s->copyError);
   s->user = std::make_shared<OpState>();
   s->user->kind = op.kind;
@@ -341,13 +343,23 @@ std::shared_ptr<OpState> DeviceStager::stage(OpState& op, size_t sendBytes, size
     t.error = error;
     s->core->enqueue(std::move(t));
   });
-  if (!now) {
+  if (!now && !streamBusy) {
     Core::Task t;
     t.what = Core::What::kCopyIn;
     t.op = s;
     core.enqueue(std::move(t));
   }
   return s->user;
+}
+
+void DeviceStager::begin(OpState& op) {
+  auto* s = dynamic_cast<Staged*>(op.staging.get());
+  if (!s || !s->deferred) return;
+  s->deferred = false;
+  Core::Task t;
+  t.what = Core::What::kCopyIn;
+  t.op = s->shared_from_this();
+  core_->enqueue(std::move(t));
 }
 
 }  // namespace prioccl::detail

@@ -7,10 +7,11 @@
 // chunk's (or collective launch's) result is copied back at once (the kinds cut into slices of
 // elements: OpState::sliced; the others' results go back when the op ends). Ops up to `syncBytes`
 // are copied in on the caller's thread instead, before submission: a worker's round trip would cost
-// a small op more than its copy. The worker takes the most urgent op's copies first, and completes
-// the caller's request once the result is back, so the progress thread never waits for a device. A
-// failed op copies nothing more back (chunks that finished before the failure are back, as a host
-// buffer holds them).
+// a small op more than its copy. An op whose stream still has work queued before it is copied
+// in only once that work is done (begin(), from the stream gate). The worker takes the most urgent
+// op's copies first, and completes the caller's request once the result is back, so the progress
+// thread never waits for a device. A failed op copies nothing more back (chunks that finished
+// before the failure are back, as a host buffer holds them).
 //
 // Reductions run on the host, on the staged data (docs/architecture.md, "Device buffers").
 #pragma once
@@ -44,7 +45,13 @@ class DeviceStager {
   // caller's Request must follow, completed once the result is back on the device; `op` itself
   // goes to the engine as before. Null when nothing is on a device. `keepRecv`: the receive
   // buffer is not written whole (gaps between v-variant blocks): it is copied in as well.
-  std::shared_ptr<OpState> stage(OpState& op, size_t sendBytes, size_t recvBytes, bool keepRecv);
+  // `streamBusy`: the user's stream still has work queued before the op (its fence, OpState::fence,
+  // is not ready): nothing is copied in until begin().
+  std::shared_ptr<OpState> stage(OpState& op, size_t sendBytes, size_t recvBytes, bool keepRecv,
+                                 bool streamBusy);
+  // The op's stream is done with the work before it (api/stream_gate.h): a staged op held back by
+  // stage()'s `streamBusy` starts copying its input in. Nothing for other ops.
+  void begin(OpState& op);
 
   // The engine has stopped; `transportStopped`: its transport promised that no transfer still
   // touches a buffer (Transport::quiesce). Only then are failed ops' blocks freed at the end

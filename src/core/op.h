@@ -40,6 +40,11 @@ class ErrorLog {
 };
 
 struct ProgressGate;
+}  // namespace prioccl::detail
+namespace prioccl::device {
+class StreamFence;  // device/device_memory.h
+}  // namespace prioccl::device
+namespace prioccl::detail {
 
 // An op whose device buffers run on host copies (api/device_stager.h): its input arrives in the
 // host copy in order while the op may already run, and finished parts of its result may go back
@@ -127,6 +132,9 @@ struct OpState : std::enable_shared_from_this<OpState> {
   std::vector<unsigned char> standInBuffer;  // lets a thread blocked in wait() drive the engine
   // Set when the op's buffers are host copies of device buffers (null: the user's own buffers).
   std::shared_ptr<Staging> staging;
+  // Set when the op's buffers are device memory and the user's stream still had work queued
+  // before the op at submission: the op enters the engine once that is done (api/stream_gate.h).
+  std::shared_ptr<device::StreamFence> fence;
   // Whether an op cut into chunks of elements reads and writes only its chunk's elements of
   // send and recv (so a staged op's chunks may start and end one by one).
   bool sliced() const {

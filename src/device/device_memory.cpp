@@ -83,6 +83,17 @@ void copyAny(void* dst, const void* src, size_t bytes) {
     std::memcpy(dst, src, bytes);
 }
 
+namespace {
+thread_local ThreadStream t_stream;
+}
+
+void setStream(const ThreadStream& s) {
+  t_stream = s;
+}
+const ThreadStream& stream() {
+  return t_stream;
+}
+
 void setForTesting(DeviceMemory* memory) {
   g_testing.store(memory, std::memory_order_release);
 }

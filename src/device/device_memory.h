@@ -5,9 +5,40 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <utility>
 
 namespace prioccl::device {
+
+// An op's place in a user's device stream (docs/usage.md, "Streams"): made on the submitting
+// thread when the op's buffers are device memory; it is ready once the work queued on the stream
+// before the op has finished, and only then does the op enter the engine (api/stream_gate.h).
+class StreamFence {
+ public:
+  virtual ~StreamFence() = default;
+  // Whether that work has finished (never blocks; an error of the device counts as finished, and
+  // the op's copies or launches report it).
+  virtual bool ready() = 0;
+};
+
+// A user's stream held, on the device, until release(): the stream's work queued after the hold
+// waits for an op's end (NCCL's order for later work). Released whether the op succeeded or
+// failed, so that a stream never stays stuck; idempotent, any thread; the destructor releases.
+class StreamHold {
+ public:
+  virtual ~StreamHold() = default;
+  virtual void release() noexcept = 0;
+};
+
+// The stream the calling thread's device-buffer ops are ordered on (priocclSetStream): a
+// cudaStream_t, null for CUDA's legacy default stream (the initial value, per thread); `holds`:
+// the stream's later work waits for each op too (NCCL's semantics; ops on it then run in turn).
+struct ThreadStream {
+  void* stream = nullptr;
+  bool holds = false;
+};
+void setStream(const ThreadStream& s);
+const ThreadStream& stream();
 
 class DeviceMemory {
  public:
@@ -27,6 +58,15 @@ class DeviceMemory {
   // the copy is ordered after work queued on the device before it (CUDA: the calling thread's
   // default stream). Throws prioccl errors.
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  // As copy, on prioccl's own stream, ordered after nothing the user queued: the staging of an op
+  // whose StreamFence the caller has waited for. (Ordered after the user's default stream, the
+  // copy would wait for the very op it stages where that stream waits for the op.)
+  virtual void stageCopy(void* dst, const void* src, size_t bytes) = 0;
+  // The fence of an op submitted now on `stream` (a cudaStream_t; null: the legacy default
+  // stream); null when the stream has nothing left to run. Throws prioccl errors naming the call.
+  virtual std::shared_ptr<StreamFence> fence(void* stream) = 0;
+  // Holds `stream` from now until the result's release(). Throws prioccl errors naming the call.
+  virtual std::shared_ptr<StreamHold> hold(void* stream) = 0;
 };
 
 // The device memory this process can have: null while no GPU driver is loaded in it (then no

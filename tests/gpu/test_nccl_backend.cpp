@@ -9,6 +9,7 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -140,6 +141,74 @@ int main(int argc, char** argv) {
     comm.reduceScatterAsync(da, dpart, 16, priocclInt32, priocclSum, 0).wait();
     expect(back(dpart, 16) == std::vector<int32_t>(16, size * rank), "reduce-scatter");
     comm.barrier();
+    // Stream order (docs/usage.md, "Streams"), no host synchronisation anywhere: on a stream of
+    // the test's, a host function holds the stream back 100 ms, then a copy writes the op's input;
+    // the all-reduce is submitted right after with PRIOCCL_STREAM_HOLD, and a copy of its result
+    // is queued behind it. The op must reduce the late input (it enters the engine once the
+    // stream's event completed), and the copy must read the final result (the stream waits for
+    // the op). Then the same with streamWait on the request instead of the hold.
+    {
+      cudaStream_t s = nullptr;
+      expect(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess,
+             "cudaStreamCreateWithFlags");
+      const size_t m = 1 << 20;
+      std::vector<int32_t> late(m), want(m);
+      for (size_t i = 0; i < m; ++i) late[i] = static_cast<int32_t>((i * 5 + rank) % 1000);
+      MPI_Allreduce(late.data(), want.data(), static_cast<int>(m), MPI_INT32_T, MPI_SUM,
+                    MPI_COMM_WORLD);
+      void *pinIn = nullptr, *pinOut = nullptr;
+      expect(cudaMallocHost(&pinIn, m * 4) == cudaSuccess &&
+                 cudaMallocHost(&pinOut, m * 4) == cudaSuccess,
+             "cudaMallocHost");
+      std::memcpy(pinIn, late.data(), m * 4);
+      int32_t* din = device(std::vector<int32_t>(m, -7));
+      int32_t* dout = device(std::vector<int32_t>(m, 0));
+      auto sleep100ms = [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(100)); };
+      for (int variant = 0; variant < 2; ++variant) {
+        const char* how = variant == 0 ? "PRIOCCL_STREAM_HOLD" : "streamWait";
+        cudaMemset(din, 0xff, m * 4);
+        cudaMemset(dout, 0, m * 4);
+        cudaDeviceSynchronize();
+        std::memset(pinOut, 0, m * 4);
+        expect(cudaLaunchHostFunc(s, sleep100ms, nullptr) == cudaSuccess, "cudaLaunchHostFunc");
+        cudaMemcpyAsync(din, pinIn, m * 4, cudaMemcpyHostToDevice, s);
+        prioccl::setStream(s, variant == 0);
+        auto op = comm.allReduceAsync(din, dout, m, priocclInt32, priocclSum, 0);
+        prioccl::setStream(nullptr);
+        if (variant == 1) op.streamWait(s);
+        cudaMemcpyAsync(pinOut, dout, m * 4, cudaMemcpyDeviceToHost, s);
+        expect(cudaStreamSynchronize(s) == cudaSuccess, "cudaStreamSynchronize");
+        expect(std::memcmp(pinOut, want.data(), m * 4) == 0,
+               std::string("stream order (") + how +
+                   "): the op read its input before the stream wrote it, or the stream read the "
+                   "result before the op wrote it");
+        op.wait();
+        expect(back(dout, m) == want, std::string("stream order (") + how + "): the result");
+      }
+      // A held stream and priorities: an urgent op submitted after a bulk one on the same held
+      // stream needs the bulk op's end before its input is ready; both must finish, right.
+      {
+        int32_t* dbulk = device(late);
+        int32_t* durgent = device(std::vector<int32_t>(64, rank + 1));
+        prioccl::setStream(s, true);
+        auto bulk = comm.allReduceAsync(dbulk, dbulk, m, priocclInt32, priocclSum, 5);
+        auto urgent = comm.allReduceAsync(durgent, durgent, 64, priocclInt32, priocclSum, 0);
+        prioccl::setStream(nullptr);
+        urgent.wait();
+        bulk.wait();
+        expect(back(dbulk, m) == want, "held stream: the bulk op's result");
+        expect(back(durgent, 64) == std::vector<int32_t>(64, size * (size + 1) / 2),
+               "held stream: the urgent op's result");
+        cudaStreamSynchronize(s);
+        cudaFree(dbulk);
+        cudaFree(durgent);
+      }
+      cudaFree(din);
+      cudaFree(dout);
+      cudaFreeHost(pinIn);
+      cudaFreeHost(pinOut);
+      cudaStreamDestroy(s);
+    }
     // An urgent op (256 KiB, priority -1) under a 64 MiB one (priority 100), both right; under
     // priority scheduling the urgent op finishes first on every rank, under FIFO last on every
     // rank. The order is read when the urgent op ends, on the thread that ends it (its completion

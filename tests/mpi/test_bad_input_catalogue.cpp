@@ -830,6 +830,21 @@ TEST_F(Catalogue, TestAndWait) {
   EXPECT_EQ(priocclWait(live), priocclSuccess);
   BAD_CASE(priocclWait(live), priocclInvalidUsage, "request");  // already released
   BAD_CASE(priocclTest(live, &done), priocclInvalidUsage, "request");
+  BAD_CASE(priocclStreamWaitRequest(nullptr, nullptr), priocclInvalidArgument, "request");
+  BAD_CASE(priocclStreamWaitRequest(nullptr, notRequest), priocclInvalidUsage, "request");
+  BAD_CASE(priocclStreamWaitRequest(nullptr, live), priocclInvalidUsage, "request");
+}
+
+// ---- Streams ----------------------------------------------------------------------------------
+
+TEST_F(Catalogue, Streams) {
+  BAD_CASE(priocclSetStream(nullptr, 2), priocclInvalidArgument, "flags");
+  BAD_CASE(priocclSetStream(nullptr, -1), priocclInvalidArgument, "flags");
+  ACCEPTED_CASE(priocclSetStream(nullptr, PRIOCCL_STREAM_HOLD));
+  int flags = -1;
+  ACCEPTED_CASE(priocclGetStream(nullptr, &flags));
+  EXPECT_EQ(flags, PRIOCCL_STREAM_HOLD);
+  ACCEPTED_CASE(priocclSetStream(nullptr, 0));
 }
 
 // ---- Training modes: LaggedAllReduce --------------------------------------------------------

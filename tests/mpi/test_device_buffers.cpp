@@ -12,10 +12,15 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -51,6 +56,113 @@ class TestDevice {
   virtual std::vector<unsigned char> download(const void* p, size_t bytes) = 0;
   // The library's copies so far, or -1 where they cannot be counted (a real device).
   virtual int64_t libraryCopies() const { return -1; }
+  // Streams (priocclSetStream): a stream of the test's own, and work queued on it: a write of
+  // `bytes` to p that lands only ~100 ms later (the kernel computing an op's input), and a read of
+  // p's bytes (the kernel using an op's result) that `sync` hands back once the stream got there.
+  virtual void* newStream() = 0;
+  virtual void writeLater(void* stream, unsigned char* p,
+                          const std::vector<unsigned char>& bytes) = 0;
+  virtual void readLater(void* stream, const unsigned char* p, size_t bytes) = 0;
+  // Waits for everything queued on the stream; returns what its reads read, in order.
+  virtual std::vector<std::vector<unsigned char>> sync(void* stream) = 0;
+};
+
+// The fake device's stream: a thread that runs the work queued on it in order, as a CUDA stream
+// runs its kernels; the library's fences and holds (device_memory.h) are work on it too.
+class FakeStream {
+ public:
+  FakeStream() : thread_([this] { run(); }) {}
+  ~FakeStream() {
+    enqueue(nullptr);
+    thread_.join();
+  }
+  void enqueue(std::function<void()> f) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    work_.push_back(std::move(f));
+    cv_.notify_all();
+  }
+  bool idle() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return work_.empty() && !running_;
+  }
+  void sync() {
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    enqueue([done] { *done = true; });
+    while (!*done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::vector<std::vector<unsigned char>> reads;  // readLater's, taken by the test after sync
+
+ private:
+  void run() {
+    for (;;) {
+      std::function<void()> f;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [&] { return !work_.empty(); });
+        f = std::move(work_.front());
+        work_.pop_front();
+        running_ = true;
+      }
+      if (!f) return;
+      f();
+      std::lock_guard<std::mutex> lock(mutex_);
+      running_ = false;
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> work_;
+  bool running_ = false;
+  std::thread thread_;
+};
+
+// A flag work on a fake stream sets, and others wait for.
+struct FakeSignal {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool set = false;
+  void raise() {
+    std::lock_guard<std::mutex> lock(mutex);
+    set = true;
+    cv.notify_all();
+  }
+  bool isSet() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return set;
+  }
+  void wait() {
+    std::unique_lock<std::mutex> lock(mutex);
+    cv.wait(lock, [&] { return set; });
+  }
+};
+
+class FakeFence final : public prioccl::device::StreamFence {
+ public:
+  explicit FakeFence(FakeStream& s) : signal_(std::make_shared<FakeSignal>()) {
+    s.enqueue([signal = signal_] { signal->raise(); });
+  }
+  bool ready() override { return signal_->isSet(); }
+
+ private:
+  std::shared_ptr<FakeSignal> signal_;
+};
+
+class FakeHold final : public prioccl::device::StreamHold {
+ public:
+  FakeHold(FakeStream& s, std::atomic<int>& releases)
+      : signal_(std::make_shared<FakeSignal>()), releases_(releases) {
+    s.enqueue([signal = signal_] { signal->wait(); });
+  }
+  ~FakeHold() override { release(); }
+  void release() noexcept override {
+    if (signal_->isSet()) return;
+    ++releases_;
+    signal_->raise();
+  }
+
+ private:
+  std::shared_ptr<FakeSignal> signal_;
+  std::atomic<int>& releases_;
 };
 
 class FakeDevice final : public prioccl::device::DeviceMemory, public TestDevice {
@@ -86,6 +198,39 @@ class FakeDevice final : public prioccl::device::DeviceMemory, public TestDevice
     if (delayUs > 0) std::this_thread::sleep_for(std::chrono::microseconds(delayUs.load()));
     std::memmove(host(dst), host(src), bytes);
   }
+  void stageCopy(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
+  std::shared_ptr<prioccl::device::StreamFence> fence(void* stream) override {
+    FakeStream& s = streamOf(stream);
+    if (s.idle()) return nullptr;  // as CUDA's: nothing to wait for
+    ++fencesMade;
+    return std::make_shared<FakeFence>(s);
+  }
+  std::shared_ptr<prioccl::device::StreamHold> hold(void* stream) override {
+    ++holdsMade;
+    return std::make_shared<FakeHold>(streamOf(stream), holdsReleased);
+  }
+
+  void* newStream() override {
+    std::lock_guard<std::mutex> lock(streamsMutex_);
+    streams_.push_back(std::make_unique<FakeStream>());
+    return streams_.back().get();
+  }
+  void writeLater(void* stream, unsigned char* p,
+                  const std::vector<unsigned char>& bytes) override {
+    streamOf(stream).enqueue([this, p, bytes] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      std::memcpy(host(p), bytes.data(), bytes.size());
+    });
+  }
+  void readLater(void* stream, const unsigned char* p, size_t bytes) override {
+    FakeStream& s = streamOf(stream);
+    s.enqueue([this, &s, p, bytes] { s.reads.push_back(download(p, bytes)); });
+  }
+  std::vector<std::vector<unsigned char>> sync(void* stream) override {
+    FakeStream& s = streamOf(stream);
+    s.sync();
+    return std::move(s.reads);
+  }
 
   int64_t libraryCopies() const override { return static_cast<int64_t>(copies.load()); }
   // The test's own allocations: 256-byte aligned, freed all at once.
@@ -108,8 +253,20 @@ class FakeDevice final : public prioccl::device::DeviceMemory, public TestDevice
 
   std::atomic<uint64_t> copies{0}, copiesIn{0}, hostAllocs{0};
   std::atomic<int> delayUs{0};  // each copy takes this much longer (a slow link to the device)
+  std::atomic<int> holdsMade{0}, holdsReleased{0}, fencesMade{0};
 
  private:
+  // Null: the legacy default stream (one per fake device).
+  FakeStream& streamOf(void* stream) {
+    if (stream) return *static_cast<FakeStream*>(stream);
+    std::lock_guard<std::mutex> lock(streamsMutex_);
+    if (!legacy_) legacy_ = std::make_unique<FakeStream>();
+    return *legacy_;
+  }
+  std::mutex streamsMutex_;
+  std::unique_ptr<FakeStream> legacy_;
+  std::vector<std::unique_ptr<FakeStream>> streams_;
+
   void* host(void* p) {
     return isDevice(p) ? store_ + (static_cast<unsigned char*>(p) - base_) : p;
   }
@@ -145,8 +302,47 @@ class CudaDevice final : public TestDevice {
     return h;
   }
 
+  void* newStream() override {
+    cudaStream_t s = nullptr;
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) std::abort();
+    return s;  // kept: a test makes a few
+  }
+  // A host function that sleeps holds the stream back, as a long kernel would; the copy after it
+  // is the "kernel" writing the op's input.
+  void writeLater(void* stream, unsigned char* p,
+                  const std::vector<unsigned char>& bytes) override {
+    auto s = static_cast<cudaStream_t>(stream);
+    unsigned char* staged = pinned(bytes.size());
+    std::memcpy(staged, bytes.data(), bytes.size());
+    if (cudaLaunchHostFunc(
+            s, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(100)); },
+            nullptr) != cudaSuccess ||
+        cudaMemcpyAsync(p, staged, bytes.size(), cudaMemcpyHostToDevice, s) != cudaSuccess)
+      std::abort();
+  }
+  void readLater(void* stream, const unsigned char* p, size_t bytes) override {
+    unsigned char* out = pinned(bytes);
+    reads_[stream].push_back({out, bytes});
+    if (cudaMemcpyAsync(out, p, bytes, cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream)) !=
+        cudaSuccess)
+      std::abort();
+  }
+  std::vector<std::vector<unsigned char>> sync(void* stream) override {
+    if (cudaStreamSynchronize(static_cast<cudaStream_t>(stream)) != cudaSuccess) std::abort();
+    std::vector<std::vector<unsigned char>> got;
+    for (auto& [p, n] : reads_[stream]) got.emplace_back(p, p + n);
+    reads_.erase(stream);
+    return got;
+  }
+
  private:
+  unsigned char* pinned(size_t bytes) {
+    void* p = nullptr;
+    if (cudaMallocHost(&p, std::max<size_t>(bytes, 1)) != cudaSuccess) std::abort();
+    return static_cast<unsigned char*>(p);  // kept to the end: a stream may still use it
+  }
   std::vector<void*> blocks_;
+  std::map<void*, std::vector<std::pair<unsigned char*, size_t>>> reads_;
 };
 
 // Why this rank cannot use a GPU ("" when it can, its device then chosen).
@@ -515,6 +711,149 @@ TEST_F(DeviceBuffers, LaggedModeOnDeviceBuffers) {
   }
   EXPECT_TRUE(lagged.flush(out));
   EXPECT_EQ(g_device->download(out, count * 4), bytes(sum(3)));
+}
+
+// Stream order (docs/usage.md, "Streams"), the input side: an op starts only after the work queued
+// on the thread's stream before it. The "kernel" writing the input lands 100 ms after the op is
+// submitted; an op that copied its input at once would reduce the stale bytes. Small ops (copied
+// on the caller's thread otherwise) and large ones (by the staging worker).
+TEST_F(DeviceBuffers, OpStartsAfterTheStreamsEarlierWork) {
+  const int r = worldRank();
+  void* stream = g_device->newStream();
+  for (size_t count : {size_t{100}, size_t{600000} / kSanitizerShrink}) {
+    SCOPED_TRACE("count " + std::to_string(count));
+    auto real = bytesOf(1800 + r, count * 4), stale = bytesOf(1900 + r, count * 4);
+    std::vector<unsigned char> expect(count * 4);
+    comm_->allReduceAsync(real.data(), expect.data(), count, priocclInt32, priocclSum, 0).wait();
+    unsigned char* dSend = g_device->upload(stale);
+    unsigned char* dRecv = g_device->alloc(count * 4);
+    g_device->writeLater(stream, dSend, real);
+    prioccl::setStream(stream);
+    Request req = comm_->allReduceAsync(dSend, dRecv, count, priocclInt32, priocclSum, 0);
+    prioccl::setStream(nullptr);
+    req.wait();
+    EXPECT_EQ(g_device->download(dRecv, count * 4), expect);
+    g_device->sync(stream);
+  }
+}
+
+// The output side: with PRIOCCL_STREAM_HOLD (and with streamWait on a request), work queued on
+// the stream after the op waits for it, so a "kernel" reading the result right after the
+// submission reads the final bytes; a failed op releases the stream as well.
+TEST_F(DeviceBuffers, HeldStreamWaitsForTheResult) {
+  const int r = worldRank();
+  const size_t count = 300000 / kSanitizerShrink;
+  auto send = bytesOf(2000 + r, count * 4);
+  std::vector<unsigned char> expect(count * 4);
+  comm_->allReduceAsync(send.data(), expect.data(), count, priocclUint32, priocclSum, 0).wait();
+  void* stream = g_device->newStream();
+  const int madeBefore = g_fake ? g_fake->holdsMade.load() : 0;
+  const int releasedBefore = g_fake ? g_fake->holdsReleased.load() : 0;
+
+  unsigned char* dSend = g_device->upload(send);
+  unsigned char* dRecv = g_device->upload(std::vector<unsigned char>(count * 4, 0));
+  prioccl::setStream(stream, true);
+  Request held = comm_->allReduceAsync(dSend, dRecv, count, priocclUint32, priocclSum, 0);
+  prioccl::setStream(nullptr);
+  g_device->readLater(stream, dRecv, count * 4);
+  std::vector<std::vector<unsigned char>> reads = g_device->sync(stream);  // never before the op
+  ASSERT_EQ(reads.size(), 1u);
+  EXPECT_EQ(reads[0], expect) << "work queued after the op ran before its result was back";
+  held.wait();
+
+  unsigned char* dRecv2 = g_device->upload(std::vector<unsigned char>(count * 4, 0));
+  Request later = comm_->allReduceAsync(dSend, dRecv2, count, priocclUint32, priocclSum, 0);
+  later.streamWait(stream);
+  g_device->readLater(stream, dRecv2, count * 4);
+  reads = g_device->sync(stream);
+  ASSERT_EQ(reads.size(), 1u);
+  EXPECT_EQ(reads[0], expect) << "streamWait: the stream ran ahead of the op";
+  later.wait();
+
+  if (worldSize() >= 2) {  // a shape mismatch fails the op on every rank: the stream goes on
+    prioccl::setStream(stream, true);
+    prioccl::shapeNext(r == 0 ? std::vector<int64_t>{2, 3} : std::vector<int64_t>{3, 2});
+    Request failed = comm_->allReduceAsync(dSend, dRecv, 6, priocclFloat32, priocclSum, 0);
+    prioccl::setStream(nullptr);
+    EXPECT_THROW(failed.wait(), prioccl::Error);
+    g_device->sync(stream);  // would hang if the failed op kept the stream
+  }
+  if (g_fake) {  // streamWait holds nothing where the op has ended already
+    const int made = g_fake->holdsMade.load() - madeBefore;
+    EXPECT_GE(made, worldSize() >= 2 ? 2 : 1);
+    EXPECT_EQ(g_fake->holdsReleased.load() - releasedBefore, made);
+  }
+}
+
+// Ops reach the engine in submission order though one waits for its stream: on rank 0 an op
+// whose stream is busy for 100 ms, then an unnamed op on host buffers submitted at once (the other
+// ranks' streams are idle). Unnamed ops match by order: were the host op handed over first on
+// rank 0, it would meet the other ranks' device op (a mismatch of counts, or wrong sums).
+TEST_F(DeviceBuffers, OpsBehindABusyStreamKeepTheirOrder) {
+  const int r = worldRank();
+  const size_t count = 1000, other = 37;
+  void* stream = g_device->newStream();
+  auto real = bytesOf(2100 + r, count * 4);
+  auto host = bytesOf(2200 + r, other * 8);
+  std::vector<unsigned char> expect(count * 4), expectHost(other * 8), gotHost(other * 8);
+  comm_->allReduceAsync(real.data(), expect.data(), count, priocclInt32, priocclSum, 0).wait();
+  comm_->allReduceAsync(host.data(), expectHost.data(), other, priocclInt64, priocclMax, 0).wait();
+  unsigned char* d = g_device->upload(r == 0 ? std::vector<unsigned char>(count * 4, 0) : real);
+  if (r == 0) g_device->writeLater(stream, d, real);
+  prioccl::setStream(stream);
+  Request dev = comm_->allReduceAsync(d, d, count, priocclInt32, priocclSum, 0);
+  prioccl::setStream(nullptr);
+  Request onHost =
+      comm_->allReduceAsync(host.data(), gotHost.data(), other, priocclInt64, priocclMax, 0);
+  dev.wait();
+  onHost.wait();
+  EXPECT_EQ(g_device->download(d, count * 4), expect);
+  EXPECT_EQ(gotHost, expectHost);
+  g_device->sync(stream);
+}
+
+// A held stream and priorities: a bulk op holds the stream, and an urgent op submitted after it
+// on the same stream needs the bulk op's end before its input is ready. Both must finish: the
+// urgent op enters the engine only once its input is ready, so nothing waits for an op planned
+// after it (a wait on the device, or a staging copy blocking on the stream, would deadlock).
+TEST_F(DeviceBuffers, UrgentOpBehindAHeldStreamFinishes) {
+  const int r = worldRank();
+  const size_t big = 400000 / kSanitizerShrink, small = 100;
+  void* stream = g_device->newStream();
+  auto a = bytesOf(2300 + r, big * 4), b = bytesOf(2400 + r, small * 4);
+  std::vector<unsigned char> ea(big * 4), eb(small * 4);
+  comm_->allReduceAsync(a.data(), ea.data(), big, priocclUint32, priocclSum, 5).wait();
+  comm_->allReduceAsync(b.data(), eb.data(), small, priocclUint32, priocclSum, 0).wait();
+  unsigned char *da = g_device->upload(a), *db = g_device->upload(b);
+  if (g_fake) g_fake->delayUs = 2000;  // the bulk op's copies take a while
+  prioccl::setStream(stream, true);
+  Request bulk = comm_->allReduceAsync(da, da, big, priocclUint32, priocclSum, 5);
+  Request urgent = comm_->allReduceAsync(db, db, small, priocclUint32, priocclSum, 0);
+  prioccl::setStream(nullptr);
+  urgent.wait();
+  bulk.wait();
+  if (g_fake) g_fake->delayUs = 0;
+  EXPECT_EQ(g_device->download(da, big * 4), ea);
+  EXPECT_EQ(g_device->download(db, small * 4), eb);
+  g_device->sync(stream);
+}
+
+// The thread's stream through the C ABI: set, read back, refused flags.
+TEST_F(DeviceBuffers, StreamSettingThroughTheCAbi) {
+  void* stream = g_device->newStream();
+  ASSERT_EQ(priocclSetStream(stream, PRIOCCL_STREAM_HOLD), priocclSuccess);
+  void* got = nullptr;
+  int flags = -1;
+  ASSERT_EQ(priocclGetStream(&got, &flags), priocclSuccess);
+  EXPECT_EQ(got, stream);
+  EXPECT_EQ(flags, PRIOCCL_STREAM_HOLD);
+  EXPECT_EQ(priocclSetStream(nullptr, 4), priocclInvalidArgument);
+  ASSERT_EQ(priocclGetStream(&got, &flags), priocclSuccess);  // unchanged by the refusal
+  EXPECT_EQ(got, stream);
+  ASSERT_EQ(priocclSetStream(nullptr, 0), priocclSuccess);
+  ASSERT_EQ(priocclGetStream(&got, &flags), priocclSuccess);
+  EXPECT_EQ(got, nullptr);
+  EXPECT_EQ(flags, 0);
 }
 
 // The other training modes compute on the host: device buffers are refused, naming the mode.

@@ -1,0 +1,85 @@
+// Ops held until their streams' earlier work is done (stream_gate.h).
+#include "api/stream_gate.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "common/error.h"
+#include "device/device_memory.h"
+
+namespace prioccl::detail {
+
+namespace {
+bool streamDone(const OpState& op) {
+  return !op.fence || op.fence->ready();
+}
+}  // namespace
+
+StreamGate::StreamGate(std::function<void(const std::shared_ptr<OpState>&)> handOver)
+    : handOver_(std::move(handOver)) {}
+
+StreamGate::~StreamGate() {
+  failAll(priocclInvalidUsage,
+          "the communicator was destroyed before the work queued on the op's stream before it "
+          "had finished");
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool StreamGate::admit(const std::shared_ptr<OpState>& op) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (waiting_.empty() && streamDone(*op)) return true;
+  waiting_.push_back(op);
+  if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+  cv_.notify_all();
+  return false;
+}
+
+bool StreamGate::take(const std::shared_ptr<OpState>& op) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (waiting_.empty() || waiting_.front() != op) return false;  // failed meanwhile
+  waiting_.pop_front();
+  cv_.notify_all();  // a drain may be waiting for this
+  return true;
+}
+
+void StreamGate::run() {
+  using std::chrono::microseconds;
+  microseconds nap(10);
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || !waiting_.empty(); });
+    if (stopping_) return;
+    std::shared_ptr<OpState> first = waiting_.front();
+    lock.unlock();
+    if (streamDone(*first)) {
+      handOver_(first);  // takes it (take()) under the communicator's lock, or fails it
+      nap = microseconds(10);
+    } else {
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, microseconds(200));
+    }
+    lock.lock();
+  }
+}
+
+bool StreamGate::drain(std::chrono::steady_clock::duration limit) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return cv_.wait_for(lock, limit, [&] { return waiting_.empty(); });
+}
+
+void StreamGate::failAll(priocclResult_t code, const std::string& why) {
+  std::deque<std::shared_ptr<OpState>> doomed;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    doomed.swap(waiting_);
+  }
+  cv_.notify_all();
+  for (auto& op : doomed) op->finish(code, concat(kindName(op->kind), ": ", why));
+}
+
+}  // namespace prioccl::detail
