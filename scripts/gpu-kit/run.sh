@@ -8,7 +8,11 @@
 # runtime, NCCL and a python3 with a CUDA torch. Exit status: 1 when any check failed.
 set -uo pipefail
 kit=$(cd "$(dirname "$0")" && pwd)
-out=${1:?usage: run.sh OUTDIR [--cpu]}
+case ${1:-} in
+  -h | --help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  '' | -*) echo "usage: run.sh OUTDIR [--cpu]" >&2; exit 2 ;;
+esac
+out=$1
 cpu=0
 [[ ${2:-} == --cpu ]] && cpu=1
 mkdir -p "$out"

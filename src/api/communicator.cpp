@@ -552,6 +552,9 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   // Under mutex_, with an engine: `op` to the engine now, or to the stream gate, which hands it
   // over once its stream (and every op before it in the gate) is ready.
   void handOver(const std::shared_ptr<OpState>& op, bool callerWaits) {
+    // Set here, before the caller can wait on the op: a waiter drives the engine through it
+    // (driveUntilDone), also while the op still waits in the gate.
+    op->gate = engine_->gate();
     if (!streamGate_->admit(op)) return;
     op->fence.reset();  // its event goes back to the pool
     if (op->staging && stager_) stager_->begin(*op);

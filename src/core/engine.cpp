@@ -96,7 +96,8 @@ void driveUntilDone(OpState& op) {
 
 void Engine::submit(std::shared_ptr<OpState> op, bool callerWaits) {
   op->submitted = op->lastProgress = Clock::now();
-  op->gate = gate_;
+  // Set already where the op waited for its stream (api/stream_gate.h): its waiter may read it.
+  if (!op->gate) op->gate = gate_;
   if (callerWaits && tryInline(op)) return;
   stats_.opSubmitted();
   if (handover_.push(op, callerWaits)) return;  // throws once the communicator is being destroyed

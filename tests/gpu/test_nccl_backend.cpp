@@ -37,6 +37,8 @@ T* device(const std::vector<T>& host) {
   void* p = nullptr;
   if (cudaMalloc(&p, host.size() * sizeof(T) + 1) != cudaSuccess) return nullptr;
   cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+  // From pageable memory the copy may return before it lands: ops on other streams need it there.
+  cudaDeviceSynchronize();
   return static_cast<T*>(p);
 }
 

@@ -290,9 +290,13 @@ class CudaDevice final : public TestDevice {
     for (void* p : blocks_) cudaFree(p);
     blocks_.clear();
   }
+  // Landed when it returns: cudaMemcpy from pageable memory may return before its DMA does
+  // (only work on the legacy default stream is ordered after it), and the stream tests submit
+  // ops on streams of their own (GPU run 13: a rank's op read the buffer before the upload).
   unsigned char* upload(const std::vector<unsigned char>& bytes) override {
     unsigned char* p = alloc(bytes.size());
-    if (cudaMemcpy(p, bytes.data(), bytes.size(), cudaMemcpyHostToDevice) != cudaSuccess)
+    if (cudaMemcpy(p, bytes.data(), bytes.size(), cudaMemcpyHostToDevice) != cudaSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess)
       std::abort();
     return p;
   }
