@@ -191,8 +191,8 @@ PRIOCCL_API priocclResult_t priocclCommHostInfo(priocclComm_t comm, int* localRa
                                                 int* host, int* hosts, int* homogeneous);
 
 /* CUDA streams (docs/usage.md, "Streams"). An op on device buffers starts only after the work this
- * thread queued on its stream before submitting the op; that wait is on the device, never the
- * host. The stream is per thread: a cudaStream_t, or NULL (the initial value) for CUDA's legacy
+ * thread queued on its stream before submitting the op; prioccl's own thread waits for that, never
+ * the caller's, and ops submitted later wait behind it. The stream is per thread: a cudaStream_t, or NULL (the initial value) for CUDA's legacy
  * default stream. flags 0: later work on the stream does not wait for the op (wait for its
  * request, or priocclStreamWaitRequest), so ops submitted one after another still run by
  * priority. PRIOCCL_STREAM_HOLD: the stream's later work waits, on the device, for each op too

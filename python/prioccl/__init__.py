@@ -10,7 +10,8 @@ Works on numpy arrays and torch tensors, CPU or CUDA (contiguous; int8, uint8, i
 int64, uint64, float16, bfloat16 (torch), float32, float64, bool); CPU data without copies (int16
 reductions go through int32, bool travels as uint8). A CUDA tensor's op starts after the work its
 current stream queued before it (an event, not a stream sync); the library stages it through
-pinned host memory over the host transports and passes it as is to PRIOCCL_TRANSPORT=nccl. Errors raise PriocclError with the library's message.
+pinned host memory over the host transports and passes it as is to PRIOCCL_TRANSPORT=nccl.
+Errors raise PriocclError with the library's message.
 Launch with mpirun; prioccl initialises MPI itself. allgather, alltoall (splits=...) and
 reducescatter take first dimensions that differ between ranks or do not divide, as Horovod's.
 Every op takes process_set= (a ProcessSet from add_process_set(); None: every rank).
@@ -412,8 +413,8 @@ def build_features():
 def _ready_on_device(t):
     """The library reads a CUDA tensor from its own thread and stream: the op must start only after
     what the caller's stream queued (the kernels computing t). The tensor's current stream becomes
-    this thread's stream for the op (priocclSetStream): the op waits for an event recorded there,
-    on the device, and neither the stream nor this thread waits for anything (no stream sync). The
+    this thread's stream for the op (priocclSetStream): the op enters the library once an event
+    recorded there has completed, and neither the stream nor this thread waits (no stream sync). The
     result is complete on the device when the op's handle completes, so work queued after
     synchronize() reads it."""
     if not build_features() & FEATURE_CUDA:

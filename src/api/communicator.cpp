@@ -461,7 +461,8 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
         }
         stager = stager_;
       }
-      user = stager->stage(op, extents.send, extents.recv, extents.gaps, fence != nullptr);
+      user = stager->stage(op, sendDev ? extents.send : 0, recvDev ? extents.recv : 0, extents.gaps,
+                           fence != nullptr);
     }
     // Registered before the op is submitted: nothing else touches its callbacks yet. (An op that
     // never reaches the engine releases the stream when its state goes.)
@@ -552,13 +553,14 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   // Under mutex_, with an engine: `op` to the engine now, or to the stream gate, which hands it
   // over once its stream (and every op before it in the gate) is ready.
   void handOver(const std::shared_ptr<OpState>& op, bool callerWaits) {
-    // Set here, before the caller can wait on the op: a waiter drives the engine through it
-    // (driveUntilDone), also while the op still waits in the gate.
+    if (streamGate_->admit(op)) {
+      enter(op, callerWaits);
+      return;
+    }
+    // Set before the caller can wait on the op (the gate's thread submits it only under mutex_,
+    // which this thread holds): a waiter drives the engine through it (driveUntilDone), also
+    // while the op still waits in the gate.
     op->gate = engine_->gate();
-    if (!streamGate_->admit(op)) return;
-    op->fence.reset();  // its event goes back to the pool
-    if (op->staging && stager_) stager_->begin(*op);
-    engine_->submit(op, callerWaits);
   }
 
   // The stream gate's thread: an op whose stream is ready.
@@ -567,12 +569,18 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     if (!streamGate_->take(op)) return;  // failed meanwhile
     try {
       if (!engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
-      op->fence.reset();
-      if (op->staging && stager_) stager_->begin(*op);
-      engine_->submit(op, false);
+      enter(op, false);
     } catch (const Error& e) {
       op->finish(e.code(), concat(kindName(op->kind), ": ", e.what()));
     }
+  }
+
+  // Under mutex_, with an engine: an op whose stream is ready goes in; a staged one starts
+  // copying its input.
+  void enter(const std::shared_ptr<OpState>& op, bool callerWaits) {
+    op->fence.reset();  // its event goes back to the pool
+    if (op->staging && stager_) stager_->begin(*op);
+    engine_->submit(op, callerWaits);
   }
 
   priocclCounters_t counters() {

@@ -52,6 +52,13 @@ struct DeviceStager::Core {
   void give(unsigned char* block, size_t bytes);
   void hold(unsigned char* block);  // a failed op's: never reused
   void enqueue(Task t);
+  // The worker copies `op`'s input in, piece by piece.
+  void copyInLater(std::shared_ptr<Staged> op) {
+    Task t;
+    t.what = What::kCopyIn;
+    t.op = std::move(op);
+    enqueue(std::move(t));
+  }
   void run(Task& t);
   void work();
 
@@ -281,8 +288,7 @@ DeviceStager::~DeviceStager() {
 std::shared_ptr<OpState> DeviceStager::stage(OpState& op, size_t sendBytes, size_t recvBytes,
                                              bool keepRecv, bool streamBusy) {
   Core& core = *core_;
-  auto onDevice = [&](const void* p, size_t n) { return p && n > 0 && core.memory.isDevice(p); };
-  const bool sendDev = onDevice(op.send, sendBytes), recvDev = onDevice(op.recv, recvBytes);
+  const bool sendDev = op.send && sendBytes > 0, recvDev = op.recv && recvBytes > 0;
   if (!sendDev && !recvDev) return nullptr;
 
   auto s = std::make_shared<Staged>();
@@ -325,6 +331,7 @@ std::shared_ptr<OpState> DeviceStager::stage(OpState& op, size_t sendBytes, size
   s->deferred = streamBusy;
   const bool now = !streamBusy && s->inTotal <= core.syncBytes;
   if (now && !s->copyIn(s->inTotal)) fail(s->copyCode, s->copyError);
+  const bool byWorker = !now && !streamBusy;
   s->user = std::make_shared<OpState>();
   s->user->kind = op.kind;
   s->user->priority = op.priority;
@@ -343,12 +350,7 @@ std::shared_ptr<OpState> DeviceStager::stage(OpState& op, size_t sendBytes, size
     t.error = error;
     s->core->enqueue(std::move(t));
   });
-  if (!now && !streamBusy) {
-    Core::Task t;
-    t.what = Core::What::kCopyIn;
-    t.op = s;
-    core.enqueue(std::move(t));
-  }
+  if (byWorker) core.copyInLater(s);
   return s->user;
 }
 
@@ -356,10 +358,7 @@ void DeviceStager::begin(OpState& op) {
   auto* s = dynamic_cast<Staged*>(op.staging.get());
   if (!s || !s->deferred) return;
   s->deferred = false;
-  Core::Task t;
-  t.what = Core::What::kCopyIn;
-  t.op = s->shared_from_this();
-  core_->enqueue(std::move(t));
+  core_->copyInLater(s->shared_from_this());
 }
 
 }  // namespace prioccl::detail

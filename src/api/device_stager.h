@@ -40,10 +40,11 @@ class DeviceStager {
   DeviceStager(const DeviceStager&) = delete;
   DeviceStager& operator=(const DeviceStager&) = delete;
 
-  // If `op`'s buffers (sendBytes at op.send, recvBytes at op.recv; 0 where unused) include device
-  // memory: points them at pinned host copies, sets op.staging, and returns the state the
-  // caller's Request must follow, completed once the result is back on the device; `op` itself
-  // goes to the engine as before. Null when nothing is on a device. `keepRecv`: the receive
+  // `op`'s device buffers (sendBytes of device memory at op.send, recvBytes at op.recv; 0 where
+  // the buffer is host memory or unused, as the caller found out): points them at pinned host
+  // copies, sets op.staging, and returns the state the caller's Request must follow, completed
+  // once the result is back on the device; `op` itself goes to the engine as before. Null when
+  // both are 0. `keepRecv`: the receive
   // buffer is not written whole (gaps between v-variant blocks): it is copied in as well.
   // `streamBusy`: the user's stream still has work queued before the op (its fence, OpState::fence,
   // is not ready): nothing is copied in until begin().
