@@ -69,7 +69,13 @@ else
 fi
 if [[ $sanitize == thread ]]; then
   # Open MPI's own internals are not TSan-clean; report only races involving prioccl.
-  export TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1 ${TSAN_OPTIONS:-}"
+  # ignore_noninstrumented_modules: calls from uninstrumented libraries (Open MPI's memcpy into a
+  # receive buffer, made by whichever thread is inside MPI and synchronised where TSan cannot
+  # see) are not recorded. Recorded, every later read of those bytes was a race, suppressed but
+  # checked against every earlier report each time: the bad-input catalogue took 170 s instead
+  # of 10, the TSan run 415 s instead of 216 (2026-11-28). prioccl's own code stays instrumented
+  # (a race planted between the progress thread and the API is still reported).
+  export TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1 ignore_noninstrumented_modules=1 ${TSAN_OPTIONS:-}"
   # UCX's memory hooks (libucm patches malloc/mmap at load) crash under TSan's interceptors.
   # Without them UCX only loses its registration cache, which TCP and shared memory never need.
   export UCX_MEM_EVENTS=no
