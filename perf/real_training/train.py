@@ -167,10 +167,13 @@ def main():
         hashes = hvd.allgather_object(mine)
     if hvd is not None:
         hvd.shutdown()
-    if dist is not None:
-        dist.destroy_process_group()
     if len(set(hashes)) != 1:
         sys.exit(f"train.py: ranks ended with different weights: {hashes}")
+    if dist is not None:
+        # Not destroy_process_group(): torch 1.13's gloo group deadlocks tearing down on rank 0
+        # once the others have left (its runLoop thread holds the lock the main thread waits for).
+        sys.stdout.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":
