@@ -90,8 +90,9 @@ if [[ -n $sanitize ]]; then  # what the pattern selected, for the log
   ctest -N "${tier[@]}" "$@" | grep -E '^ *Test +#|Total Tests'
 fi
 # A selection of no tests is an error: a pattern that matches nothing must not pass as a run.
-# Two lanes (tests/CMakeLists.txt, prioccl_test_lanes): one test at a time on the cores, and one
-# fault run (mostly waiting for timeouts) beside it; -j only has to admit both at their ranks.
+# Lanes (tests/CMakeLists.txt, prioccl_test_lanes): one multi-rank test, or two single-threaded
+# ones, on the cores, and one fault run (mostly waiting for timeouts) beside them; -j only has to
+# admit them at their ranks.
 status=0
 ctest --output-on-failure --no-tests=error --output-junit "$build/ctest-junit.xml" \
   --resource-spec-file "$root/tests/ctest_lanes.json" -j 16 "${tier[@]}" "$@" || status=$?

@@ -213,8 +213,8 @@ int main(int argc, char** argv) {
     if (m.mode == emu::Mode::kWfbp) wfbpMs = iterMs;
     double samples = batch * p / (iterMs / 1e3);
     std::printf("%-11s %9.1f %9.1f %9.1f %9.1f %9zu %10.3f %10.3f %11.3f %10s %12.1f%s\n",
-                m.name.c_str(), iterMs, boundMs, physMs, idealMs, plan.ops.size(),
-                iterMs / boundMs, iterMs / physMs, iterMs / idealMs,
+                m.name.c_str(), iterMs, boundMs, physMs, idealMs, plan.ops.size(), iterMs / boundMs,
+                iterMs / physMs, iterMs / idealMs,
                 wfbpMs > 0 ? std::to_string(wfbpMs / iterMs).substr(0, 5).c_str() : "-", samples,
                 wrong ? "  WRONG SUMS" : "");
     if (wrong)
@@ -224,8 +224,8 @@ int main(int argc, char** argv) {
     std::snprintf(line, sizeof line,
                   "RESULT mode=%s profile=%s ranks=%d iter_ms=%.2f compute_ms=%.2f comm_ms=%.2f "
                   "bound_ms=%.2f phys_ms=%.2f ideal_ms=%.2f samples_per_s=%.1f",
-                  m.name.c_str(), model.name.c_str(), p, iterMs, computeMs, commMs, boundMs,
-                  physMs, idealMs, samples);
+                  m.name.c_str(), model.name.c_str(), p, iterMs, computeMs, commMs, boundMs, physMs,
+                  idealMs, samples);
     results.push_back(line);
   }
   // Memory: the gradient buffer, delayed:K's weights and DelayedSgd's own copies of the model,

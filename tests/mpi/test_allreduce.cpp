@@ -692,13 +692,7 @@ TEST(AllReduce, NamedOpsMatchAcrossDifferentSubmissionOrders) {
     for (int i = half; i < 50; i += 2)
       for (int k : byKey[keyOrder[i]]) {
         const Case& c = cases[k];
-        auto r = std::make_unique<Running>();
-        r->c = c;
-        size_t es = sizeOf(c.dt);
-        r->send.resize(c.count * es + 1);
-        for (size_t e = 0; e < c.count; ++e) writeInput(c, comm.rank(), e, r->send.data() + e * es);
-        if (!c.inPlace) r->recv.assign(c.count * es + 1, 0);
-        r->sendHash = hashBytes(r->send.data(), c.count * es);
+        auto r = prepare(comm, c);
         void* out = c.inPlace ? r->send.data() : r->recv.data();
         r->req = comm.allReduceAsync(r->send.data(), out, c.count, c.dt, c.op, c.priority,
                                      "layer" + std::to_string(k % 50));
