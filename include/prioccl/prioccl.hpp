@@ -46,15 +46,20 @@ PRIOCCL_ERROR_CLASS(Timeout, priocclTimeout)
 struct PRIOCCL_API Config {
   // 0 = auto: derived at communicator creation from a measurement of the ring's links (see
   // docs/usage.md, "Configuration"); Communicator::config() reports the values in force.
-  size_t chunkBytes = 0;                                 // PRIOCCL_CHUNK_BYTES (or "auto")
-  size_t creditBytes = 0;                                // PRIOCCL_CREDIT_BYTES (or "auto")
+  size_t chunkBytes = 0;   // PRIOCCL_CHUNK_BYTES (or "auto")
+  size_t creditBytes = 0;  // PRIOCCL_CREDIT_BYTES (or "auto")
+  // The credit grows up to this while sends wait for it and the link is underused (a host whose
+  // cores are busy answers slowly): docs/scheduler.md. 0 = auto: ~16 ms of the link with an
+  // automatic credit, the credit itself (fixed) with an explicit one.
+  size_t creditMaxBytes = 0;                             // PRIOCCL_CREDIT_MAX_BYTES (or "auto")
   size_t windowChunks = 1024;                            // PRIOCCL_WINDOW_CHUNKS
   bool requireThreadMultiple = true;                     // PRIOCCL_MPI_THREAD_CHECK
   priocclSchedule_t schedule = priocclSchedulePriority;  // PRIOCCL_SCHEDULE=priority|fifo
   priocclAlgorithm_t algorithm = priocclAlgoAuto;        // PRIOCCL_ALGO=auto|ring|tree|rd|hd|hier
   // Auto only: time each algorithm at creation (tens of ms on a slow network) to fit the cost
-  // model; false uses a fixed rule instead.
-  bool calibrate = true;  // PRIOCCL_CALIBRATE
+  // model. Off by default: the timed choice differs from run to run near a crossover, and so do
+  // the results' bits; false uses a fixed rule, the same in every run.
+  bool calibrate = false;  // PRIOCCL_CALIBRATE
   // Per op size, taking precedence over `algorithm`: "ALGO<SIZE,...,ALGO", e.g. "rd<64K,tree"
   // (recursive doubling below 64 KiB, tree above); a term may be "auto". PRIOCCL_ALGO accepts it.
   std::string algorithmRules;
@@ -76,7 +81,8 @@ struct PRIOCCL_API Config {
   bool placement = true;         // PRIOCCL_PLACEMENT
   static Config fromEnv();       // throws InvalidArgument on a malformed variable
   std::string describe() const;  // one line, for logs
-  // Fills chunkBytes/creditBytes left at 0 from a link measurement (bytes/s <= 0: unmeasured).
+  // Fills chunkBytes/creditBytes/creditMaxBytes left at 0 from a link measurement (bytes/s <= 0:
+  // unmeasured).
   void resolveAuto(double bytesPerSecond, double latencySeconds, int nranks);
   // What the ring's links measured at communicator creation (0 when not measured).
   double linkBytesPerSecond = 0;

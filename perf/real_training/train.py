@@ -14,10 +14,12 @@ Variants, all with torch's and prioccl's default settings:
   ddp_prioccl  DistributedDataParallel with prioccl's comm hook (prioccl.torch.ddp_comm_hook)
 
 Rank 0 prints one line:
-  REAL_TRAINING model=... variant=... ranks=P ... median_ms=M ... grad_bytes=G weights=H
+  REAL_TRAINING model=... variant=... ranks=P ... median_ms=M ... cpu_ms=C main_cpu_ms=T
+                grad_bytes=G weights=H
 M is the median step time over --steps steps after --warmup steps (a step: forward, backward,
 optimizer step; for p3 and lagged, whose communication overlaps the next step, the steady-state
-period between step starts). H fingerprints the final parameters (every rank's must agree; two runs
+period between step starts). C is rank 0's CPU time per measured step (every thread), T its
+training thread's alone. H fingerprints the final parameters (every rank's must agree; two runs
 with the same settings should agree too).
 """
 import argparse
@@ -140,8 +142,11 @@ def main():
                                        model=net if v == "p3" else None)
     loss_fn = nn.CrossEntropyLoss()
     starts = []
+    cpu = {}  # process and main-thread CPU seconds at the first measured step and at the end
     for step in range(args.warmup + args.steps + 1):
         starts.append(time.perf_counter())
+        if step in (args.warmup, args.warmup + args.steps):
+            cpu[step] = (time.process_time(), time.thread_time())
         if step == args.warmup + args.steps:
             break
         x, y = data[step % len(data)]
@@ -151,12 +156,17 @@ def main():
     if hvd is not None and v != "ddp_prioccl":
         opt.synchronize()  # p3 and lagged: apply the updates still pending
     periods = [(b - a) * 1e3 for a, b in zip(starts[args.warmup:], starts[args.warmup + 1:])]
+    # CPU per measured step: the whole process (compute + every library thread) and the training
+    # thread alone; the difference is what communication costs in CPU beside the compute.
+    (p0, t0), (p1, t1) = cpu[args.warmup], cpu[args.warmup + args.steps]
+    cpu_ms, main_cpu_ms = (p1 - p0) * 1e3 / args.steps, (t1 - t0) * 1e3 / args.steps
     mine = weights_hash(net)
     if rank == 0:
         q = statistics.quantiles(periods, n=4) if len(periods) > 1 else periods * 3
         print(f"REAL_TRAINING model={args.model} variant={v} ranks={size} batch={args.batch} "
               f"image={args.image} steps={args.steps} median_ms={statistics.median(periods):.1f} "
-              f"p25_ms={q[0]:.1f} p75_ms={q[2]:.1f} grad_bytes={grad_bytes} weights={mine}"
+              f"p25_ms={q[0]:.1f} p75_ms={q[2]:.1f} cpu_ms={cpu_ms:.1f} main_cpu_ms={main_cpu_ms:.1f} "
+              f"grad_bytes={grad_bytes} weights={mine}"
               + (f" tag={args.tag}" if args.tag else ""), flush=True)
     # Every rank's weights must agree (compute trains each rank alone: there they differ).
     hashes = [mine]

@@ -88,8 +88,19 @@ priocclAlgorithm_t AlgoSelector::choose(size_t bytes) const {
   return forced_;
 }
 
+// Without calibration (the default: a timed choice flips between algorithms near a crossover from
+// run to run, and with it the order of every sum): a fixed rule, from the crossovers measured on
+// shared memory and on the 1 Gbit/s testbed (docs/benchmarks.md, "Latency and algorithm choice":
+// recursive doubling fastest up to 32 KiB on both, halving-doubling level with the ring at 64 KiB
+// and ahead below it, the ring from 128 KiB). Two levels of links is a fact of the layout, not a
+// timing, so the hierarchical all-reduce is chosen there too, from 256 KiB (the calibrated
+// model's crossover was 32-256 KiB on 2 hosts x 2-4 ranks).
 priocclAlgorithm_t AlgoSelector::modelChoice(size_t bytes) const {
-  if (sizes_.empty()) return bytes <= (16 << 10) ? priocclAlgoRecursiveDoubling : priocclAlgoRing;
+  if (sizes_.empty()) {
+    if (levels_.hosts > 1 && bytes >= kFixedHierBytes) return priocclAlgoHierarchical;
+    if (bytes <= kFixedRdBytes) return priocclAlgoRecursiveDoubling;
+    return bytes <= kFixedHdBytes ? priocclAlgoHalvingDoubling : priocclAlgoRing;
+  }
   priocclAlgorithm_t best = priocclAlgoRing;
   double bestT = modelSeconds(best, bytes);
   for (const AlgoEntry& e : algoRegistry()) {
@@ -117,7 +128,8 @@ std::string AlgoSelector::describe() const {
     return out.str();
   }
   if (sizes_.empty()) {
-    out << "uncalibrated: rd up to 16 KiB, ring above";
+    out << "uncalibrated: rd up to 32 KiB, hd up to 64 KiB, ring above"
+        << (levels_.hosts > 1 ? " (hier from 256 KiB: two levels)" : "");
     return out.str();
   }
   if (linkBytesPerSecond_ > 0)

@@ -49,8 +49,11 @@ class AlgoSelector {
   // Sizes (bytes) measured at creation; the first is the latency point.
   static std::vector<size_t> calibrationSizes(int nranks);
 
-  // Without measurements: a fixed rule (recursive doubling up to 16 KiB, ring above), or the
-  // forced algorithm.
+  // Without measurements: a fixed rule (recursive doubling up to kFixedRdBytes, halving-doubling
+  // up to kFixedHdBytes, ring above; the hierarchical all-reduce from kFixedHierBytes where there
+  // are two levels), or the forced algorithm.
+  static constexpr size_t kFixedRdBytes = 32 << 10, kFixedHdBytes = 64 << 10,
+                          kFixedHierBytes = 256 << 10;
   explicit AlgoSelector(priocclAlgorithm_t forced = priocclAlgoAuto) : forced_(forced) {}
   // times[k][i]: seconds of algoRegistry()[k] at calibrationSizes()[i].
   void calibrate(const std::vector<size_t>& sizes, const std::vector<std::vector<double>>& times);

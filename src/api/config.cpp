@@ -79,32 +79,52 @@ Config Config::fromEnv() {
   return c;
 }
 
-// Auto tuning. A chunk's ring segment should take about kStepSeconds on the wire: long enough
-// that per-message costs stay small, short enough that an urgent chunk never waits long behind
-// one. Rounded up: on the 4-host 1 Gbit/s testbed (full-size VGG-19 under P3, docs/chunk_sweep.md)
-// 128 KiB chunks came within 3% of the fluid model while 64 KiB lost 50% to per-chunk costs, and
-// the link measurement there varies between 0.09 and 0.125 GB/s, which rounding to the nearest
-// power of two split between the two. The credit keeps about kCreditSeconds of data in flight:
-// sends complete only once the receiver has them (transport.h), so every credit byte is queued in
-// front of an urgent op's next message, but the credit must also cover a send's acknowledgement,
-// so it is at least two ring segments (with one, a chunk of 256 KiB on the testbed moved at half
-// the link rate: stop and wait). Gives 128 KiB chunks / 64 KiB credit there, and 1 MiB / 2 MiB on
-// shared memory.
+// Auto tuning. The chunk is the unit of preemption and of reduction order: a chunk's ring
+// segment should take a fraction of a millisecond on the wire, so that an urgent chunk never
+// waits long behind one, and be long enough that per-message costs stay small. The chunk size
+// also decides which rank starts each element's sum, so the same job must cut alike in every
+// run: the link measurement varies by 30% from run to run (0.09-0.125 GB/s on the 1 Gbit/s
+// testbed), and a rule proportional to it flipped between two chunk sizes, and so between two
+// results, near a boundary. So the link only picks one of two classes, split at 600 MB/s, well
+// away from common links (1-3 Gbit/s below, 10 Gbit/s and shared memory above):
+// - networks up to ~5 Gbit/s: 32 KiB ring segments (128 KiB chunks at 4 ranks), the best point
+//   of docs/chunk_sweep.md at 1 Gbit/s (between 0.5 ms on the wire at 1 Gbit/s and 2.6 ms at
+//   100 Mbit/s);
+// - faster links and shared memory: 256 KiB segments (chunks capped at 1 MiB, the sweep's best
+//   there).
+// The credit starts at about kCreditSeconds of the link: sends complete only once the receiver
+// has them (transport.h), so every credit byte is queued in front of an urgent op's next
+// message; it covers at least two ring segments (with one, a send waits for the previous one's
+// acknowledgement: stop and wait). It may grow to kMaxCreditSeconds of the link where it holds
+// an underused link back (core/credit_tuner.h: hosts whose cores are busy answer in
+// milliseconds). An explicit credit stays fixed unless a maximum is also given.
 void Config::resolveAuto(double bytesPerSecond, double latencySeconds, int nranks) {
-  constexpr double kStepSeconds = 250e-6, kCreditSeconds = 0.5e-3;
+  constexpr double kFastLinkBytesPerSecond = 600e6;
+  constexpr size_t kSlowSegmentBytes = 32 << 10, kFastSegmentBytes = 256 << 10;
+  constexpr double kCreditSeconds = 0.5e-3, kMaxCreditSeconds = 16e-3;
   constexpr size_t kMinCreditBytes = 32 << 10, kCreditSegments = 2;
+  constexpr size_t kMaxCreditBytes = 16 << 20;
   linkBytesPerSecond = bytesPerSecond;
   linkLatencySeconds = latencySeconds;
   double bw = bytesPerSecond > 0 ? bytesPerSecond : 1e9;  // unmeasured (one rank): moderate
-  if (chunkBytes == 0)
-    chunkBytes = std::clamp<size_t>(ceilPowerOfTwo(bw * kStepSeconds * std::max(1, nranks)),
-                                    64 << 10, 1 << 20);
-  if (creditBytes == 0) {
-    size_t segments =
-        ceilPowerOfTwo(static_cast<double>(kCreditSegments * chunkBytes) / std::max(1, nranks));
+  const double ranks = std::max(1, nranks);
+  if (chunkBytes == 0) {
+    size_t segment = bw < kFastLinkBytesPerSecond ? kSlowSegmentBytes : kFastSegmentBytes;
+    chunkBytes =
+        std::clamp<size_t>(ceilPowerOfTwo(static_cast<double>(segment) * ranks), 64 << 10, 1 << 20);
+  }
+  const bool creditAuto = creditBytes == 0;
+  if (creditAuto) {
+    size_t segments = ceilPowerOfTwo(static_cast<double>(kCreditSegments * chunkBytes) / ranks);
     creditBytes = std::clamp<size_t>(std::max(roundToPowerOfTwo(bw * kCreditSeconds), segments),
                                      kMinCreditBytes, 64 << 20);
   }
+  if (creditMaxBytes == 0)
+    creditMaxBytes = creditAuto
+                         ? std::clamp<size_t>(roundToPowerOfTwo(bw * kMaxCreditSeconds),
+                                              creditBytes, std::max(creditBytes, kMaxCreditBytes))
+                         : creditBytes;
+  creditMaxBytes = std::max(creditMaxBytes, creditBytes);
 }
 
 std::string Config::describe() const {

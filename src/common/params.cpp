@@ -62,10 +62,15 @@ const std::vector<Param>& paramTable() {
   static const std::vector<Param> rows = {
     {"PRIOCCL_CHUNK_BYTES", "chunkBytes", ParamKind::kSizeOrAuto, 1, kGiB, &Config::chunkBytes,
      C_FIELD(chunkBytes), kAgree, kComm,
-     "largest slice of an op scheduled as one unit (auto: ~250 us of wire per ring step)"},
+     "largest slice of an op scheduled as one unit (auto: 32 KiB ring segments below 600 MB/s, "
+     "256 KiB above)"},
     {"PRIOCCL_CREDIT_BYTES", "creditBytes", ParamKind::kSizeOrAuto, 1, kTiB, &Config::creditBytes,
      C_FIELD(creditBytes), kLocal, kComm,
      "bytes of sends in flight; only those as urgent or more hold a send back (auto: ~0.5 ms)"},
+    {"PRIOCCL_CREDIT_MAX_BYTES", "creditMaxBytes", ParamKind::kSizeOrAuto, 1, kTiB,
+     &Config::creditMaxBytes, kNoC, kLocal, kComm,
+     "the credit grows to this while it holds an underused link back (auto: ~16 ms; = credit: "
+     "fixed)"},
     {"PRIOCCL_WINDOW_CHUNKS", "windowChunks", ParamKind::kCount, 1, 1 << 20,
      &Config::windowChunks, C_FIELD(windowChunks), kLocal, kComm,
      "chunks per lane made live in op order (bounds scratch memory, not order)"},
@@ -81,7 +86,7 @@ const std::vector<Param>& paramTable() {
      algorithmChoices(),
      "priocclAlgorithm_t", "the algorithm"},
     {"PRIOCCL_CALIBRATE", "calibrate", ParamKind::kBool, 0, 1, &Config::calibrate, kNoC, kLocal,
-     kComm, "0: auto uses a fixed rule instead of timing the algorithms at creation"},
+     kComm, "1: auto times the algorithms at creation (results may then differ between runs)"},
     {"PRIOCCL_TRANSPORT", "transport", ParamKind::kChoice, 0, 0, &Config::transport,
      C_LATER(transport), kAgree, kComm,
      "ucx: over UCX; mpi-coll / nccl: collectives as MPI non-blocking ones / NCCL's (GPU)",

@@ -50,7 +50,7 @@ ChunkRunner::ChunkRunner(const Config& config, int rank, int nranks, uint64_t da
       events_(events),
       hosts_(std::move(hosts)),
       lanes_(dataTags, maxSteps(nranks), config.windowChunks),
-      scheduler_(config.creditBytes),
+      scheduler_(config.creditBytes, config.creditMaxBytes, config.linkBytesPerSecond),
       scratch_(maxScratchBytes(config.chunkBytes, nranks)),
       agreeScratch_(AgreementChunk::scratchBytes(kCarryMaxBytes)) {
   if (lanes_.windowLimited())
@@ -283,7 +283,7 @@ void ChunkRunner::onData(const Posted& p, size_t bytes, Clock::time_point done) 
   if (isRecv) {
     algo.recvDone(p.step);
   } else {
-    if (!inlineOp) scheduler_.sendDone(p.priority, p.bytes, done);  // inline: no credit
+    if (!inlineOp && scheduler_.sendDone(p.priority, p.bytes, done)) creditChanged();
     algo.sendDone(p.step);
   }
   stats_.transferred(op, slot ? slot->chunkIndex : 0, p.step, p.bytes, isRecv, p.start, done);
@@ -320,7 +320,10 @@ bool ChunkRunner::postSends() {
       continue;
     }
     Slot& slot = *current;
-    if (!scheduler_.mayPost(e.priority)) break;  // the credit and fill rules
+    if (!scheduler_.mayPost(e.priority)) {  // the credit and fill rules
+      scheduler_.creditHeld();
+      break;
+    }
     scheduler_.pop();
     slot.queued = false;
     postData(slot, slot.algo->takeSend(), false);
@@ -328,6 +331,17 @@ bool ChunkRunner::postSends() {
     pump(slot);
   }
   return any;
+}
+
+// Each new high at INFO (a handful per communicator: the credit doubles up to its bound); the
+// rest, the sawtooth of a wire that stays busy, at TRACE.
+void ChunkRunner::creditChanged() {
+  const CreditTuner& c = scheduler_.credit();
+  const bool high = c.credit() > highestCredit_;
+  highestCredit_ = std::max(highestCredit_, c.credit());
+  log(high ? LogLevel::kInfo : LogLevel::kTrace, "credit now ", c.credit(), " bytes (from ",
+      c.base(), ", at most ", c.max(), "): sends ",
+      high ? "waited for it while the link was underused" : "kept the link busy");
 }
 
 void ChunkRunner::finishChunk(Slot& slot) {

@@ -114,6 +114,7 @@ class ChunkRunner {
   Posted& postTransfer(uint32_t lane, uint64_t gid, const Transfer& t, bool isRecv,
                        SendCompletion completion = SendCompletion::kEndToEnd);
   void finishChunk(Slot& slot);
+  void creditChanged();  // logs the tuned credit
   bool isInline(uint32_t lane, uint64_t gid) const {
     return inline_.op && lane == kAgreeLane && gid == inline_.gid;
   }
@@ -127,6 +128,7 @@ class ChunkRunner {
   std::shared_ptr<const HostLayout> hosts_;
   LaneTable lanes_;
   Scheduler scheduler_;
+  size_t highestCredit_ = 0;  // the tuned credit's highest value so far (creditChanged)
   ScratchPool scratch_;       // data chunks
   ScratchPool agreeScratch_;  // agreement messages
   bool news_ = false;

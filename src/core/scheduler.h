@@ -12,6 +12,7 @@
 #include <queue>
 #include <vector>
 
+#include "core/credit_tuner.h"
 #include "core/priority_counts.h"
 
 namespace prioccl::detail {
@@ -46,7 +47,10 @@ class Scheduler {
   // credit: enough to keep the wire busy, little enough not to delay the urgent chunk's next step.
   static constexpr size_t kFillDivisor = 4;
 
-  explicit Scheduler(size_t creditBytes) : creditBytes_(creditBytes) {}
+  // The credit starts at `creditBytes` and may grow to `creditMaxBytes` while it holds the wire
+  // back (credit_tuner.h); `linkBytesPerSecond` <= 0 keeps it fixed.
+  explicit Scheduler(size_t creditBytes, size_t creditMaxBytes = 0, double linkBytesPerSecond = 0)
+      : credit_(creditBytes, creditMaxBytes, linkBytesPerSecond) {}
 
   // The ready heap. Entries may go stale (the chunk posted or finished another way): the engine
   // checks the top against its chunks and pops what is stale.
@@ -65,19 +69,27 @@ class Scheduler {
   // credit, or 1/kFillDivisor of it while a more urgent chunk is active (waiting on its peers).
   bool mayPost(int priority) const {
     const bool urgentWaiting = !active_.empty() && priority > active_.mostUrgent();
-    const size_t credit =
-        urgentWaiting ? std::max<size_t>(1, creditBytes_ / kFillDivisor) : creditBytes_;
+    const size_t whole = credit_.credit();
+    const size_t credit = urgentWaiting ? std::max<size_t>(1, whole / kFillDivisor) : whole;
     return inflight_.atOrAbove(priority) < credit;
   }
+  // A ready send waited: mayPost() said no.
+  void creditHeld() { credit_.held(); }
+  const CreditTuner& credit() const { return credit_; }
   // A send of `bytes` at `priority` was posted / completed (credit accounting).
   void sendPosted(int priority, size_t bytes) {
     // A stall is measured from the last completion or from when the wire became busy.
-    if (inflight_.empty()) lastSendDone_ = Clock::now();
+    if (inflight_.empty()) {
+      lastSendDone_ = Clock::now();
+      credit_.wireStarted(lastSendDone_);
+    }
     inflight_.add(priority, bytes);
   }
-  void sendDone(int priority, size_t bytes, Clock::time_point now) {
+  // Returns true when the credit changed.
+  bool sendDone(int priority, size_t bytes, Clock::time_point now) {
     inflight_.remove(priority, bytes);
     lastSendDone_ = now;
+    return credit_.sendDone(bytes, now);
   }
   // Any bytes in flight can hold a send back (the fill rule), so a stall is any wait with sends
   // in flight and none completing.
@@ -106,7 +118,7 @@ class Scheduler {
   }
 
  private:
-  const size_t creditBytes_;
+  CreditTuner credit_;
   std::priority_queue<Ready, std::vector<Ready>, std::greater<Ready>> ready_;
   PriorityCounts active_;    // active chunks by scheduling priority
   PriorityCounts inflight_;  // bytes of sends in flight by scheduling priority

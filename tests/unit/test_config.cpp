@@ -78,6 +78,50 @@ TEST(Config, AutoTuningFollowsTheMeasuredLink) {
   EXPECT_EQ(big.creditBytes, 512u << 10);
 }
 
+// The chunk size decides the order of every sum, so it must not follow run-to-run noise in the
+// link measurement: one value for every measurement of a network up to ~5 Gbit/s, another for
+// faster links and shared memory.
+TEST(Config, AutoChunkIsTheSameForEveryMeasurementOfALinkClass) {
+  for (double bw : {5e6, 12.5e6, 30e6, 37.5e6, 60e6, 94e6, 125e6, 250e6, 375e6, 599e6}) {
+    prioccl::Config c;
+    c.resolveAuto(bw, 100e-6, 4);
+    EXPECT_EQ(c.chunkBytes, 128u << 10) << bw << " B/s";
+  }
+  for (double bw : {600e6, 1.25e9, 3e9, 12e9}) {
+    prioccl::Config c;
+    c.resolveAuto(bw, 5e-6, 4);
+    EXPECT_EQ(c.chunkBytes, 1u << 20) << bw << " B/s";
+  }
+  prioccl::Config two, eight;
+  two.resolveAuto(117e6, 100e-6, 2);
+  eight.resolveAuto(117e6, 100e-6, 8);
+  EXPECT_EQ(two.chunkBytes, 64u << 10) << "32 KiB segments, at least 64 KiB";
+  EXPECT_EQ(eight.chunkBytes, 256u << 10);
+}
+
+TEST(Config, CreditMayGrowOnlyWhenItIsAutomatic) {
+  prioccl::Config a;
+  a.resolveAuto(117e6, 100e-6, 4);  // 1 Gbit/s: ~16 ms of the link
+  EXPECT_EQ(a.creditMaxBytes, 2u << 20);
+  prioccl::Config shm;
+  shm.resolveAuto(3e9, 5e-6, 4);
+  EXPECT_EQ(shm.creditMaxBytes, 16u << 20) << "capped";
+  prioccl::Config slow;
+  slow.resolveAuto(1e6, 1e-3, 4);
+  EXPECT_EQ(slow.creditMaxBytes, slow.creditBytes) << "never below the starting credit";
+  prioccl::Config pinned;
+  pinned.creditBytes = 100000;
+  pinned.resolveAuto(117e6, 100e-6, 4);
+  EXPECT_EQ(pinned.creditMaxBytes, 100000u) << "an explicit credit stays fixed";
+  prioccl::Config both;
+  both.creditBytes = 100000;
+  both.creditMaxBytes = 50000;
+  both.resolveAuto(117e6, 100e-6, 4);
+  EXPECT_EQ(both.creditMaxBytes, 100000u) << "a maximum below the credit is the credit";
+  EnvVar m("PRIOCCL_CREDIT_MAX_BYTES", "4M");
+  EXPECT_EQ(prioccl::Config::fromEnv().creditMaxBytes, 4u << 20);
+}
+
 TEST(Config, ChunkAboveOneGiBRejected) {
   EnvVar a("PRIOCCL_CHUNK_BYTES", "2G");
   EXPECT_THROW(prioccl::Config::fromEnv(), prioccl::InvalidArgument);
@@ -98,19 +142,42 @@ TEST(Config, AlgorithmByNameAndBySizeRules) {
   EXPECT_NE(c.describe().find("algorithm=rd<64K,auto<1M,ring"), std::string::npos);
 
   // Rules override the forced algorithm; an "auto" term falls to the model (here uncalibrated:
-  // the fixed rule, rd up to 16 KiB, ring above).
+  // the fixed rule, rd up to 32 KiB, hd up to 64 KiB, ring above).
   prioccl::AlgoSelector s(priocclAlgoTree);
   s.setPolicy(priocclAlgoTree, prioccl::parseAlgorithmRules("test", c.algorithmRules));
   EXPECT_TRUE(s.usesModel());
   EXPECT_EQ(s.choose(0), priocclAlgoRecursiveDoubling);
   EXPECT_EQ(s.choose((64 << 10) - 1), priocclAlgoRecursiveDoubling);
-  EXPECT_EQ(s.choose(64 << 10), priocclAlgoRing);  // auto term: fixed rule says ring
-  EXPECT_EQ(s.choose(1 << 20), priocclAlgoRing);   // last term
+  EXPECT_EQ(s.choose(64 << 10), priocclAlgoHalvingDoubling);  // auto term: the fixed rule's hd
+  EXPECT_EQ(s.choose((64 << 10) + 1), priocclAlgoRing);       // ... and its ring
+  EXPECT_EQ(s.choose(1 << 20), priocclAlgoRing);              // last term
   s.setPolicy(priocclAlgoAuto, prioccl::parseAlgorithmRules("test", "tree<1K,rd"));
   EXPECT_FALSE(s.usesModel());
   EXPECT_EQ(s.choose(1000), priocclAlgoTree);
   EXPECT_EQ(s.choose(1 << 30), priocclAlgoRecursiveDoubling);
   EXPECT_TRUE(prioccl::parseAlgorithmRules("test", "").empty());
+}
+
+// The default: no timing, so every run chooses alike; two levels of links (a layout fact) add the
+// hierarchical all-reduce for large ops.
+TEST(Config, UncalibratedAutoIsAFixedRuleBySizeAndLayout) {
+  EXPECT_FALSE(prioccl::Config().calibrate);
+  prioccl::AlgoSelector s;
+  EXPECT_EQ(s.choose(8), priocclAlgoRecursiveDoubling);
+  EXPECT_EQ(s.choose(32 << 10), priocclAlgoRecursiveDoubling);
+  EXPECT_EQ(s.choose((32 << 10) + 4), priocclAlgoHalvingDoubling);
+  EXPECT_EQ(s.choose(64 << 10), priocclAlgoHalvingDoubling);
+  EXPECT_EQ(s.choose((64 << 10) + 4), priocclAlgoRing);
+  EXPECT_EQ(s.choose(1 << 30), priocclAlgoRing);
+  prioccl::HostLevels two;
+  two.hosts = 2;
+  two.shards = two.most = 2;
+  s.setLevels(two);
+  EXPECT_EQ(s.choose(128 << 10), priocclAlgoRing);
+  EXPECT_EQ(s.choose(256 << 10), priocclAlgoHierarchical);
+  EXPECT_EQ(s.choose(1 << 30), priocclAlgoHierarchical);
+  EXPECT_EQ(s.choose(8), priocclAlgoRecursiveDoubling);
+  EXPECT_NE(s.describe().find("hier from 256 KiB"), std::string::npos) << s.describe();
 }
 
 TEST(Config, MalformedAlgorithmRulesAreErrors) {

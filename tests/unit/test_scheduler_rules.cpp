@@ -8,11 +8,13 @@
 #include <tuple>
 #include <vector>
 
+#include "core/credit_tuner.h"
 #include "core/scheduler.h"
 #include "prioccl/prioccl.hpp"
 
 namespace {
 
+using prioccl::detail::CreditTuner;
 using prioccl::detail::Scheduler;
 using Clock = Scheduler::Clock;
 using std::chrono::milliseconds;
@@ -111,6 +113,108 @@ TEST(SchedulerRules, CompletingMoreThanWasPostedIsAnInternalError) {
   EXPECT_THROW(s.sendDone(2, 101, Clock::now()), prioccl::InternalError);
   EXPECT_THROW(s.sendDone(1, 1, Clock::now()), prioccl::InternalError);
   EXPECT_THROW(s.chunkFinished(0), prioccl::InternalError);
+}
+
+// The credit tuner on a fake clock: a window is kWindow of busy wire; `bytes` complete in it.
+struct Wire {
+  CreditTuner& t;
+  Clock::time_point now = Clock::time_point{} + std::chrono::seconds(1);
+  // One window carrying `bytes`, with or without a send waiting for the credit. Returns whether
+  // the credit changed at its end.
+  bool window(size_t bytes, bool held) {
+    if (held) t.held();
+    now += CreditTuner::kWindow;
+    return t.sendDone(bytes, now);
+  }
+};
+
+constexpr double kLink = 100e6;                                             // bytes per second
+constexpr size_t kFullWindow = 1000000;                                     // 100 MB/s for 10 ms
+constexpr size_t kSlowWindow = kFullWindow / 2, kBusyWindow = kFullWindow;  // 50%, 100%
+
+TEST(CreditTuner, DoublesUpToItsMaximumWhileItHoldsAnUnderusedWireBack) {
+  CreditTuner t(64 << 10, 1 << 20, kLink);
+  Wire w{t};
+  t.wireStarted(w.now);
+  std::vector<size_t> seen;
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(w.window(kSlowWindow, true), i < 4) << "window " << i;
+    seen.push_back(t.credit());
+  }
+  const std::vector<size_t> want = {128 << 10, 256 << 10, 512 << 10, 1 << 20, 1 << 20, 1 << 20};
+  EXPECT_EQ(seen, want);
+}
+
+TEST(CreditTuner, StaysWhenNoSendWaitedOrTheWireIsBusy) {
+  CreditTuner t(64 << 10, 1 << 20, kLink);
+  Wire w{t};
+  t.wireStarted(w.now);
+  EXPECT_FALSE(w.window(kSlowWindow, false)) << "slow, but nothing waited for the credit";
+  EXPECT_FALSE(w.window(kBusyWindow, true)) << "a send waited, but the wire was busy";
+  EXPECT_FALSE(w.window(size_t(0.8 * kFullWindow), true)) << "between the two thresholds";
+  EXPECT_EQ(t.credit(), 64u << 10);
+  // A completion before the window is over decides nothing yet.
+  t.held();
+  w.now += CreditTuner::kWindow / 2;
+  EXPECT_FALSE(t.sendDone(1, w.now));
+}
+
+TEST(CreditTuner, HalvesBackAfterManyBusyWindowsNeverBelowItsBase) {
+  CreditTuner t(64 << 10, 1 << 20, kLink);
+  Wire w{t};
+  t.wireStarted(w.now);
+  for (int i = 0; i < 4; ++i) w.window(kSlowWindow, true);
+  ASSERT_EQ(t.credit(), 1u << 20);
+  for (int i = 1; i < CreditTuner::kBusyWindowsToShrink; ++i)
+    ASSERT_FALSE(w.window(kBusyWindow, true)) << "busy window " << i;
+  EXPECT_TRUE(w.window(kBusyWindow, true));
+  EXPECT_EQ(t.credit(), 512u << 10);
+  // A slow window in between starts the count again.
+  for (int i = 1; i < CreditTuner::kBusyWindowsToShrink; ++i) w.window(kBusyWindow, true);
+  EXPECT_TRUE(w.window(kSlowWindow, true)) << "underused again: doubles";
+  EXPECT_EQ(t.credit(), 1u << 20);
+  for (int round = 0; round < 10; ++round)
+    for (int i = 0; i < CreditTuner::kBusyWindowsToShrink; ++i) w.window(kBusyWindow, true);
+  EXPECT_EQ(t.credit(), 64u << 10) << "down to the base, not below";
+}
+
+TEST(CreditTuner, IdleTimeOpensNoWindow) {
+  CreditTuner t(64 << 10, 1 << 20, kLink);
+  Wire w{t};
+  t.wireStarted(w.now);
+  EXPECT_FALSE(w.window(kBusyWindow, false));
+  // Nothing to send for a second, then a burst whose first window is busy: the idle second is
+  // not counted against the wire.
+  w.now += std::chrono::seconds(1);
+  t.wireStarted(w.now);
+  EXPECT_FALSE(w.window(kBusyWindow, true));
+  EXPECT_EQ(t.credit(), 64u << 10);
+}
+
+TEST(CreditTuner, FixedWhenItsMaximumIsItsBaseOrTheLinkIsUnknown) {
+  for (CreditTuner t :
+       {CreditTuner(64 << 10, 64 << 10, kLink), CreditTuner(64 << 10, 32 << 10, kLink),
+        CreditTuner(64 << 10, 1 << 20, 0)}) {
+    Wire w{t};
+    t.wireStarted(w.now);
+    for (int i = 0; i < 8; ++i) EXPECT_FALSE(w.window(0, true));
+    EXPECT_EQ(t.credit(), 64u << 10);
+    EXPECT_EQ(t.max(), 64u << 10);
+  }
+}
+
+TEST(SchedulerRules, TheTunedCreditIsTheOneSendsWaitFor) {
+  Scheduler s(1000, 4000, kLink);
+  s.chunkActivated(0);
+  Clock::time_point now = Clock::now();
+  s.sendPosted(0, 1000);
+  EXPECT_FALSE(s.mayPost(0));
+  s.creditHeld();
+  // The wire moved 100 bytes in a window where a send waited: far below the link.
+  EXPECT_TRUE(s.sendDone(0, 1000, now + CreditTuner::kWindow + std::chrono::milliseconds(1)));
+  EXPECT_EQ(s.credit().credit(), 2000u);
+  s.sendPosted(0, 1500);
+  EXPECT_TRUE(s.mayPost(0)) << "1500 of 2000 credit bytes in flight";
 }
 
 }  // namespace
