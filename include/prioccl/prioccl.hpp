@@ -83,7 +83,9 @@ struct PRIOCCL_API Config {
   std::string describe() const;  // one line, for logs
   // Fills chunkBytes/creditBytes/creditMaxBytes left at 0 from a link measurement (bytes/s <= 0:
   // unmeasured).
-  void resolveAuto(double bytesPerSecond, double latencySeconds, int nranks);
+  // `oneHost`: every rank on one host (shared memory or loopback), the fast link class for the
+  // chunk size whatever the measurement says.
+  void resolveAuto(double bytesPerSecond, double latencySeconds, int nranks, bool oneHost = false);
   // What the ring's links measured at communicator creation (0 when not measured).
   double linkBytesPerSecond = 0;
   double linkLatencySeconds = 0;

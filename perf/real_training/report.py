@@ -42,13 +42,15 @@ def parse(path):
 def summarise(runs, hosts):
     """{(model, rate): {variant: dict(ms=median, runs=[...], weights=set, failed=n)}}"""
     cells = collections.defaultdict(lambda: collections.defaultdict(
-        lambda: {"ms": [], "weights": set(), "failed": 0, "grad": 0, "batch": 0}))
+        lambda: {"ms": [], "cpu": [], "weights": set(), "failed": 0, "grad": 0, "batch": 0}))
     for r in runs:
         c = cells[(r["model"], r["rate"])][r["variant"]]
         if r.get("failed"):
             c["failed"] += 1
             continue
         c["ms"].append(float(r["median_ms"]))
+        if "cpu_ms" in r:  # results before 2026-11-28's second sweep lack it
+            c["cpu"].append(float(r["cpu_ms"]))
         c["weights"].add(r["weights"])
         c["grad"] = int(r["grad_bytes"])
         c["batch"] = int(r["batch"]) * int(r["ranks"])
@@ -70,7 +72,8 @@ def summarise(runs, hosts):
 def markdown(table):
     present = [v for v in ORDER if any(v in row for row in table.values())]
     head = ["model", "link", "bound ms"] + [f"{v} ms" for v in present]
-    head += ["best prioccl / gloo", "p3 / gloo", "best / bound", "same weights over runs"]
+    head += ["best prioccl / gloo", "p3 / gloo", "p3 / sync", "best / bound",
+             "CPU ms per step: gloo, p3", "same weights over runs"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for (model, rate), row in sorted(table.items(), key=lambda kv: (kv[0][0], rate_bps(kv[0][1]))):
         gloo = row.get("gloo", {}).get("median")
@@ -88,7 +91,12 @@ def markdown(table):
         cells.append(f"{gloo / best:.2f}x" if gloo and best else "")
         p3 = ours.get("p3")
         cells.append(f"{gloo / p3:.2f}x" if gloo and p3 else "")
+        sync = ours.get("sync")
+        cells.append(f"{sync / p3:.2f}x" if sync and p3 else "")
         cells.append(f"{best / row['_bound']:.2f}" if best else "")
+        cpu = [statistics.median(row[v]["cpu"]) if v in row and row[v]["cpu"] else None
+               for v in ("gloo", "p3")]
+        cells.append(", ".join(f"{c:.0f}" if c else "-" for c in cpu))
         same = [v for v in present if v != "compute" and v in row and len(row[v]["ms"]) > 1
                 and len(row[v]["weights"]) == 1]
         differ = [v for v in present if v != "compute" and v in row and len(row[v]["weights"]) > 1]
@@ -97,7 +105,8 @@ def markdown(table):
     lines.append("")
     lines.append("Medians of each run's median step time (range over runs in brackets); x = "
                  "throughput relative to DDP over gloo measured in the same sitting; bound = "
-                 "max(compute alone, 2(p-1)/p x gradient bytes / link rate).")
+                 "max(compute alone, 2(p-1)/p x gradient bytes / link rate); CPU = rank 0's "
+                 "CPU time per step, every thread (median over runs).")
     return "\n".join(lines) + "\n"
 
 

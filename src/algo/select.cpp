@@ -89,17 +89,17 @@ priocclAlgorithm_t AlgoSelector::choose(size_t bytes) const {
 }
 
 // Without calibration (the default: a timed choice flips between algorithms near a crossover from
-// run to run, and with it the order of every sum): a fixed rule, from the crossovers measured on
-// shared memory and on the 1 Gbit/s testbed (docs/benchmarks.md, "Latency and algorithm choice":
-// recursive doubling fastest up to 32 KiB on both, halving-doubling level with the ring at 64 KiB
-// and ahead below it, the ring from 128 KiB). Two levels of links is a fact of the layout, not a
-// timing, so the hierarchical all-reduce is chosen there too, from 256 KiB (the calibrated
-// model's crossover was 32-256 KiB on 2 hosts x 2-4 ranks).
+// run to run, and with it the order of every sum): a fixed rule at the calibrated model's
+// crossovers on the 1 Gbit/s testbed (rd below 32 KiB, hd from 32 to 64 KiB, ring above; at
+// 32 KiB hd took 417-433 us and rd 552 us, 2026-11-28) and shared memory (rd fastest up to
+// 32 KiB, the ring from 128 KiB: docs/benchmarks.md, "Latency and algorithm choice"). Two levels
+// of links is a fact of the layout, not a timing, so the hierarchical all-reduce is chosen there
+// too, from 256 KiB (the calibrated crossover was 32-256 KiB on 2 hosts x 2-4 ranks).
 priocclAlgorithm_t AlgoSelector::modelChoice(size_t bytes) const {
   if (sizes_.empty()) {
     if (levels_.hosts > 1 && bytes >= kFixedHierBytes) return priocclAlgoHierarchical;
-    if (bytes <= kFixedRdBytes) return priocclAlgoRecursiveDoubling;
-    return bytes <= kFixedHdBytes ? priocclAlgoHalvingDoubling : priocclAlgoRing;
+    if (bytes < kFixedHdFromBytes) return priocclAlgoRecursiveDoubling;
+    return bytes <= kFixedHdToBytes ? priocclAlgoHalvingDoubling : priocclAlgoRing;
   }
   priocclAlgorithm_t best = priocclAlgoRing;
   double bestT = modelSeconds(best, bytes);
@@ -128,7 +128,7 @@ std::string AlgoSelector::describe() const {
     return out.str();
   }
   if (sizes_.empty()) {
-    out << "uncalibrated: rd up to 32 KiB, hd up to 64 KiB, ring above"
+    out << "uncalibrated: rd below 32 KiB, hd up to 64 KiB, ring above"
         << (levels_.hosts > 1 ? " (hier from 256 KiB: two levels)" : "");
     return out.str();
   }

@@ -49,10 +49,10 @@ class AlgoSelector {
   // Sizes (bytes) measured at creation; the first is the latency point.
   static std::vector<size_t> calibrationSizes(int nranks);
 
-  // Without measurements: a fixed rule (recursive doubling up to kFixedRdBytes, halving-doubling
-  // up to kFixedHdBytes, ring above; the hierarchical all-reduce from kFixedHierBytes where there
-  // are two levels), or the forced algorithm.
-  static constexpr size_t kFixedRdBytes = 32 << 10, kFixedHdBytes = 64 << 10,
+  // Without measurements: a fixed rule (recursive doubling below kFixedHdFromBytes,
+  // halving-doubling from there up to kFixedHdToBytes, ring above; the hierarchical all-reduce
+  // from kFixedHierBytes where there are two levels), or the forced algorithm.
+  static constexpr size_t kFixedHdFromBytes = 32 << 10, kFixedHdToBytes = 64 << 10,
                           kFixedHierBytes = 256 << 10;
   explicit AlgoSelector(priocclAlgorithm_t forced = priocclAlgoAuto) : forced_(forced) {}
   // times[k][i]: seconds of algoRegistry()[k] at calibrationSizes()[i].

@@ -155,9 +155,12 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     // waits behind at most two such launches, tens of microseconds on NVLink).
     if (config_.transport == priocclTransportNccl && config_.chunkBytes == 0)
       config_.chunkBytes = kNcclAutoChunkBytes;
-    config_.resolveAuto(link.bytesPerSecond, link.latencySeconds, link.nranks);
     HostGroups hosts = detectHostGroups(*bootstrap_, config_.hostId);
     hosts_ = std::make_shared<const HostLayout>(hosts.layout);
+    // Ranks all on one host talk over shared memory or loopback: the fast link class whatever a
+    // busy host measures, so that the chunk size, and with it the bits, cannot change with load.
+    config_.resolveAuto(link.bytesPerSecond, link.latencySeconds, link.nranks,
+                        hosts_->hosts() == 1);
     levels_ = measureHostLevels(*bootstrap_, *hosts_);
     placement_ = choosePlacement(config_.placement, std::getenv("UCX_NET_DEVICES"));
     logHost(hosts);

@@ -86,7 +86,9 @@ Config Config::fromEnv() {
 // run: the link measurement varies by 30% from run to run (0.09-0.125 GB/s on the 1 Gbit/s
 // testbed), and a rule proportional to it flipped between two chunk sizes, and so between two
 // results, near a boundary. So the link only picks one of two classes, split at 600 MB/s, well
-// away from common links (1-3 Gbit/s below, 10 Gbit/s and shared memory above):
+// away from common links (1-3 Gbit/s below, 10 Gbit/s and shared memory above), and ranks that
+// all share one host are in the fast class without a measurement (a busy host measures its
+// shared memory or loopback low):
 // - networks up to ~5 Gbit/s: 32 KiB ring segments (128 KiB chunks at 4 ranks), the best point
 //   of docs/chunk_sweep.md at 1 Gbit/s (between 0.5 ms on the wire at 1 Gbit/s and 2.6 ms at
 //   100 Mbit/s);
@@ -98,7 +100,7 @@ Config Config::fromEnv() {
 // acknowledgement: stop and wait). It may grow to kMaxCreditSeconds of the link where it holds
 // an underused link back (core/credit_tuner.h: hosts whose cores are busy answer in
 // milliseconds). An explicit credit stays fixed unless a maximum is also given.
-void Config::resolveAuto(double bytesPerSecond, double latencySeconds, int nranks) {
+void Config::resolveAuto(double bytesPerSecond, double latencySeconds, int nranks, bool oneHost) {
   constexpr double kFastLinkBytesPerSecond = 600e6;
   constexpr size_t kSlowSegmentBytes = 32 << 10, kFastSegmentBytes = 256 << 10;
   constexpr double kCreditSeconds = 0.5e-3, kMaxCreditSeconds = 16e-3;
@@ -109,7 +111,8 @@ void Config::resolveAuto(double bytesPerSecond, double latencySeconds, int nrank
   double bw = bytesPerSecond > 0 ? bytesPerSecond : 1e9;  // unmeasured (one rank): moderate
   const double ranks = std::max(1, nranks);
   if (chunkBytes == 0) {
-    size_t segment = bw < kFastLinkBytesPerSecond ? kSlowSegmentBytes : kFastSegmentBytes;
+    const bool fast = oneHost || bw >= kFastLinkBytesPerSecond;
+    size_t segment = fast ? kFastSegmentBytes : kSlowSegmentBytes;
     chunkBytes =
         std::clamp<size_t>(ceilPowerOfTwo(static_cast<double>(segment) * ranks), 64 << 10, 1 << 20);
   }

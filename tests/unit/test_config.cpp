@@ -92,6 +92,9 @@ TEST(Config, AutoChunkIsTheSameForEveryMeasurementOfALinkClass) {
     c.resolveAuto(bw, 5e-6, 4);
     EXPECT_EQ(c.chunkBytes, 1u << 20) << bw << " B/s";
   }
+  prioccl::Config oneHost;
+  oneHost.resolveAuto(100e6, 100e-6, 4, /*oneHost=*/true);  // a busy host's shared memory
+  EXPECT_EQ(oneHost.chunkBytes, 1u << 20);
   prioccl::Config two, eight;
   two.resolveAuto(117e6, 100e-6, 2);
   eight.resolveAuto(117e6, 100e-6, 8);
@@ -142,7 +145,7 @@ TEST(Config, AlgorithmByNameAndBySizeRules) {
   EXPECT_NE(c.describe().find("algorithm=rd<64K,auto<1M,ring"), std::string::npos);
 
   // Rules override the forced algorithm; an "auto" term falls to the model (here uncalibrated:
-  // the fixed rule, rd up to 32 KiB, hd up to 64 KiB, ring above).
+  // the fixed rule, rd below 32 KiB, hd up to 64 KiB, ring above).
   prioccl::AlgoSelector s(priocclAlgoTree);
   s.setPolicy(priocclAlgoTree, prioccl::parseAlgorithmRules("test", c.algorithmRules));
   EXPECT_TRUE(s.usesModel());
@@ -164,8 +167,8 @@ TEST(Config, UncalibratedAutoIsAFixedRuleBySizeAndLayout) {
   EXPECT_FALSE(prioccl::Config().calibrate);
   prioccl::AlgoSelector s;
   EXPECT_EQ(s.choose(8), priocclAlgoRecursiveDoubling);
-  EXPECT_EQ(s.choose(32 << 10), priocclAlgoRecursiveDoubling);
-  EXPECT_EQ(s.choose((32 << 10) + 4), priocclAlgoHalvingDoubling);
+  EXPECT_EQ(s.choose((32 << 10) - 4), priocclAlgoRecursiveDoubling);
+  EXPECT_EQ(s.choose(32 << 10), priocclAlgoHalvingDoubling);
   EXPECT_EQ(s.choose(64 << 10), priocclAlgoHalvingDoubling);
   EXPECT_EQ(s.choose((64 << 10) + 4), priocclAlgoRing);
   EXPECT_EQ(s.choose(1 << 30), priocclAlgoRing);
