@@ -90,8 +90,8 @@ Config Config::fromEnv() {
 // all share one host are in the fast class without a measurement (a busy host measures its
 // shared memory or loopback low):
 // - networks up to ~5 Gbit/s: 32 KiB ring segments (128 KiB chunks at 4 ranks), the best point
-//   of docs/chunk_sweep.md at 1 Gbit/s (between 0.5 ms on the wire at 1 Gbit/s and 2.6 ms at
-//   100 Mbit/s);
+//   of docs/chunk_sweep.md at 1 Gbit/s (a segment is 0.26 ms on the wire at 1 Gbit/s, 2.6 ms at
+//   100 Mbit/s, 0.09 ms at 3 Gbit/s);
 // - faster links and shared memory: 256 KiB segments (chunks capped at 1 MiB, the sweep's best
 //   there).
 // The credit starts at about kCreditSeconds of the link: sends complete only once the receiver
