@@ -54,9 +54,7 @@ class CreditTuner {
   // The first send in flight after none were: a new window starts.
   void wireStarted(Clock::time_point now) {
     started_ = true;
-    windowStart_ = now;
-    bytes_ = 0;
-    held_ = false;
+    startWindow(now);
   }
 
   // A send of `bytes` completed at `now`. Returns true when the credit changed.
@@ -77,13 +75,17 @@ class CreditTuner {
         busyWindows_ = 0;
       }
     }
-    windowStart_ = now;
-    bytes_ = 0;
-    held_ = false;
+    startWindow(now);
     return credit_ != before;
   }
 
  private:
+  void startWindow(Clock::time_point now) {
+    windowStart_ = now;
+    bytes_ = 0;
+    held_ = false;
+  }
+
   const size_t base_, max_;
   const double link_;
   size_t credit_;
