@@ -68,6 +68,8 @@ class Transport {
 
   // Makes progress and appends finished operations to `out`; returns how many were appended.
   virtual size_t poll(std::vector<Completion>& out) = 0;
+  // What poll() calls underneath, for the error when it does not return (a string literal).
+  virtual const char* pollCall() const { return "poll"; }
   // Operations posted and not yet reported by poll().
   virtual size_t pending() const = 0;
   // Best effort: withdraw every posted receive (used when the communicator fails). A withdrawn

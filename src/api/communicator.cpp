@@ -43,6 +43,9 @@ void OpState::finish(priocclResult_t code, const std::string& message) {
   std::vector<Request::Callback> run;
   {
     std::lock_guard<std::mutex> lock(mutex);
+    // Once only: a waiter may fail the op while the engine's thread is stuck in a transport call
+    // (Engine::failStuck), and the engine fails it again should that call return.
+    if (done.load(std::memory_order_relaxed)) return;
     result = code;
     error = message;
     run.swap(callbacks);
@@ -621,6 +624,15 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
       (void)engine.release();
       log(LogLevel::kWarn, "communicator destroyed after MPI_Finalize; its resources leak");
       bootstrap_.reset();
+      return;
+    }
+    if (!engine->drainAndStop()) {
+      // A transport call has not returned (the communicator failed with priocclTimeout): its
+      // thread, the engine and the transport under it leak rather than hang this caller.
+      (void)engine.release();
+      (void)bootstrap_.release();
+      log(LogLevel::kWarn,
+          "communicator destroyed while a transport call has not returned; its resources leak");
       return;
     }
     std::shared_ptr<ProgressGate> gate = engine->gate();  // outlives the engine

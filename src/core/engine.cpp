@@ -30,7 +30,10 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
       rank_(transport_->rank()),
       handover_(transport_->eventFd(),
                 [this] {
-                  std::lock_guard<std::mutex> progress(progress_);  // one transport call at a time
+                  // One transport call at a time; no sleep behind a holder that is slow to leave
+                  // (or stuck in a transport call: lockUnlessStuck).
+                  std::unique_lock<std::timed_mutex> progress(progress_, std::defer_lock);
+                  if (!progress.try_lock_for(std::chrono::milliseconds(1))) return false;
                   return transport_->armEvents();
                 }),
       stats_(config.timelinePath, rank_, transport_->size(), timelineClock),
@@ -53,11 +56,22 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
   }
   transfers_.postControlReceives();
   gate_->engine = this;
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    run();
+    std::lock_guard<std::mutex> lock(exitMutex_);
+    exited_ = true;
+    exitCv_.notify_all();
+  });
 }
 
 Engine::~Engine() {
-  drainAndStop();
+  if (!drainAndStop()) {
+    // The caller did not leak the engine (as CommImpl::destroy does): wait for the call.
+    log(LogLevel::kWarn, "rank ", rank_,
+        ": the engine waits for a transport call that has not returned to stop its progress "
+        "thread");
+    thread_.join();
+  }
   {
     // Every op is done; wait for the drivers still on their way out of drive().
     std::unique_lock<std::mutex> lock(gate_->mutex);
@@ -66,7 +80,7 @@ Engine::~Engine() {
   }
   // Chunk scratch that cancelled transfers may still be writing into is freed only once the
   // transport has stopped for good.
-  std::lock_guard<std::mutex> progress(progress_);
+  std::lock_guard<std::timed_mutex> progress(progress_);
   const bool quiesced = transport_->quiesce();
   runner_.endTraffic(quiesced);
   transfers_.endTraffic(quiesced);
@@ -106,12 +120,30 @@ void Engine::submit(std::shared_ptr<OpState> op, bool callerWaits) {
   op->finish(handover_.failCode(), handover_.failMessage());
 }
 
-void Engine::drainAndStop() {
+bool Engine::drainAndStop() {
   handover_.stop();
-  if (thread_.joinable()) thread_.join();
+  if (thread_.joinable()) {
+    // Joined only once it has returned: a thread stuck in a transport call (its own or a
+    // waiter's, whose lock it waits for) never would.
+    RoundWatch::Observer watch;
+    const std::chrono::duration<double> limit(config_.timeoutSeconds);
+    std::unique_lock<std::mutex> lock(exitMutex_);
+    while (!exitCv_.wait_for(lock, Watchdog::kPeriod, [&] { return exited_; })) {
+      if (stillStuck()) return false;
+      Clock::duration d = watch.stuckFor(rounds_, Clock::now());
+      if (limit.count() > 0 && d >= limit) {
+        lock.unlock();
+        failStuck(d, nullptr);
+        return false;
+      }
+    }
+    lock.unlock();
+    thread_.join();
+  }
   // Every op is done: say goodbye, and wait for the peers'.
-  std::lock_guard<std::mutex> progress(progress_);
+  std::lock_guard<std::timed_mutex> progress(progress_);
   if (control_.liveness().enabled() && !handover_.failed()) control_.goodbye();
+  return true;
 }
 
 bool Engine::pollOnce() {
@@ -126,7 +158,12 @@ bool Engine::pollOnce() {
 void Engine::abort() {
   std::vector<Ended> ended;
   {
-    std::lock_guard<std::mutex> progress(progress_);
+    std::unique_lock<std::timed_mutex> progress(progress_, std::defer_lock);
+    if (!lockUnlessStuck(progress, nullptr)) {  // failed by failStuck instead
+      handover_.wakeAll();
+      return;
+    }
+    takeOutsideFailure();
     if (!handover_.failed())
       failAll(priocclInvalidUsage,
               "the communicator was aborted on this rank (priocclCommAbort / Communicator::abort)");
@@ -138,21 +175,21 @@ void Engine::abort() {
 
 void Engine::startApplication() {
   {
-    std::lock_guard<std::mutex> lock(progress_);
+    std::lock_guard<std::timed_mutex> lock(progress_);
     matcher_.startApplication();
   }
   stats_.reset();
 }
 
 std::string Engine::startTimeline(const std::string& path) {
-  std::lock_guard<std::mutex> lock(progress_);  // the timeline is written under it
+  std::lock_guard<std::timed_mutex> lock(progress_);  // the timeline is written under it
   std::string file = stats_.startTimeline(path);
   transfers_.stampStarts(!file.empty());
   return file;
 }
 
 void Engine::stopTimeline() {
-  std::lock_guard<std::mutex> lock(progress_);
+  std::lock_guard<std::timed_mutex> lock(progress_);
   stats_.stopTimeline();
   transfers_.stampStarts(false);
 }
@@ -173,6 +210,7 @@ bool Engine::idle() const {
 bool Engine::step(bool light) {
   try {
     if (handover_.failed()) {  // nothing moves any more, but its abort notices must go out
+      takeOutsideFailure();
       control_.pollFailed();
       return false;
     }
@@ -203,7 +241,7 @@ bool Engine::step(bool light) {
   return true;
 }
 
-bool Engine::progressOnce(bool* idleNow, bool light) {
+bool Engine::progressOnce(bool* idleNow, bool light, OpState* waiter) {
   bool moved;
   // Ops are finished outside the lock. A round ends a few at most: those move out, and ended_
   // keeps its capacity (swapping it out cost a small op an allocation: issue 19).
@@ -212,7 +250,11 @@ bool Engine::progressOnce(bool* idleNow, bool light) {
   size_t nFew = 0;
   std::vector<Ended> many;
   {
-    std::lock_guard<std::mutex> lock(progress_);
+    // Not behind a holder stuck in a transport call: a waiter's op fails then (and is done); the
+    // progress thread rests, the communicator failed.
+    std::unique_lock<std::timed_mutex> lock(progress_, std::defer_lock);
+    if (!lockUnlessStuck(lock, waiter)) return waiter != nullptr;
+    RoundWatch::Round round(rounds_);
     moved = step(light && !handover_.hasIncoming());
     if (ended_.size() > kFew) {
       many.swap(ended_);
@@ -255,7 +297,7 @@ void Engine::drive(OpState& op) {
   unsigned rounds = op.inlined ? 1 : 0;
   bool idleNow = false;
   while (!op.done.load(std::memory_order_acquire)) {
-    if (progressOnce(&idleNow, ++rounds % kFullRoundEvery != 1)) {
+    if (progressOnce(&idleNow, ++rounds % kFullRoundEvery != 1, &op)) {
       backoff.reset();
       continue;
     }
@@ -356,12 +398,19 @@ bool Engine::exchangeControl() {
 bool Engine::pollTransport() {
   bool launches = false;
   if (collectives_) {
+    rounds_.call("the collective backend's poll");
     launches = collectives_->poll(Clock::now());
+    rounds_.call(nullptr);
+    if (takeOutsideFailure()) return true;
     if (launches) runner_.noteNews();  // the next pass plans and launches more
   }
   if (transport_->pending() == 0) return launches;
   completions_.clear();
+  rounds_.call(transport_->pollCall());
   transport_->poll(completions_);
+  rounds_.call(nullptr);
+  // Declared stuck meanwhile (failStuck): nothing it returned is used.
+  if (takeOutsideFailure()) return true;
   if (completions_.empty()) return launches;
   Clock::time_point now = Clock::now();  // one clock read for the whole batch
   for (const Completion& c : completions_) {
@@ -416,8 +465,11 @@ void Engine::failFromPeer(int from, const AbortNotice& notice) {
 
 void Engine::failWith(priocclResult_t code, const std::string& full, const AbortNotice* tell,
                       int skipPeer) {
-  log(LogLevel::kWarn, full);
-  errorLog_->set(full);
+  if (!stuck_.load(std::memory_order_acquire) || failureHandled_) {  // failStuck said it already
+    log(LogLevel::kWarn, full);
+    errorLog_->set(full);
+  }
+  failureHandled_ = true;
   std::vector<std::shared_ptr<OpState>> doomed;
   handover_.setFailed(code, full, doomed);
   // Withdrawn before the notices go: a receive that matched while this rank waits for their
@@ -437,6 +489,64 @@ void Engine::failWith(priocclResult_t code, const std::string& full, const Abort
   join_.reset();
   for (auto& op : doomed)
     if (op && !op->ended) finishOp(*op, code, full);
+}
+
+}  // namespace prioccl::detail
+
+namespace prioccl::detail {
+
+bool Engine::lockUnlessStuck(std::unique_lock<std::timed_mutex>& lock, OpState* waiter) {
+  if (lock.try_lock()) return true;
+  RoundWatch::Observer watch;
+  const std::chrono::duration<double> limit(config_.timeoutSeconds);
+  while (!lock.try_lock_for(Watchdog::kPeriod)) {
+    if (waiter && waiter->done.load(std::memory_order_acquire)) return false;
+    if (stillStuck()) {  // declared by another thread: this waiter's op fails too
+      failStuck(Clock::duration::zero(), waiter);
+      return false;
+    }
+    Clock::duration d = watch.stuckFor(rounds_, Clock::now());
+    if (limit.count() > 0 && d >= limit) {
+      failStuck(d, waiter);
+      return false;
+    }
+  }
+  return true;
+}
+
+void Engine::failStuck(Clock::duration stuckFor, OpState* waiter) {
+  std::vector<std::shared_ptr<OpState>> doomed;
+  if (!stuck_.exchange(true, std::memory_order_acq_rel)) {
+    stuckTicket_.store(rounds_.ticket());
+    const char* call = rounds_.currentCall();
+    std::string full =
+        concat("rank ", rank_, ": ",
+               call ? concat(call, " (", transport_->name(), " transport)")
+                    : concat("a round of progress (", transport_->name(), " transport)"),
+               " has not returned for ", std::chrono::duration<double>(stuckFor).count(),
+               " s (PRIOCCL_TIMEOUT_S=", config_.timeoutSeconds,
+               "): the communicator fails without it (a peer that died mid-transfer can leave a "
+               "transport spinning); the buffers of its ops may still be written should it return");
+    log(LogLevel::kWarn, full);
+    errorLog_->set(full);
+    handover_.setFailed(priocclTimeout, full, doomed);  // the first failure wins, as ever
+  } else {
+    handover_.setFailed(priocclTimeout, "", doomed);  // keeps the first; takes what was queued
+  }
+  // Queued ops never reached the engine; the waiter's op did, but the engine's thread cannot
+  // finish it now (and finishing twice is harmless: the first result stays).
+  for (auto& op : doomed) op->finish(handover_.failCode(), handover_.failMessage());
+  if (waiter) waiter->finish(handover_.failCode(), handover_.failMessage());
+  handover_.wakeAll();
+}
+
+bool Engine::takeOutsideFailure() {
+  if (failureHandled_ || !stuck_.load(std::memory_order_acquire)) return false;
+  log(LogLevel::kWarn, "rank ", rank_,
+      ": the transport call declared stuck returned; its ops' transfers are cancelled now");
+  AbortNotice notice{rank_, static_cast<int32_t>(handover_.failCode()), handover_.failMessage()};
+  failWith(handover_.failCode(), handover_.failMessage(), &notice, -1);
+  return true;
 }
 
 }  // namespace prioccl::detail

@@ -13,6 +13,7 @@
 // ops are finished (their callbacks run) outside the lock.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -33,6 +34,7 @@
 #include "core/op.h"
 #include "core/op_matcher.h"
 #include "core/op_stats.h"
+#include "core/round_watch.h"
 #include "core/transfers.h"
 #include "core/watchdog.h"
 #include "transport.h"
@@ -89,8 +91,10 @@ class Engine : private ChunkRunner::Events,
   void drive(OpState& op);
   const std::shared_ptr<ProgressGate>& gate() const { return gate_; }
   // Finishes every submitted op, then joins the progress thread and says goodbye to the peers.
-  // Idempotent.
-  void drainAndStop();
+  // Idempotent. False: a transport call has not returned for PRIOCCL_TIMEOUT_S (the communicator
+  // has failed with priocclTimeout), so the progress thread cannot stop; the caller must leak the
+  // engine, whose destructor would wait for that call.
+  bool drainAndStop();
   // Any thread: fails every pending and later op now and tells the other ranks.
   void abort();
   // Any thread: the progress thread looks again soon (a staged op's input arrived).
@@ -116,7 +120,7 @@ class Engine : private ChunkRunner::Events,
   void stopTimeline();
   // Replaces the cost model. Only before any op that leaves the algorithm to the model.
   void setSelector(const AlgoSelector& selector) {
-    std::lock_guard<std::mutex> lock(progress_);
+    std::lock_guard<std::timed_mutex> lock(progress_);
     selector_ = selector;
   }
 
@@ -127,7 +131,25 @@ class Engine : private ChunkRunner::Events,
   void run();  // the progress thread
   // One locked round of progress, then finishes the ops it ended. `idle`: nothing in flight.
   // `light`: see step().
-  bool progressOnce(bool* idle, bool light = false);
+  // `waiter`: a thread waiting for this op runs the round (null: the progress thread). Should the
+  // lock's holder be stuck in a transport call (lockUnlessStuck), no round runs: the communicator
+  // fails, and so does the op.
+  bool progressOnce(bool* idle, bool light = false, OpState* waiter = nullptr);
+  // Takes the progress lock, unless its holder has been inside one round past PRIOCCL_TIMEOUT_S
+  // (round_watch.h): then fails the communicator (failStuck) and returns false. Returns false
+  // too once `waiter` (if any) is done.
+  bool lockUnlessStuck(std::unique_lock<std::timed_mutex>& lock, OpState* waiter);
+  // Without the progress lock: fails the communicator, its queued ops and `waiter`, naming the
+  // call that has not returned. The holder cleans the rest up if the call ever returns
+  // (takeOutsideFailure).
+  void failStuck(Clock::duration stuckFor, OpState* waiter);
+  // The stuck round declared by failStuck is still running.
+  bool stillStuck() const {
+    return stuck_.load(std::memory_order_acquire) && rounds_.ticket() == stuckTicket_.load();
+  }
+  // Under the lock: a failure declared outside it (failStuck) cancels the transfers and fails the
+  // ops here, before anything the transport returned is used. True when it did.
+  bool takeOutsideFailure();
   bool step(bool light);
   bool idle() const;
   bool takeSubmissions();
@@ -187,8 +209,17 @@ class Engine : private ChunkRunner::Events,
   std::shared_ptr<ProgressGate> gate_ = std::make_shared<ProgressGate>();
   Handover handover_;  // shared with user threads: submissions, drivers, naps, the failure
 
-  // Held for every round of progress; guards everything below.
-  std::mutex progress_;
+  // Held for every round of progress; guards everything below. Timed: waiters give up on a
+  // holder stuck in a transport call (lockUnlessStuck).
+  std::timed_mutex progress_;
+  RoundWatch rounds_;                     // the holder's rounds, for waiters (not guarded)
+  std::atomic<bool> stuck_{false};        // failStuck ran
+  std::atomic<uint64_t> stuckTicket_{0};  // the round it found stuck
+  bool failureHandled_ = false;           // failWith ran (a failStuck's failure may not have)
+  // The progress thread has returned (drainAndStop waits for it without joining a stuck one).
+  std::mutex exitMutex_;
+  std::condition_variable exitCv_;
+  bool exited_ = false;
   struct Ended {
     std::shared_ptr<OpState> op;
     priocclResult_t code = priocclSuccess;

@@ -25,7 +25,9 @@ bool Engine::tryInline(const std::shared_ptr<OpState>& op) {
     return false;
   size_t bytes = op->count * reduce::dtypeSize(op->dtype);
   if (bytes > ChunkRunner::kCarryMaxBytes) return false;  // (before the locks: most end here)
-  std::lock_guard<std::mutex> progress(progress_);
+  // A held lock means a busy engine (or one stuck in a transport call): the lanes take the op.
+  std::unique_lock<std::timed_mutex> progress(progress_, std::try_to_lock);
+  if (!progress.owns_lock()) return false;
   // The timeline's spans come from the lanes' bookkeeping: with a timeline, every op takes them.
   if (handover_.failed() || stats_.timelineEnabled() || !idle()) return false;
   // The choice the lanes would make (takeSubmissions keeps it if this op goes there after all).

@@ -4,7 +4,8 @@
 # op within PRIOCCL_TIMEOUT_S + 5 s of the kill (or, where its part no longer needed the victim,
 # its completion: column "done"), an error from a later op, a prompt destroy. An all-reduce has
 # five phases; the other kinds (fault_rank --op) two: before submit, mid op.
-# Prints a table and "FAULTS hangs=H late=L wrong=W runs=N".
+# Prints a table and "FAULTS hangs=H late=L wrong=W runs=N stuck_in_mpi=S" (S: runs where a rank's
+# waiting thread stayed inside the MPI library and the rank said so; see below).
 # Usage: run_faults.sh --mpirun M --binary B [--np 4] [--reps 20] [--timeout 3]
 #          [--transport mpi|ucx_tcp|mpi-coll] [--ops all_reduce,broadcast,...]
 #          [--ranks-per-host K]   (emulated hosts, PRIOCCL_HOST_ID = rank / K: with
@@ -33,8 +34,8 @@ case $transport in
 esac
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-hangs=0 late=0 wrong=0 runs=0
-printf '%-15s %-15s %5s %10s %8s %6s %6s %5s  %s\n' op phase runs max_s destroy hangs late done "transport=$transport np=$np PRIOCCL_TIMEOUT_S=$timeout${PRIOCCL_ALGO:+ PRIOCCL_ALGO=$PRIOCCL_ALGO}$( ((per_host)) && echo " ranks/host=$per_host")"
+hangs=0 late=0 wrong=0 runs=0 stuck=0
+printf '%-15s %-15s %5s %10s %8s %6s %6s %5s %5s  %s\n' op phase runs max_s destroy hangs late done stuck "transport=$transport np=$np PRIOCCL_TIMEOUT_S=$timeout${PRIOCCL_ALGO:+ PRIOCCL_ALGO=$PRIOCCL_ALGO}$( ((per_host)) && echo " ranks/host=$per_host")"
 phase_index=0
 cells=()  # op/phase
 for op in ${ops//,/ }; do
@@ -44,7 +45,7 @@ for op in ${ops//,/ }; do
 done
 for cell in "${cells[@]}"; do
   op=${cell%/*} phase=${cell#*/}
-  p_hangs=0 p_late=0 p_wrong=0 p_max=0 p_destroy=0 p_done=0
+  p_hangs=0 p_late=0 p_wrong=0 p_max=0 p_destroy=0 p_done=0 p_stuck=0
   for ((rep = 0; rep < reps; ++rep)); do
     victim=$(((rep + phase_index) % np))
     sync=$(mktemp -d)
@@ -58,7 +59,24 @@ for cell in "${cells[@]}"; do
     runs=$((runs + 1))
     kill_at=$(awk '/^KILL /{print $2; exit}' "$log")
     survivors=$(grep -c '^SURVIVOR ' "$log")
-    if ((rc == 124)) || [[ -z $kill_at ]] || ((survivors != np - 1)); then
+    # A rank whose own waiting thread is stuck inside a transport call cannot report: nothing
+    # returns that thread (Open MPI's shared-memory transport has been seen spinning in
+    # MPI_Testsome after a peer died mid-write). Its progress thread must still fail the
+    # communicator within the timeout, naming the call (Engine::failStuck); such a run is counted
+    # apart (column "stuck") when every rank that did not report said so, and only for MPI.
+    stuck_ranks=$(grep -oE 'rank [0-9]+: [^(]* \([a-z_-]+ transport\) has not returned' "$log" |
+      awk '{print $2}' | tr -d : | sort -u)
+    unreported=0 unexplained=0
+    for ((r = 0; r < np; ++r)); do
+      ((r == victim)) || grep -q "^SURVIVOR rank=$r " "$log" && continue
+      unreported=$((unreported + 1))
+      grep -qx "$r" <<<"$stuck_ranks" || unexplained=$((unexplained + 1))
+    done
+    if [[ -n $kill_at && $transport == mpi* ]] && ((unreported > 0 && unexplained == 0)); then
+      p_stuck=$((p_stuck + 1))
+      echo "--- $op $phase victim $victim: rank(s) $(echo $stuck_ranks) stuck in a transport call:" >&2
+      grep -E 'has not returned|^SURVIVOR' "$log" | head -8 >&2
+    elif ((rc == 124)) || [[ -z $kill_at ]] || ((survivors != np - 1)); then
       p_hangs=$((p_hangs + 1))
       echo "--- $op $phase victim $victim: rc=$rc, kill='${kill_at}', $survivors survivors reported" >&2
       # What the ranks said, without mpirun's boilerplate about the killed rank.
@@ -93,11 +111,11 @@ for cell in "${cells[@]}"; do
     p_max=$(awk -v a="$p_max" -v b="$max_s" 'BEGIN{print (b > a) ? b : a}')
     p_destroy=$(awk -v a="$p_destroy" -v b="$max_destroy" 'BEGIN{print (b > a) ? b : a}')
   done
-  printf '%-15s %-15s %5d %10s %8s %6d %6d %5d\n' "$op" "$phase" "$reps" "$p_max" "$p_destroy" "$p_hangs" "$p_late" "$p_done"
-  hangs=$((hangs + p_hangs)) late=$((late + p_late)) wrong=$((wrong + p_wrong))
+  printf '%-15s %-15s %5d %10s %8s %6d %6d %5d %5d\n' "$op" "$phase" "$reps" "$p_max" "$p_destroy" "$p_hangs" "$p_late" "$p_done" "$p_stuck"
+  hangs=$((hangs + p_hangs)) late=$((late + p_late)) wrong=$((wrong + p_wrong)) stuck=$((stuck + p_stuck))
   phase_index=$((phase_index + 1))
 done
 # A sample of what survivors are told.
 grep -m1 '^SURVIVOR' "$log" | sed 's/^/example: /'
-echo "FAULTS hangs=$hangs late=$late wrong=$wrong runs=$runs"
+echo "FAULTS hangs=$hangs late=$late wrong=$wrong runs=$runs stuck_in_mpi=$stuck"
 ((hangs + late + wrong == 0))

@@ -19,6 +19,7 @@ class MpiTransport final : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* name() const override { return "mpi"; }
+  const char* pollCall() const override { return "MPI_Testsome"; }
   uint64_t tagSpace() const override { return tagSpace_; }
   void postSend(int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t cookie,
                 SendCompletion completion) override;

@@ -33,6 +33,7 @@ class UcxTransport final : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* name() const override { return "ucx"; }
+  const char* pollCall() const override { return "ucp_worker_progress"; }
   uint64_t tagSpace() const override { return tagSpace_; }
   void postSend(int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t cookie,
                 SendCompletion completion) override;
