@@ -82,26 +82,47 @@ double secondsSince(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-TEST(EngineStuckCall, WaiterFailsNamingTheCallLaterOpsFailAtOnceStopDoesNotWait) {
-  Fabric fabric;  // rank 1 never answers: the op cannot end by itself
+// Rank 0 of two over the fabric, PRIOCCL_TIMEOUT_S=1; rank 1 never answers, so no op ends by
+// itself.
+struct StuckRank {
+  Fabric fabric;
   Latch latch;
-  prioccl::Config cfg;
-  cfg.timeoutSeconds = 1;
-  auto engine = std::make_unique<Engine>(std::make_unique<BlockingTransport>(fabric, 0, 2, latch),
-                                         cfg, prioccl::AlgoSelector(priocclAlgoRing),
-                                         std::make_shared<prioccl::detail::ErrorLog>(),
-                                         /*heartbeats=*/false);
-  std::vector<float> a(4096, 1.0f), b(16, 1.0f);
-  {
+  std::unique_ptr<Engine> engine;
+
+  explicit StuckRank(bool heartbeats) {
+    prioccl::Config cfg;
+    cfg.timeoutSeconds = 1;
+    engine = std::make_unique<Engine>(std::make_unique<BlockingTransport>(fabric, 0, 2, latch), cfg,
+                                      prioccl::AlgoSelector(priocclAlgoRing),
+                                      std::make_shared<prioccl::detail::ErrorLog>(), heartbeats);
+  }
+  void arm() {
     std::lock_guard<std::mutex> lock(latch.mutex);
     latch.armed = true;
   }
+  // Until a thread is inside the blocked poll.
+  bool awaitBlocked() {
+    const auto deadline = Clock::now() + std::chrono::seconds(30);
+    while (latch.inside.load() == 0 && Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return latch.inside.load() == 1;
+  }
+  void release() {
+    {
+      std::lock_guard<std::mutex> lock(latch.mutex);
+      latch.released = true;
+    }
+    latch.cv.notify_all();
+  }
+};
+
+TEST(EngineStuckCall, WaiterFailsNamingTheCallLaterOpsFailAtOnceStopDoesNotWait) {
+  StuckRank rank(/*heartbeats=*/false);
+  std::vector<float> a(4096, 1.0f), b(16, 1.0f);
+  rank.arm();
   std::shared_ptr<OpState> op = allReduceOf(a);
-  engine->submit(op);  // the progress thread takes it, posts, and polls: it blocks there
-  const auto deadline = Clock::now() + std::chrono::seconds(30);
-  while (latch.inside.load() == 0 && Clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  ASSERT_EQ(latch.inside.load(), 1) << "the progress thread never polled";
+  rank.engine->submit(op);  // the progress thread takes it, posts, and polls: it blocks there
+  ASSERT_TRUE(rank.awaitBlocked()) << "the progress thread never polled";
 
   // The waiter drives progress: it finds the lock held by a round that does not end.
   auto t0 = Clock::now();
@@ -115,66 +136,45 @@ TEST(EngineStuckCall, WaiterFailsNamingTheCallLaterOpsFailAtOnceStopDoesNotWait)
   EXPECT_NE(op->error.find("PRIOCCL_TIMEOUT_S=1"), std::string::npos) << op->error;
   EXPECT_GE(waited, 0.9);
   EXPECT_LT(waited, 5.0);
-  EXPECT_EQ(engine->asyncError(), priocclTimeout);
+  EXPECT_EQ(rank.engine->asyncError(), priocclTimeout);
 
   // A later op fails at once; stopping returns at once without the stuck thread.
   std::shared_ptr<OpState> later = allReduceOf(b);
   t0 = Clock::now();
-  engine->submit(later);
+  rank.engine->submit(later);
   EXPECT_TRUE(later->done.load());
   EXPECT_EQ(later->result, priocclTimeout);
-  EXPECT_FALSE(engine->drainAndStop());
+  EXPECT_FALSE(rank.engine->drainAndStop());
   EXPECT_LT(secondsSince(t0), 1.0);
-  EXPECT_EQ(latch.inside.load(), 1);
+  EXPECT_EQ(rank.latch.inside.load(), 1);
 
   // Should the call return after all, the engine cleans up and stops as usual.
-  {
-    std::lock_guard<std::mutex> lock(latch.mutex);
-    latch.released = true;
-  }
-  latch.cv.notify_all();
+  rank.release();
   bool stopped = false;  // once the returned round has ended
   for (auto until = Clock::now() + std::chrono::seconds(30); !stopped && Clock::now() < until;)
-    stopped = engine->drainAndStop();
+    stopped = rank.engine->drainAndStop();
   EXPECT_TRUE(stopped);
-  engine.reset();
+  rank.engine.reset();
   EXPECT_EQ(op->result, priocclTimeout);  // the first result stays
 }
 
 // A stuck round declared from drainAndStop itself (no waiter asked first): it gives up after
 // PRIOCCL_TIMEOUT_S and the op fails.
 TEST(EngineStuckCall, StopGivesUpOnAStuckRound) {
-  Fabric fabric;
-  Latch latch;
-  prioccl::Config cfg;
-  cfg.timeoutSeconds = 1;
-  auto engine = std::make_unique<Engine>(std::make_unique<BlockingTransport>(fabric, 0, 2, latch),
-                                         cfg, prioccl::AlgoSelector(priocclAlgoRing),
-                                         std::make_shared<prioccl::detail::ErrorLog>(),
-                                         /*heartbeats=*/false);
+  StuckRank rank(/*heartbeats=*/false);
   std::vector<float> a(4096, 1.0f);
-  {
-    std::lock_guard<std::mutex> lock(latch.mutex);
-    latch.armed = true;
-  }
+  rank.arm();
   std::shared_ptr<OpState> op = allReduceOf(a);
-  engine->submit(op);
-  const auto deadline = Clock::now() + std::chrono::seconds(30);
-  while (latch.inside.load() == 0 && Clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  ASSERT_EQ(latch.inside.load(), 1);
+  rank.engine->submit(op);
+  ASSERT_TRUE(rank.awaitBlocked());
   auto t0 = Clock::now();
-  EXPECT_FALSE(engine->drainAndStop());
+  EXPECT_FALSE(rank.engine->drainAndStop());
   double waited = secondsSince(t0);
   EXPECT_GE(waited, 0.9);
   EXPECT_LT(waited, 5.0);
-  EXPECT_EQ(engine->asyncError(), priocclTimeout);
-  {
-    std::lock_guard<std::mutex> lock(latch.mutex);
-    latch.released = true;
-  }
-  latch.cv.notify_all();
-  engine.reset();  // waits for the (now returned) call, cleans up
+  EXPECT_EQ(rank.engine->asyncError(), priocclTimeout);
+  rank.release();
+  rank.engine.reset();  // waits for the (now returned) call, cleans up
   ASSERT_TRUE(op->done.load());
   EXPECT_EQ(op->result, priocclTimeout) << op->error;
 }
@@ -183,48 +183,32 @@ TEST(EngineStuckCall, StopGivesUpOnAStuckRound) {
 // thread (awake for its heartbeats) fails the communicator, so that other threads' ops fail and
 // the job can tell.
 TEST(EngineStuckCall, ProgressThreadFailsTheCommunicatorBehindAStuckWaiter) {
-  Fabric fabric;
-  Latch latch;
-  prioccl::Config cfg;
-  cfg.timeoutSeconds = 1;
-  auto engine = std::make_unique<Engine>(std::make_unique<BlockingTransport>(fabric, 0, 2, latch),
-                                         cfg, prioccl::AlgoSelector(priocclAlgoRing),
-                                         std::make_shared<prioccl::detail::ErrorLog>());
-  std::vector<float> a(16, 1.0f);
+  StuckRank rank(/*heartbeats=*/true);
+  std::vector<float> a(16, 1.0f), b(16, 1.0f);
   std::shared_ptr<OpState> op = allReduceOf(a);
   std::thread waiter([&] {
-    {
-      std::lock_guard<std::mutex> lock(latch.mutex);
-      latch.armed = true;
-    }
-    engine->submit(op, /*callerWaits=*/true);
+    rank.arm();
+    rank.engine->submit(op, /*callerWaits=*/true);
     prioccl::detail::driveUntilDone(*op);
   });
-  const auto deadline = Clock::now() + std::chrono::seconds(30);
-  while (latch.inside.load() == 0 && Clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  ASSERT_EQ(latch.inside.load(), 1) << "nobody polled";
+  ASSERT_TRUE(rank.awaitBlocked()) << "nobody polled";
   auto t0 = Clock::now();
-  while (engine->asyncError() == priocclSuccess && Clock::now() < deadline)
+  const auto deadline = t0 + std::chrono::seconds(30);
+  while (rank.engine->asyncError() == priocclSuccess && Clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  EXPECT_EQ(engine->asyncError(), priocclTimeout);
+  EXPECT_EQ(rank.engine->asyncError(), priocclTimeout);
   EXPECT_LT(secondsSince(t0), 5.0);
-  std::vector<float> b(16, 1.0f);
   std::shared_ptr<OpState> later = allReduceOf(b);
-  engine->submit(later);
+  rank.engine->submit(later);
   EXPECT_TRUE(later->done.load());
   EXPECT_EQ(later->result, priocclTimeout);
   EXPECT_NE(later->error.find("blocking_poll (blocking transport) has not returned"),
             std::string::npos)
       << later->error;
-  {
-    std::lock_guard<std::mutex> lock(latch.mutex);
-    latch.released = true;
-  }
-  latch.cv.notify_all();
+  rank.release();
   waiter.join();
   EXPECT_EQ(op->result, priocclTimeout) << op->error;
-  engine.reset();
+  rank.engine.reset();
 }
 
 }  // namespace
