@@ -17,6 +17,14 @@ namespace {
 // escape.
 constexpr unsigned kFullRoundEvery = 16;
 
+// Waits up to `d` for the progress lock. Timed on the system clock: std::timed_mutex's steady
+// clock wait is pthread_mutex_clocklock, which ThreadSanitizer (GCC 12's) does not see taking the
+// lock, and reports every access under it as a race; pthread_mutex_timedlock it sees. A step of
+// the system clock only lengthens or shortens this one wait.
+bool lockWithin(std::unique_lock<std::timed_mutex>& lock, std::chrono::microseconds d) {
+  return lock.try_lock_until(std::chrono::system_clock::now() + d);
+}
+
 }  // namespace
 
 Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
@@ -33,7 +41,7 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
                   // One transport call at a time; no sleep behind a holder that is slow to leave
                   // (or stuck in a transport call: lockUnlessStuck).
                   std::unique_lock<std::timed_mutex> progress(progress_, std::defer_lock);
-                  if (!progress.try_lock_for(std::chrono::milliseconds(1))) return false;
+                  if (!lockWithin(progress, std::chrono::milliseconds(1))) return false;
                   return transport_->armEvents();
                 }),
       stats_(config.timelinePath, rank_, transport_->size(), timelineClock),
@@ -499,7 +507,7 @@ bool Engine::lockUnlessStuck(std::unique_lock<std::timed_mutex>& lock, OpState* 
   if (lock.try_lock()) return true;
   RoundWatch::Observer watch;
   const std::chrono::duration<double> limit(config_.timeoutSeconds);
-  while (!lock.try_lock_for(Watchdog::kPeriod)) {
+  while (!lockWithin(lock, Watchdog::kPeriod)) {
     if (waiter && waiter->done.load(std::memory_order_acquire)) return false;
     if (stillStuck()) {  // declared by another thread: this waiter's op fails too
       failStuck(Clock::duration::zero(), waiter);
