@@ -26,7 +26,7 @@ if [[ ${1:-} == --ci ]]; then
   # bad input, its catalogue, faults, point-to-point and device staging at 2 ranks over MPI and
   # UCX. test_collectives, test_comm_split, test_horovod_features and the mpi-coll transport run
   # under ASan only: CI's time. The stress, fault and timeline tests as under ASan.
-  tsan='^(unit\.test_(scheduler|train_emu)$|stress\.mpi|fault\.mpi|timeline\.|mpi\.thread_level|mpi\.test_modes\.np3'
+  tsan='^(unit\.test_(scheduler|train_emu|engine_stuck)$|stress\.mpi|fault\.mpi|timeline\.|mpi\.thread_level|mpi\.test_modes\.np3'
   tsan+='|mpi\.test_allreduce\.np2|mpi\.(ucx_(tcp|sm)\.)?test_(bad_input|bad_input_catalogue|faults'
   tsan+='|point_to_point|device_buffers)\.np2)'
   status=0
