@@ -89,6 +89,10 @@ struct PRIOCCL_API Config {
   // What the ring's links measured at communicator creation (0 when not measured).
   double linkBytesPerSecond = 0;
   double linkLatencySeconds = 0;
+  // Set at creation (resolveAuto): the ranks span hosts and the links measured below 600 MB/s.
+  // Then a thread that has waited 0.5 ms polls every ~50 us instead of spinning (Backoff,
+  // src/core/handover.h): a completion comes every few hundred us at best on such links.
+  bool slowLinks = false;
 };
 
 // One PRIOCCL_* knob as the library documents it: the rows of its parameter table

@@ -110,8 +110,9 @@ void Config::resolveAuto(double bytesPerSecond, double latencySeconds, int nrank
   linkLatencySeconds = latencySeconds;
   double bw = bytesPerSecond > 0 ? bytesPerSecond : 1e9;  // unmeasured (one rank): moderate
   const double ranks = std::max(1, nranks);
+  const bool fast = oneHost || bw >= kFastLinkBytesPerSecond;
+  slowLinks = !fast;
   if (chunkBytes == 0) {
-    const bool fast = oneHost || bw >= kFastLinkBytesPerSecond;
     size_t segment = fast ? kFastSegmentBytes : kSlowSegmentBytes;
     chunkBytes =
         std::clamp<size_t>(ceilPowerOfTwo(static_cast<double>(segment) * ranks), 64 << 10, 1 << 20);
@@ -132,7 +133,8 @@ void Config::resolveAuto(double bytesPerSecond, double latencySeconds, int nrank
 
 std::string Config::describe() const {
   return concat(detail::describeParams(*this), " link=", linkBytesPerSecond / 1e9, "GB/s,",
-                linkLatencySeconds * 1e6, "us");
+                linkLatencySeconds * 1e6, "us",
+                slowLinks ? " (slow: long waits poll every 50 us)" : "");
 }
 
 }  // namespace prioccl

@@ -281,7 +281,7 @@ bool Engine::progressOnce(bool* idleNow, bool light, OpState* waiter) {
 }
 
 void Engine::run() {
-  Backoff backoff;
+  Backoff backoff(config_.slowLinks);
   unsigned rounds = 0;
   const Liveness& liveness = control_.liveness();
   Clock::duration heartbeat = liveness.enabled() ? liveness.period() : Clock::duration::zero();
@@ -294,12 +294,13 @@ void Engine::run() {
     bool fullRound = false;
     if (!handover_.rest(idleNow, heartbeat, backoff, &fullRound)) return;
     if (fullRound) rounds = 0;
+    if (idleNow) backoff.start();  // what comes next is a new wait
   }
 }
 
 void Engine::drive(OpState& op) {
   handover_.driverEnters();
-  Backoff backoff;
+  Backoff backoff(config_.slowLinks);
   // An inline op has nothing for a full round to take (its submission posted it and ran the
   // watchdog): its rounds start light.
   unsigned rounds = op.inlined ? 1 : 0;

@@ -25,8 +25,19 @@ namespace prioccl::detail {
 // by transport and by round (light or full). A transport with an event descriptor replaces the
 // naps by sleeping on it. (Its spin is not shorter: measured on shared memory, UCX's wakeups
 // after 64 rounds instead of 2000 cost half the busbw at 64 KiB-1 MiB.)
+//
+// On slow links (Config::slowLinks) a wait that has lasted kSlowLinkSpin polls only every
+// kSlowLinkNap: completions come hundreds of microseconds apart there (a 32 KiB segment takes
+// 0.26 ms at 1 Gbit/s), and every completion restarted the spin, so a rank spun in MPI_Testsome
+// and sched_yield for as long as any op was in flight. Measured on ResNet-18 training, 4 hosts at
+// 1 Gbit/s (docs/benchmarks.md, "Polling on slow links"): P3's CPU per step 369 -> 257 ms (gloo's
+// 236), its step time unchanged. Short waits (small ops) end within the spin and keep its latency.
 class Backoff {
  public:
+  static constexpr std::chrono::microseconds kSlowLinkSpin{500};
+  static constexpr std::chrono::microseconds kSlowLinkNap{50};
+
+  explicit Backoff(bool slowLinks = false) : slowLinks_(slowLinks) {}
   // How long a rank polls, yielding now and then, before it naps while peers are behind.
   // Measured on 4 ranks sharing 2 cores (priority_perf, median of 20 runs; 10 for 0.5 ms): the
   // urgent op's slowdown is 2.95 with 8 ms, 3.9 with 2 ms, 4.1 with 0.5 ms; small-op latency is
@@ -34,10 +45,23 @@ class Backoff {
   static constexpr std::chrono::milliseconds kSpinTime{8};
   static constexpr unsigned kMaxSleepUs = 256;  // longest nap between polls while ops are in flight
 
-  void reset() { quiet_ = 0; }  // progress was made
+  void reset() { quiet_ = 0; }        // progress was made
+  void start() { waiting_ = false; }  // a new wait begins (the engine was idle)
   // One round without progress.
   template <typename Nap>
   void pause(Nap nap) {
+    if (slowLinks_) {
+      auto now = std::chrono::steady_clock::now();
+      if (!waiting_) {
+        waiting_ = true;
+        waitSince_ = now;
+      }
+      if (now - waitSince_ >= kSlowLinkSpin) {
+        if (quiet_++ < 2) return;  // two empty rounds: whatever was ready has been taken
+        nap(kSlowLinkNap);
+        return;
+      }
+    }
     if (quiet_++ == 0) naps_ = 0;
     if (naps_ == 0) {
       if (quiet_ % 64 != 0) return;
@@ -51,8 +75,11 @@ class Backoff {
   }
 
  private:
+  const bool slowLinks_;
   unsigned quiet_ = 0, naps_ = 0;
   std::chrono::steady_clock::time_point since_;
+  bool waiting_ = false;  // slow links: waitSince_ marks this wait's first empty round
+  std::chrono::steady_clock::time_point waitSince_;
 };
 
 class Handover {

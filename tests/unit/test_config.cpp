@@ -86,15 +86,21 @@ TEST(Config, AutoChunkIsTheSameForEveryMeasurementOfALinkClass) {
     prioccl::Config c;
     c.resolveAuto(bw, 100e-6, 4);
     EXPECT_EQ(c.chunkBytes, 128u << 10) << bw << " B/s";
+    EXPECT_TRUE(c.slowLinks) << bw << " B/s";
   }
   for (double bw : {600e6, 1.25e9, 3e9, 12e9}) {
     prioccl::Config c;
     c.resolveAuto(bw, 5e-6, 4);
     EXPECT_EQ(c.chunkBytes, 1u << 20) << bw << " B/s";
+    EXPECT_FALSE(c.slowLinks) << bw << " B/s";
   }
   prioccl::Config oneHost;
   oneHost.resolveAuto(100e6, 100e-6, 4, /*oneHost=*/true);  // a busy host's shared memory
   EXPECT_EQ(oneHost.chunkBytes, 1u << 20);
+  EXPECT_FALSE(oneHost.slowLinks);
+  prioccl::Config unmeasured;  // one rank
+  unmeasured.resolveAuto(0, 0, 1);
+  EXPECT_FALSE(unmeasured.slowLinks);
   prioccl::Config two, eight;
   two.resolveAuto(117e6, 100e-6, 2);
   eight.resolveAuto(117e6, 100e-6, 8);

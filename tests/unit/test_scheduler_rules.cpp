@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/credit_tuner.h"
+#include "core/handover.h"
 #include "core/scheduler.h"
 #include "prioccl/prioccl.hpp"
 
@@ -218,3 +219,48 @@ TEST(SchedulerRules, TheTunedCreditIsTheOneSendsWaitFor) {
 }
 
 }  // namespace
+
+// The poll loop's back-off (core/handover.h). Fast links: 64 empty rounds before the first yield
+// and no nap for kSpinTime. Slow links: the same until the wait is kSlowLinkSpin old; from then on
+// every empty round naps kSlowLinkNap, but the first two after progress (reset); a new wait
+// (start) spins again.
+TEST(Backoff, SlowLinksNapAfterTheSpinFastLinksKeepSpinning) {
+  using prioccl::detail::Backoff;
+  using Clock = std::chrono::steady_clock;
+  for (bool slow : {false, true}) {
+    Backoff b(slow);
+    Clock::time_point t0 = Clock::now();
+    std::vector<std::chrono::microseconds> naps;
+    std::vector<Clock::duration> napAt;  // since t0
+    auto pause = [&] {
+      b.pause([&](std::chrono::microseconds us) {
+        naps.push_back(us);
+        napAt.push_back(Clock::now() - t0);
+      });
+    };
+    // The first 63 empty rounds never nap on a fast link, nor on a slow one before kSlowLinkSpin.
+    for (int i = 0; i < 63; ++i) pause();
+    if (!slow) {
+      EXPECT_TRUE(naps.empty());
+      continue;
+    }
+    for (Clock::duration d : napAt) EXPECT_GE(d, Backoff::kSlowLinkSpin);
+    while (Clock::now() - t0 < Backoff::kSlowLinkSpin + std::chrono::microseconds(100)) pause();
+    naps.clear();
+    for (int i = 0; i < 9; ++i) pause();
+    EXPECT_EQ(naps, std::vector<std::chrono::microseconds>(9, Backoff::kSlowLinkNap));
+    b.reset();  // progress: two empty rounds again before the next nap
+    naps.clear();
+    pause();
+    pause();
+    EXPECT_TRUE(naps.empty());
+    pause();
+    EXPECT_EQ(naps.size(), 1u);
+    b.start();  // a new wait: the spin again
+    naps.clear();
+    napAt.clear();
+    t0 = Clock::now();
+    for (int i = 0; i < 63; ++i) pause();
+    for (Clock::duration d : napAt) EXPECT_GE(d, Backoff::kSlowLinkSpin);
+  }
+}
