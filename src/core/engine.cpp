@@ -134,17 +134,9 @@ bool Engine::drainAndStop() {
     // Joined only once it has returned: a thread stuck in a transport call (its own or a
     // waiter's, whose lock it waits for) never would.
     RoundWatch::Observer watch;
-    const std::chrono::duration<double> limit(config_.timeoutSeconds);
     std::unique_lock<std::mutex> lock(exitMutex_);
-    while (!exitCv_.wait_for(lock, Watchdog::kPeriod, [&] { return exited_; })) {
-      if (stillStuck()) return false;
-      Clock::duration d = watch.stuckFor(rounds_, Clock::now());
-      if (limit.count() > 0 && d >= limit) {
-        lock.unlock();
-        failStuck(d, nullptr);
-        return false;
-      }
-    }
+    while (!exitCv_.wait_for(lock, Watchdog::kPeriod, [&] { return exited_; }))
+      if (failedStuck(watch, nullptr)) return false;
     lock.unlock();
     thread_.join();
   }
@@ -500,26 +492,25 @@ void Engine::failWith(priocclResult_t code, const std::string& full, const Abort
     if (op && !op->ended) finishOp(*op, code, full);
 }
 
-}  // namespace prioccl::detail
-
-namespace prioccl::detail {
-
 bool Engine::lockUnlessStuck(std::unique_lock<std::timed_mutex>& lock, OpState* waiter) {
   if (lock.try_lock()) return true;
   RoundWatch::Observer watch;
-  const std::chrono::duration<double> limit(config_.timeoutSeconds);
   while (!lockWithin(lock, Watchdog::kPeriod)) {
     if (waiter && waiter->done.load(std::memory_order_acquire)) return false;
-    if (stillStuck()) {  // declared by another thread: this waiter's op fails too
-      failStuck(Clock::duration::zero(), waiter);
-      return false;
-    }
-    Clock::duration d = watch.stuckFor(rounds_, Clock::now());
-    if (limit.count() > 0 && d >= limit) {
-      failStuck(d, waiter);
-      return false;
-    }
+    if (failedStuck(watch, waiter)) return false;
   }
+  return true;
+}
+
+bool Engine::failedStuck(RoundWatch::Observer& watch, OpState* waiter) {
+  if (stillStuck()) {  // declared already (maybe by another thread): `waiter` fails too
+    failStuck(Clock::duration::zero(), waiter);
+    return true;
+  }
+  const std::chrono::duration<double> limit(config_.timeoutSeconds);
+  Clock::duration d = watch.stuckFor(rounds_, Clock::now());
+  if (limit.count() <= 0 || d < limit) return false;
+  failStuck(d, waiter);
   return true;
 }
 

@@ -139,6 +139,10 @@ class Engine : private ChunkRunner::Events,
   // (round_watch.h): then fails the communicator (failStuck) and returns false. Returns false
   // too once `waiter` (if any) is done.
   bool lockUnlessStuck(std::unique_lock<std::timed_mutex>& lock, OpState* waiter);
+  // One look by a thread that cannot take the lock (watching with `watch`): true when the holder
+  // has been stuck past PRIOCCL_TIMEOUT_S, or was declared stuck already; the communicator and
+  // `waiter` have failed then (failStuck).
+  bool failedStuck(RoundWatch::Observer& watch, OpState* waiter);
   // Without the progress lock: fails the communicator, its queued ops and `waiter`, naming the
   // call that has not returned. The holder cleans the rest up if the call ever returns
   // (takeOutsideFailure).
