@@ -8,6 +8,7 @@
 #include "nccl/nccl_coll_backend.h"
 #endif
 #include "mpi/mpi_transport.h"
+#include "tcp/tcp_transport.h"
 #ifdef PRIOCCL_HAVE_UCX
 #include "ucx/ucx_transport.h"
 #endif
@@ -53,17 +54,24 @@ std::unique_ptr<Transport> makeTransport(priocclTransport_t kind, Bootstrap& boo
                                          const TransportOptions& options) {
   switch (kind) {
     case priocclTransportMpi:
+    case priocclTransportAuto:     // settled by the communicator before this; MPI if not
     case priocclTransportMpiColl:  // control messages and point-to-point ops
     case priocclTransportNccl:
       return makeMpi(bootstrap);
     case priocclTransportUcx:
       return makeUcx(bootstrap, options);
+    case priocclTransportTcp: {
+      auto tcp = std::make_unique<TcpTransport>(bootstrap, options.socketIfname);
+      if (tcp->rank() == 0 && detail::logLevel() >= detail::LogLevel::kInfo)
+        detail::log(detail::LogLevel::kInfo, "tcp transport: ", tcp->describePeers());
+      return tcp;
+    }
     case priocclNumTransports:
       break;
   }
   fail(priocclInvalidArgument, "transport value ", static_cast<int>(kind), " is not one of ",
-       static_cast<int>(priocclTransportMpi), " (mpi) or ", static_cast<int>(priocclTransportUcx),
-       " (ucx)");
+       static_cast<int>(priocclTransportMpi), " (mpi) to ", static_cast<int>(priocclTransportAuto),
+       " (auto)");
 }
 
 int buildFeatures() {

@@ -20,6 +20,7 @@ std::unique_ptr<Bootstrap> makeMpiBootstrap(const void* mpiComm, bool requireThr
 struct TransportOptions {
   bool ucxWakeup = false;     // Config::ucxWakeup
   std::string ucxNetDevices;  // UCX's NET_DEVICES for this rank; "": UCX's own choice
+  std::string socketIfname;   // Config::socketIfname (tcp)
 };
 
 // Collective over `bootstrap`: every rank must ask for the same kind. Throws

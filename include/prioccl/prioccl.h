@@ -91,8 +91,8 @@ typedef enum {
 } priocclAlgorithm_t;
 
 /* Point-to-point transport under the engine. MPI (the default) works wherever MPI does; UCX
- * reaches InfiniBand/RoCE verbs, shared memory and TCP directly (builds with UCX only). MPI
- * bootstraps both. */
+ * reaches InfiniBand/RoCE verbs, shared memory and TCP directly (builds with UCX only); TCP needs
+ * nothing but sockets. MPI bootstraps them all. */
 typedef enum {
   priocclTransportMpi = 0,
   priocclTransportUcx = 1,
@@ -102,7 +102,15 @@ typedef enum {
   /* Collectives as NCCL collectives on device buffers, in the same planned order (builds with
    * CUDA's headers and nccl.h; libcudart and libnccl are loaded when it is chosen). */
   priocclTransportNccl = 3,
-  priocclNumTransports = 4
+  /* Plain TCP sockets, one connection per pair of ranks (PRIOCCL_SOCKET_IFNAME picks the
+   * interfaces): no MPI or UCX on the data path; the launcher's bootstrap only exchanges
+   * addresses. */
+  priocclTransportTcp = 4,
+  /* The default: tcp where every rank has a host of its own (ranks on several hosts, one per
+   * host), mpi otherwise (shared memory within a host). Settled at creation, the same on every
+   * rank; a communicator's config() says which. */
+  priocclTransportAuto = 5,
+  priocclNumTransports = 6
 } priocclTransport_t;
 
 /* Tuning knobs. Start from PRIOCCL_CONFIG_INITIALIZER: a field left at its initial value (-1)
@@ -118,7 +126,7 @@ typedef struct {
   int schedule;              /* PRIOCCL_SCHEDULE: a priocclSchedule_t ("priority" or "fifo") */
   int algorithm;             /* PRIOCCL_ALGO: a priocclAlgorithm_t ("auto", "ring", "tree", "rd",
                                 "hd", "hier") */
-  int transport;             /* PRIOCCL_TRANSPORT: a priocclTransport_t ("mpi" or "ucx") */
+  int transport;             /* PRIOCCL_TRANSPORT: a priocclTransport_t ("auto", "mpi", "tcp", ...) */
   double timeoutSeconds;     /* PRIOCCL_TIMEOUT_S (default 300, 0 = off): an op without progress
                                 this long fails the communicator (priocclTimeout); a peer silent
                                 this long is declared lost (priocclRemoteError) */

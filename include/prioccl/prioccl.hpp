@@ -63,7 +63,7 @@ struct PRIOCCL_API Config {
   // Per op size, taking precedence over `algorithm`: "ALGO<SIZE,...,ALGO", e.g. "rd<64K,tree"
   // (recursive doubling below 64 KiB, tree above); a term may be "auto". PRIOCCL_ALGO accepts it.
   std::string algorithmRules;
-  priocclTransport_t transport = priocclTransportMpi;  // PRIOCCL_TRANSPORT=mpi|ucx|mpi-coll
+  priocclTransport_t transport = priocclTransportAuto;  // PRIOCCL_TRANSPORT=auto|mpi|ucx|tcp|...
   std::string timelinePath;  // PRIOCCL_TIMELINE: Chrome-trace JSON, one file per rank
   // An op that makes no progress for this long fails the communicator with Timeout, and a peer
   // silent this long is declared lost (RemoteError on every pending and later op). 0 = off.
@@ -73,6 +73,9 @@ struct PRIOCCL_API Config {
   // Over UCX, waiting threads sleep on the worker's event descriptor instead of napping. Opt-in
   // until an intermittent failure it showed is understood (docs/benchmarks.md, "UCX transport").
   bool ucxWakeup = false;  // PRIOCCL_UCX_WAKEUP
+  // The tcp transport's interfaces, NCCL_SOCKET_IFNAME's syntax: "eth,ib" (name prefixes), "^lo"
+  // (all but), "=eth0" (exact names). Empty: every interface, loopback last.
+  std::string socketIfname;  // PRIOCCL_SOCKET_IFNAME
   // Ranks with the same value share a host; empty: ranks share a host when they share memory
   // (MPI_COMM_TYPE_SHARED) and a hostname. For set-ups the detection cannot see.
   std::string hostId;  // PRIOCCL_HOST_ID

@@ -28,9 +28,9 @@ while (($#)); do
 done
 export PRIOCCL_TIMEOUT_S=$timeout
 case $transport in
-  mpi | mpi-coll) export PRIOCCL_TRANSPORT=$transport ;;
+  mpi | mpi-coll | tcp) export PRIOCCL_TRANSPORT=$transport ;;
   ucx_tcp) export PRIOCCL_TRANSPORT=ucx UCX_TLS=tcp ;;
-  *) echo "run_faults.sh: --transport mpi, ucx_tcp or mpi-coll" >&2; exit 2 ;;
+  *) echo "run_faults.sh: --transport mpi, tcp, ucx_tcp or mpi-coll" >&2; exit 2 ;;
 esac
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

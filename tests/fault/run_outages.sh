@@ -9,7 +9,7 @@
 #          the others' messages naming the cut-off rank, destroy in <= 5 s, and exit 0.
 # Prints a table and "OUTAGES transport=T short_ok=A/B long_ok=C/D"; exits non-zero unless all
 # runs passed. Needs root (it brings the testbed up, and down again at the end).
-# Usage: run_outages.sh --binary B [--transport mpi|ucx_tcp] [--reps 20] [--hosts 4]
+# Usage: run_outages.sh --binary B [--transport mpi|tcp|ucx_tcp] [--reps 20] [--hosts 4]
 #          [--rate 1gbit] [--short 2] [--short-timeout 10] [--long 20] [--long-timeout 5]
 #          [--cases short,long] [--keep DIR]   (DIR: the full logs of failed runs)
 set -uo pipefail
@@ -42,10 +42,10 @@ if [[ $(id -u) != 0 ]] || ! ip netns add pcclprobe$$ 2>/dev/null; then
 fi
 ip netns del pcclprobe$$
 case $transport in
-  mpi) export PRIOCCL_TRANSPORT=mpi ;;
+  mpi | tcp) export PRIOCCL_TRANSPORT=$transport ;;
   # UCX's shared memory would bypass the emulated links (all ranks share one kernel).
   ucx_tcp) export PRIOCCL_TRANSPORT=ucx UCX_TLS=tcp ;;
-  *) echo "run_outages.sh: --transport mpi or ucx_tcp" >&2; exit 2 ;;
+  *) echo "run_outages.sh: --transport mpi, tcp or ucx_tcp" >&2; exit 2 ;;
 esac
 "$testbed" up "$hosts" "$rate" >/dev/null || exit 1
 work=$(mktemp -d)

@@ -15,6 +15,7 @@
 
 #include "factory.h"
 #include "prioccl/prioccl.hpp"
+#include "tcp/tcp_transport.h"
 
 namespace {
 
@@ -242,5 +243,207 @@ TEST(TransportFactory, UcxTransportOnAChosenNetDevice) {
   ucxExchange(options);
 }
 #endif
+
+// The TCP transport (transports/tcp): a mesh of sockets over loopback between threads.
+using prioccl::Completion;
+using prioccl::SendCompletion;
+using prioccl::Transport;
+
+// Polls until `want` completions arrived (or 60 s passed).
+std::vector<Completion> pollFor(Transport& t, size_t want) {
+  std::vector<Completion> done;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (done.size() < want && std::chrono::steady_clock::now() < deadline)
+    if (t.poll(done) == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  return done;
+}
+
+unsigned char pattern(size_t i, int from, int to) {
+  return static_cast<unsigned char>(i * 13 + from * 5 + to);
+}
+
+TEST(TcpTransport, EveryPairExchangesEverySizeReceivesPostedBeforeOrAfter) {
+  constexpr int kRanks = 3;
+  const std::vector<size_t> sizes = {0, 100, 5000, 32 << 10, 1 << 20};
+  auto errors = onThreads(kRanks, [&](Bootstrap& b) {
+    std::unique_ptr<Transport> t = prioccl::makeTransport(priocclTransportTcp, b, {});
+    const int me = b.rank();
+    ASSERT_STREQ(t->name(), "tcp");
+    std::vector<std::vector<unsigned char>> out, in;
+    uint64_t cookie = 0;
+    size_t posted = 0;
+    // Odd tags: receives posted first; even tags: sends first, then a barrier, so that the
+    // messages wait as unexpected ones before their receives come.
+    for (int peer = 0; peer < kRanks; ++peer)  // the rank itself too
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        in.emplace_back(sizes[k] + 8, 0xEE);  // 8 spare bytes must stay untouched
+        t->postRecv(peer, 2 * k + 1, in.back().data(), sizes[k] + 8, (1000 + cookie++));
+        ++posted;
+      }
+    for (int peer = 0; peer < kRanks; ++peer)
+      for (size_t k = 0; k < sizes.size(); ++k)
+        for (uint64_t tag : {2 * k, 2 * k + 1}) {
+          out.emplace_back(sizes[k]);
+          for (size_t i = 0; i < sizes[k]; ++i) out.back()[i] = pattern(i, me, peer);
+          t->postSend(peer, tag, out.back().data(), sizes[k], 5000 + cookie++,
+                      k % 2 ? SendCompletion::kEndToEnd : SendCompletion::kBuffered);
+          ++posted;
+        }
+    std::vector<Completion> done = pollFor(*t, 0);
+    b.barrier();
+    for (int peer = 0; peer < kRanks; ++peer)
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        in.emplace_back(sizes[k] + 8, 0xEE);
+        t->postRecv(peer, 2 * k, in.back().data(), sizes[k] + 8, 1000 + cookie++);
+        ++posted;
+      }
+    for (const Completion& c : pollFor(*t, posted - done.size())) done.push_back(c);
+    ASSERT_EQ(done.size(), posted) << "rank " << me << ": transfers not finished within 60 s";
+    EXPECT_EQ(t->pending(), 0u);
+    for (const Completion& c : done) EXPECT_TRUE(c.ok) << c.error;
+    // Receive buffers, in posting order: odd tags per (peer, size), then even ones.
+    size_t at = 0;
+    for (int pass = 0; pass < 2; ++pass)
+      for (int peer = 0; peer < kRanks; ++peer)
+        for (size_t k = 0; k < sizes.size(); ++k, ++at) {
+          const auto& got = in[at];
+          size_t bad = got.size();
+          for (size_t i = 0; i < sizes[k] && bad == got.size(); ++i)
+            if (got[i] != pattern(i, peer, me)) bad = i;
+          for (size_t i = sizes[k]; i < got.size() && bad == got.size(); ++i)
+            if (got[i] != 0xEE) bad = i;
+          EXPECT_EQ(bad, got.size()) << "rank " << me << " from " << peer << ", " << sizes[k]
+                                     << " bytes, pass " << pass << ": byte " << bad << " wrong";
+        }
+    for (const Completion& c : done)
+      if (c.cookie >= 1000 && c.cookie < 5000) {
+        // The receive's size is the message's: a receive completion reports it.
+        EXPECT_LE(c.bytes, size_t{1} << 20);
+      }
+    b.barrier();  // every rank finished before any closes its sockets
+    EXPECT_TRUE(t->quiesce());
+  });
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+TEST(TcpTransport, LongerMessageThanItsReceiveFailsThatReceiveOnly) {
+  auto errors = onThreads(2, [&](Bootstrap& b) {
+    std::unique_ptr<Transport> t = prioccl::makeTransport(priocclTransportTcp, b, {});
+    std::vector<char> big(4096, 'x'), small(100), after(10);
+    if (b.rank() == 0) {
+      t->postSend(1, 7, big.data(), big.size(), 1, SendCompletion::kEndToEnd);
+      t->postSend(1, 8, big.data(), 10, 2, SendCompletion::kEndToEnd);
+      auto done = pollFor(*t, 2);
+      ASSERT_EQ(done.size(), 2u);
+      for (const Completion& c : done) EXPECT_TRUE(c.ok) << c.error;
+    } else {
+      t->postRecv(0, 7, small.data(), small.size(), 1);
+      t->postRecv(0, 8, after.data(), after.size(), 2);
+      auto done = pollFor(*t, 2);
+      ASSERT_EQ(done.size(), 2u);
+      for (const Completion& c : done) {
+        if (c.cookie == 1) {
+          EXPECT_FALSE(c.ok);
+          EXPECT_NE(c.error.find("4096 bytes from rank 0"), std::string::npos) << c.error;
+          EXPECT_NE(c.error.find("100 bytes"), std::string::npos) << c.error;
+        } else {
+          EXPECT_TRUE(c.ok) << c.error;  // the stream goes on
+          EXPECT_EQ(c.bytes, 10u);
+          EXPECT_EQ(after[9], 'x');
+        }
+      }
+    }
+    b.barrier();
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+}
+
+// A peer whose connection ends without its bye (its process died: the kernel closed the socket)
+// fails everything that waits on it, naming it.
+TEST(TcpTransport, PeerGoneWithoutByeFailsWhatWaitsForItNamingIt) {
+  auto errors = onThreads(2, [&](Bootstrap& b) {
+    std::unique_ptr<Transport> t = prioccl::makeTransport(priocclTransportTcp, b, {});
+    std::vector<char> buf(64);
+    if (b.rank() == 1) {
+      b.barrier();
+      t.reset();  // closes its sockets without quiesce(): no bye, as a killed process
+      b.barrier();
+      return;
+    }
+    t->postRecv(1, 3, buf.data(), buf.size(), 9);
+    b.barrier();
+    b.barrier();
+    auto done = pollFor(*t, 1);
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_FALSE(done[0].ok);
+    EXPECT_TRUE(done[0].peerLost);
+    EXPECT_NE(done[0].error.find("rank 1"), std::string::npos) << done[0].error;
+    EXPECT_NE(done[0].error.find("without a goodbye"), std::string::npos) << done[0].error;
+    // Later transfers with that peer fail at once, with the same reason.
+    t->postSend(1, 4, buf.data(), 8, 10, SendCompletion::kBuffered);
+    done = pollFor(*t, 1);
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_FALSE(done[0].ok);
+    EXPECT_NE(done[0].error.find("without a goodbye"), std::string::npos) << done[0].error;
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+}
+
+// A peer that closes in order (quiesce: its communicator is destroyed) fails nothing that only
+// waits for it, as over MPI; a send to it fails, saying it has left.
+TEST(TcpTransport, PeerThatLeftInOrderLeavesReceivesWaitingAndFailsSends) {
+  auto errors = onThreads(2, [&](Bootstrap& b) {
+    std::unique_ptr<Transport> t = prioccl::makeTransport(priocclTransportTcp, b, {});
+    std::vector<char> buf(64);
+    if (b.rank() == 1) {
+      b.barrier();
+      EXPECT_TRUE(t->quiesce());
+      b.barrier();
+      return;
+    }
+    t->postRecv(1, 3, buf.data(), buf.size(), 9);
+    b.barrier();
+    b.barrier();
+    std::vector<Completion> done;
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+    while (std::chrono::steady_clock::now() < until) t->poll(done);  // reads the bye and the end
+    EXPECT_TRUE(done.empty()) << done[0].error;
+    EXPECT_EQ(t->pending(), 1u);
+    t->postSend(1, 4, buf.data(), 8, 10, SendCompletion::kBuffered);
+    done = pollFor(*t, 1);
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_FALSE(done[0].ok);
+    EXPECT_NE(done[0].error.find("has left"), std::string::npos) << done[0].error;
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+}
+
+TEST(TcpTransport, InterfaceFilterFollowsNcclSocketIfnameSyntax) {
+  using prioccl::interfaceMatches;
+  EXPECT_TRUE(interfaceMatches("", "eth0"));
+  EXPECT_TRUE(interfaceMatches("eth", "eth0"));
+  EXPECT_TRUE(interfaceMatches("ib,eth", "eth1"));
+  EXPECT_FALSE(interfaceMatches("ib,eth", "lo"));
+  EXPECT_FALSE(interfaceMatches("^lo,docker", "lo"));
+  EXPECT_FALSE(interfaceMatches("^lo,docker", "docker0"));
+  EXPECT_TRUE(interfaceMatches("^lo,docker", "eth0"));
+  EXPECT_TRUE(interfaceMatches("=eth0", "eth0"));
+  EXPECT_FALSE(interfaceMatches("=eth0", "eth01"));
+  EXPECT_FALSE(interfaceMatches("^=eth0", "eth0"));
+  EXPECT_TRUE(interfaceMatches("^=eth0", "eth01"));
+}
+
+TEST(TcpTransport, NoInterfaceMatchingTheFilterIsAClearError) {
+  auto errors = onThreads(1, [](Bootstrap& b) {
+    prioccl::TransportOptions options;
+    options.socketIfname = "=no-such-interface9";
+    prioccl::makeTransport(priocclTransportTcp, b, options);
+  });
+  EXPECT_NE(errors[0].find("PRIOCCL_SOCKET_IFNAME==no-such-interface9"), std::string::npos)
+      << errors[0];
+}
 
 }  // namespace

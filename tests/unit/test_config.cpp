@@ -203,7 +203,7 @@ TEST(Config, MalformedAlgorithmRulesAreErrors) {
 }
 
 TEST(Config, TransportFromEnvironment) {
-  EXPECT_EQ(prioccl::Config::fromEnv().transport, priocclTransportMpi);
+  EXPECT_EQ(prioccl::Config::fromEnv().transport, priocclTransportAuto);
   {
     EnvVar t("PRIOCCL_TRANSPORT", "UCX");
     EXPECT_EQ(prioccl::Config::fromEnv().transport, priocclTransportUcx);
