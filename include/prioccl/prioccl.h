@@ -106,9 +106,9 @@ typedef enum {
    * interfaces): no MPI or UCX on the data path; the launcher's bootstrap only exchanges
    * addresses. */
   priocclTransportTcp = 4,
-  /* The default: tcp where every rank has a host of its own (ranks on several hosts, one per
-   * host), mpi otherwise (shared memory within a host). Settled at creation, the same on every
-   * rank; a communicator's config() says which. */
+  /* The default: tcp where every rank has a host of its own (several hosts, one rank each) and
+   * the links measure below 600 MB/s (the slow link class), mpi otherwise. Settled at creation,
+   * the same on every rank; a communicator's config() says which. */
   priocclTransportAuto = 5,
   priocclNumTransports = 6
 } priocclTransport_t;

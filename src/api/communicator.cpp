@@ -160,17 +160,19 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
       config_.chunkBytes = kNcclAutoChunkBytes;
     HostGroups hosts = detectHostGroups(*bootstrap_, config_.hostId);
     hosts_ = std::make_shared<const HostLayout>(hosts.layout);
-    // One rank per host on several hosts: prioccl's own sockets read each message straight into
-    // its buffer where MPI's TCP path copies it (docs/benchmarks.md, "TCP transport"); within a
-    // host MPI's shared memory stays. The layout is the same on every rank, and so the choice.
-    if (config_.transport == priocclTransportAuto)
-      config_.transport = hosts_->hosts() > 1 && hosts_->hosts() == bootstrap_->size()
-                              ? priocclTransportTcp
-                              : priocclTransportMpi;
     // Ranks all on one host talk over shared memory or loopback: the fast link class whatever a
     // busy host measures, so that the chunk size, and with it the bits, cannot change with load.
     config_.resolveAuto(link.bytesPerSecond, link.latencySeconds, link.nranks,
                         hosts_->hosts() == 1);
+    // One rank per host on several hosts behind links of the slow class (below ~5 Gbit/s):
+    // prioccl's own sockets read each message straight into its buffer where MPI's TCP path
+    // copies it (docs/benchmarks.md, "TCP transport"). Within a host MPI's shared memory stays,
+    // and on faster links MPI's own fabric (verbs, UCX) may beat sockets: not measured, so MPI.
+    // The layout and the link class are the same on every rank, and so the choice.
+    if (config_.transport == priocclTransportAuto)
+      config_.transport = config_.slowLinks && hosts_->hosts() == bootstrap_->size()
+                              ? priocclTransportTcp
+                              : priocclTransportMpi;
     levels_ = measureHostLevels(*bootstrap_, *hosts_);
     placement_ = choosePlacement(config_.placement, std::getenv("UCX_NET_DEVICES"));
     logHost(hosts);

@@ -89,8 +89,8 @@ const std::vector<Param>& paramTable() {
      kComm, "1: auto times the algorithms at creation (results may then differ between runs)"},
     {"PRIOCCL_TRANSPORT", "transport", ParamKind::kChoice, 0, 0, &Config::transport,
      C_LATER(transport), kAgree, kComm,
-     "auto: tcp with one rank per host on several hosts, else mpi; ucx: over UCX; tcp: plain "
-     "sockets; mpi-coll / nccl: collectives as MPI non-blocking ones / NCCL's (GPU)",
+     "auto: tcp with one rank per host on links below 600 MB/s, else mpi; ucx: over UCX; tcp: "
+     "plain sockets; mpi-coll / nccl: collectives as MPI non-blocking ones / NCCL's (GPU)",
      {{"auto", priocclTransportAuto}, {"mpi", priocclTransportMpi}, {"ucx", priocclTransportUcx},
       {"mpi-coll", priocclTransportMpiColl}, {"nccl", priocclTransportNccl},
       {"tcp", priocclTransportTcp}},

@@ -317,6 +317,7 @@ TEST(Params, CrossRankCheckNamesTheSettingAndBothValues) {
             "ranks disagree on chunkBytes (PRIOCCL_CHUNK_BYTES / config.chunkBytes: 65536 to "
             "131072): every rank must use the same setting");
   b.chunkBytes = a.chunkBytes;
+  a.transport = priocclTransportMpi;  // as communicators compare it: settled (auto resolved)
   b.transport = priocclTransportUcx;
   EXPECT_NE(disagreementOf(a, b).find("disagree on the transport (PRIOCCL_TRANSPORT / "
                                       "config.transport: mpi to ucx)"),

@@ -400,7 +400,7 @@ void TcpTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes, uin
   uint32_t slot = takeSlot(peer, static_cast<char*>(buf), bytes, cookie, true);
   Peer& p = peers_[peer];
   auto tooLong = [&](size_t got) {
-    return concat("rank ", rank_, ": a message of ", got, " bytes from rank ", peer, " (tag ", tag,
+    return concat("a message of ", got, " bytes from rank ", peer, " (tag ", tag,
                   ") is longer than its receive of ", bytes, " bytes (tcp transport)");
   };
   // Messages from one peer match in the order they came: those kept aside first...
@@ -561,11 +561,10 @@ void TcpTransport::messageArrived(int peer) {
     p.held = Unexpected{};
   } else if (p.overflow) {
     const Slot& s = slots_[p.target];
-    completeError(
-        static_cast<uint32_t>(p.target), priocclRemoteError,
-        concat("rank ", rank_, ": a message of ", h.bytes, " bytes from rank ", peer, " (tag ",
-               h.tag, ") is longer than its receive of ", s.bytes, " bytes (tcp transport)"),
-        false);
+    completeError(static_cast<uint32_t>(p.target), priocclRemoteError,
+                  concat("a message of ", h.bytes, " bytes from rank ", peer, " (tag ", h.tag,
+                         ") is longer than its receive of ", s.bytes, " bytes (tcp transport)"),
+                  false);
   } else {
     complete(static_cast<uint32_t>(p.target), h.bytes);
   }
