@@ -126,7 +126,7 @@ typedef struct {
   int schedule;              /* PRIOCCL_SCHEDULE: a priocclSchedule_t ("priority" or "fifo") */
   int algorithm;             /* PRIOCCL_ALGO: a priocclAlgorithm_t ("auto", "ring", "tree", "rd",
                                 "hd", "hier") */
-  int transport;             /* PRIOCCL_TRANSPORT: a priocclTransport_t ("auto", "mpi", "tcp", ...) */
+  int transport;             /* PRIOCCL_TRANSPORT: a priocclTransport_t ("auto", "mpi", "tcp") */
   double timeoutSeconds;     /* PRIOCCL_TIMEOUT_S (default 300, 0 = off): an op without progress
                                 this long fails the communicator (priocclTimeout); a peer silent
                                 this long is declared lost (priocclRemoteError) */
@@ -200,11 +200,12 @@ PRIOCCL_API priocclResult_t priocclCommHostInfo(priocclComm_t comm, int* localRa
 
 /* CUDA streams (docs/usage.md, "Streams"). An op on device buffers starts only after the work this
  * thread queued on its stream before submitting the op; prioccl's own thread waits for that, never
- * the caller's, and ops submitted later wait behind it. The stream is per thread: a cudaStream_t, or NULL (the initial value) for CUDA's legacy
- * default stream. flags 0: later work on the stream does not wait for the op (wait for its
- * request, or priocclStreamWaitRequest), so ops submitted one after another still run by
- * priority. PRIOCCL_STREAM_HOLD: the stream's later work waits, on the device, for each op too
- * (NCCL's order; ops on one such stream then start one after another). */
+ * the caller's, and ops submitted later wait behind it. The stream is per thread: a cudaStream_t,
+ * or NULL (the initial value) for CUDA's legacy default stream. flags 0: later work on the stream
+ * does not wait for the op (wait for its request, or priocclStreamWaitRequest), so ops submitted
+ * one after another still run by priority. PRIOCCL_STREAM_HOLD: the stream's later work waits, on
+ * the device, for each op too (NCCL's order; ops on one such stream then start one after another).
+ */
 #define PRIOCCL_STREAM_HOLD 1
 PRIOCCL_API priocclResult_t priocclSetStream(void* stream, int flags);
 PRIOCCL_API priocclResult_t priocclGetStream(void** stream, int* flags);

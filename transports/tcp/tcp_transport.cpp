@@ -64,15 +64,17 @@ bool waitFor(int fd, short events, Clock::time_point deadline) {
   }
 }
 
-bool writeFull(int fd, const void* data, size_t bytes, Clock::time_point deadline) {
-  auto* p = static_cast<const char*>(data);
+// Moves exactly `bytes` through a set-up socket (send when `out`, else receive), waiting for it
+// up to the deadline; false on a timeout, an error or a closed connection.
+bool moveFull(int fd, char* p, size_t bytes, bool out, Clock::time_point deadline) {
   while (bytes > 0) {
-    ssize_t r = ::send(fd, p, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t r = out ? ::send(fd, p, bytes, MSG_NOSIGNAL | MSG_DONTWAIT)
+                    : ::recv(fd, p, bytes, MSG_DONTWAIT);
     if (r > 0) {
       p += r;
       bytes -= static_cast<size_t>(r);
     } else if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-      if (!waitFor(fd, POLLOUT, deadline)) return false;
+      if (!waitFor(fd, out ? POLLOUT : POLLIN, deadline)) return false;
     } else {
       return false;
     }
@@ -80,20 +82,13 @@ bool writeFull(int fd, const void* data, size_t bytes, Clock::time_point deadlin
   return true;
 }
 
-bool readFull(int fd, void* data, size_t bytes, Clock::time_point deadline) {
-  auto* p = static_cast<char*>(data);
-  while (bytes > 0) {
-    ssize_t r = ::recv(fd, p, bytes, MSG_DONTWAIT);
-    if (r > 0) {
-      p += r;
-      bytes -= static_cast<size_t>(r);
-    } else if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-      if (!waitFor(fd, POLLIN, deadline)) return false;
-    } else {
-      return false;  // closed, or an error
-    }
-  }
-  return true;
+bool writeFull(int fd, const Hello& h, Clock::time_point deadline) {
+  Hello copy = h;
+  return moveFull(fd, reinterpret_cast<char*>(&copy), sizeof copy, true, deadline);
+}
+
+bool readFull(int fd, Hello* h, Clock::time_point deadline) {
+  return moveFull(fd, reinterpret_cast<char*>(h), sizeof *h, false, deadline);
 }
 
 void setNonBlocking(int fd) {
@@ -232,9 +227,9 @@ void TcpTransport::connectAll(Bootstrap& bootstrap, const std::string& ifname) {
       int fd = connectTo(to);
       if (fd < 0) continue;
       Hello hello{kMagic, token, rank_, peer, 0, 0}, reply{};
-      if (writeFull(fd, &hello, sizeof hello, deadline) &&
-          readFull(fd, &reply, sizeof reply, deadline) && reply.magic == kMagic &&
-          reply.token == token && reply.from == peer && reply.to == rank_ && reply.ok == 1) {
+      if (writeFull(fd, hello, deadline) && readFull(fd, &reply, deadline) &&
+          reply.magic == kMagic && reply.token == token && reply.from == peer &&
+          reply.to == rank_ && reply.ok == 1) {
         peers_[peer].fd = fd;
         peers_[peer].address = text;
         break;
@@ -256,17 +251,17 @@ void TcpTransport::connectAll(Bootstrap& bootstrap, const std::string& ifname) {
     int fd = ::accept4(listenFd_, reinterpret_cast<sockaddr*>(&from), &fromLen, SOCK_CLOEXEC);
     if (fd < 0) continue;
     Hello hello{}, reply{kMagic, token, rank_, -1, 0, 0};
-    bool ok = readFull(fd, &hello, sizeof hello, Clock::now() + std::chrono::seconds(10)) &&
+    bool ok = readFull(fd, &hello, Clock::now() + std::chrono::seconds(10)) &&
               hello.magic == kMagic && hello.token == token && hello.to == rank_ &&
               hello.from >= 0 && hello.from < rank_ && peers_[hello.from].fd < 0;
     reply.to = hello.from;
     reply.ok = ok ? 1 : 0;
-    if (ok && writeFull(fd, &reply, sizeof reply, deadline)) {
+    if (ok && writeFull(fd, reply, deadline)) {
       peers_[hello.from].fd = fd;
       peers_[hello.from].address = addressText(from.sin_addr.s_addr, ntohs(from.sin_port));
       ++accepted;
     } else {
-      if (hello.magic == kMagic) writeFull(fd, &reply, sizeof reply, deadline);
+      if (hello.magic == kMagic) writeFull(fd, reply, deadline);
       ::close(fd);
     }
   }
