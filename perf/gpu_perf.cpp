@@ -1,5 +1,5 @@
 // gpu_perf: prioccl on device buffers against plain NCCL in the same run, on the same GPUs.
-//   mpirun -np N gpu_perf [--transport nccl|mpi|ucx|mpi-coll] [-b 1M] [-e 256M] [-f 4]
+//   mpirun -np N gpu_perf [--transport nccl|mpi|ucx|mpi-coll|tcp] [-b 1M] [-e 256M] [-f 4]
 //                         [--iters 20] [--warmup 5] [--high 1M] [--low 256M] [--reps 5]
 //                         [--json FILE]
 // Each rank uses device rank % devices (NCCL itself refuses two ranks on one GPU).
@@ -83,6 +83,7 @@ priocclTransport_t transportOf(const std::string& name) {
   if (name == "mpi") return priocclTransportMpi;
   if (name == "ucx") return priocclTransportUcx;
   if (name == "mpi-coll") return priocclTransportMpiColl;
+  if (name == "tcp") return priocclTransportTcp;
   return priocclTransportNccl;
 }
 
@@ -92,7 +93,7 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{"prioccl on device buffers against plain NCCL"};
   app.add_option("--transport", o.transport, "prioccl's transport")
-      ->check(CLI::IsMember({"nccl", "mpi", "ucx", "mpi-coll"}));
+      ->check(CLI::IsMember({"nccl", "mpi", "ucx", "mpi-coll", "tcp"}));
   app.add_option("-b,--minbytes", o.minBytes, "smallest size (bytes)");
   app.add_option("-e,--maxbytes", o.maxBytes, "largest size (bytes)");
   app.add_option("-f,--stepfactor", o.factor, "size factor")->check(CLI::Range(2, 1 << 20));

@@ -70,11 +70,16 @@ class Transport {
   virtual size_t poll(std::vector<Completion>& out) = 0;
   // What poll() calls underneath, for the error when it does not return (a string literal).
   virtual const char* pollCall() const { return "poll"; }
+  // True when poll() gives the CPU away by itself when it finds nothing (Open MPI does when
+  // cores are oversubscribed: mpi_yield_when_idle): the engine's spin then yields only now and
+  // then, and after every empty poll otherwise (core/handover.h, Backoff).
+  virtual bool pollYields() const { return false; }
   // Operations posted and not yet reported by poll().
   virtual size_t pending() const = 0;
-  // Best effort: withdraw every posted receive (used when the communicator fails). A withdrawn
-  // transfer may still touch its buffer (a receive already matched goes on filling it) until
-  // quiesce() returns true.
+  // Withdraws every transfer posted so far, sends included (used when the communicator fails):
+  // poll() never reports any of them, nor one that finished and was not reported yet, because
+  // the caller forgets their cookies. Best effort as to the wire: a withdrawn transfer may still
+  // touch its buffer (a receive already matched goes on filling it) until quiesce() returns true.
   virtual void cancelAll() = 0;
   // Stops all traffic for good (the communicator's end): true when no transfer ever posted can
   // touch its buffer any more, so the caller may free them; false when the transport cannot

@@ -412,7 +412,9 @@ PRIOCCL_API priocclResult_t priocclTimelineStop(priocclComm_t comm);
 /* Grouped submission, as ncclGroupStart/End: between the outermost start and its end, this
  * thread's calls are held back (blocking ones return priocclSuccess at once, async ones their
  * request); priocclGroupEnd submits them, waits for the blocking ones and returns the first
- * failure. Groups nest. Ops in a group are still matched one by one. */
+ * failure. Groups nest. Consecutive small all-reduces of one datatype and reduction run as one
+ * op (PRIOCCL_FUSION_BYTES: fewer, larger ops, the same on every rank); the others are matched
+ * one by one. */
 PRIOCCL_API priocclResult_t priocclGroupStart(void);
 PRIOCCL_API priocclResult_t priocclGroupEnd(void);
 

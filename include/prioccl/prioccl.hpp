@@ -81,7 +81,14 @@ struct PRIOCCL_API Config {
   std::string hostId;  // PRIOCCL_HOST_ID
   // Bind the progress thread near the network device (inside the rank's own binding) and pick
   // UCX's device nearest the rank, unless the user chose (UCX_NET_DEVICES). false: leave both.
-  bool placement = true;         // PRIOCCL_PLACEMENT
+  bool placement = true;  // PRIOCCL_PLACEMENT
+  // A group's consecutive small all-reduces (priocclGroupStart/End, Python's grouped ops and
+  // DistributedOptimizer's groups) run as one op of up to this many bytes; 0: never fused.
+  size_t fusionBytes = 1 << 20;  // PRIOCCL_FUSION_BYTES
+  // Op signatures (name, kind, count, type, op, root, shape) the negotiation remembers: a named op
+  // seen before is announced to rank 0 and decided by a 16-byte slot number instead of in full
+  // (Horovod's response cache). The same on every rank; 0: off.
+  size_t cacheCapacity = 1024;   // PRIOCCL_CACHE_CAPACITY
   static Config fromEnv();       // throws InvalidArgument on a malformed variable
   std::string describe() const;  // one line, for logs
   // Fills chunkBytes/creditBytes/creditMaxBytes left at 0 from a link measurement (bytes/s <= 0:

@@ -115,6 +115,11 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     ap.add_argument("--tag", default="", help="copied to the output line (e.g. the link rate)")
+    ap.add_argument("--p3-gate-bytes", type=int, default=None,
+                    help="p3: DistributedOptimizer's p3_gate_bytes (default: the library's)")
+    ap.add_argument("--fusion-bytes", type=int, default=None,
+                    help="sync/p3: DistributedOptimizer's fusion_bytes, 0 = no groups "
+                         "(default: the library's)")
     args = ap.parse_args()
     if args.steps < 1 or args.warmup < 0:
         ap.error("--steps must be >= 1 and --warmup >= 0")
@@ -138,8 +143,11 @@ def main():
         model.register_comm_hook(hvd.PriorityState(model=net), hvd.ddp_comm_hook)
     elif v in ("sync", "p3", "lagged"):
         hvd.broadcast_parameters(net.state_dict(), root_rank=0)
+        knobs = {} if args.p3_gate_bytes is None else {"p3_gate_bytes": args.p3_gate_bytes}
+        if args.fusion_bytes is not None:
+            knobs["fusion_bytes"] = args.fusion_bytes
         opt = hvd.DistributedOptimizer(opt, named_parameters=net.named_parameters(), mode=v,
-                                       model=net if v == "p3" else None)
+                                       model=net if v in ("p3", "sync") else None, **knobs)
     loss_fn = nn.CrossEntropyLoss()
     starts = []
     cpu = {}  # process and main-thread CPU seconds at the first measured step and at the end

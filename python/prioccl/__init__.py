@@ -32,7 +32,8 @@ __all__ = ["init", "shutdown", "abort", "is_initialized", "rank", "size", "local
            "local_size", "cross_rank", "cross_size", "is_homogeneous", "mpi_threads_supported",
            "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "grouped_allreduce",
            "grouped_allreduce_", "grouped_allreduce_async", "grouped_allreduce_async_",
-           "synchronize", "poll", "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
+           "group", "counters", "synchronize", "poll", "broadcast", "broadcast_",
+           "broadcast_async", "broadcast_async_",
            "broadcast_parameters", "reduce", "reduce_async", "allgather", "allgather_async",
            "reducescatter", "reducescatter_async", "alltoall", "alltoall_async", "barrier",
            "send_async", "recv_async", "PriocclError", "ProcessSet", "global_process_set",
@@ -749,19 +750,49 @@ def allreduce_(tensor, op=Average, priority=0, name=None, process_set=None, pres
                                         postscale_factor))
 
 
-def _grouped(submit_one, tensors, name):
-    """Submits one op per tensor between priocclGroupStart and priocclGroupEnd (named
-    NAME.<i> when named); a GroupHandle."""
-    tensors = list(tensors)
-    _require()
-    _check(_L.priocclGroupStart(), "grouped op")
-    handles = []
-    try:
-        for i, t in enumerate(tensors):
-            handles.append(submit_one(t, None if name is None else f"{name}.{i}"))
-    finally:
+class _Counters(ctypes.Structure):  # priocclCounters_t
+    _fields_ = [(n, ctypes.c_ulonglong) for n in (
+        "opsSubmitted", "opsCompleted", "opsFailed", "chunksCompleted", "sendsPosted",
+        "bytesSent", "bytesReceived", "preemptions")] + [("queueWaitSeconds", ctypes.c_double)]
+
+
+def counters(process_set=None):
+    """The communicator's engine counters so far (priocclGetCounters), as a dict: opsSubmitted
+    (a fused group counts once), opsCompleted, opsFailed, chunksCompleted, sendsPosted,
+    bytesSent, bytesReceived, preemptions, queueWaitSeconds."""
+    ps = _target(process_set, "counters")
+    c = _Counters()
+    _check(_L.priocclGetCounters(ps._comm, ctypes.byref(c)), "counters")
+    return {name: getattr(c, name) for name, _ in _Counters._fields_}
+
+
+class group:
+    """`with prioccl.group(): ...`: priocclGroupStart/End around the block (NCCL's groups). Its
+    ops are submitted together when the block ends; consecutive small all-reduces of one dtype
+    and op run as one fused op (PRIOCCL_FUSION_BYTES), the same on every rank that submits the
+    same ops. A failed blocking op in the block raises at its end."""
+
+    def __init__(self, what="group"):
+        self._what = what
+
+    def __enter__(self):
+        _require()
+        _check(_L.priocclGroupStart(), self._what)
+        return self
+
+    def __exit__(self, kind, *_):
         ended = _L.priocclGroupEnd()
-    _check(ended, "grouped op")
+        if kind is None:
+            _check(ended, self._what)
+        return False
+
+
+def _grouped(submit_one, tensors, name):
+    """Submits one op per tensor in one group (named NAME.<i> when named); a GroupHandle."""
+    tensors = list(tensors)
+    with group("grouped op"):
+        handles = [submit_one(t, None if name is None else f"{name}.{i}")
+                   for i, t in enumerate(tensors)]
     return GroupHandle(handles)
 
 

@@ -84,6 +84,7 @@ def _declare(lib):
         "priocclCommHostInfo": (R, [v, c_int_p, c_int_p, c_int_p, c_int_p, c_int_p]),
         "priocclCommInitMPI": (R, [c_void_pp, v, v]),
         "priocclCommSplit": (R, [v, i, i, c_void_pp]),
+        "priocclGetCounters": (R, [v, v]),
         "priocclGroupStart": (R, []),
         "priocclGroupEnd": (R, []),
         "priocclAllReduce": (R, [v, v, sz, i, i, v]),

@@ -26,9 +26,25 @@ class Net(torch.nn.Module):
         return self.last(torch.relu(self.second(torch.relu(self.first(x)))))
 
 
-def make(seed=0):
+class AttentionNet(torch.nn.Module):
+    """nn.MultiheadAttention reads its out_proj's parameters without calling out_proj: P3 must
+    apply their updates before the attention's own forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = torch.nn.Linear(64, 32)
+        self.attention = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+        self.last = torch.nn.Linear(32, 10)
+
+    def forward(self, x):
+        h = torch.relu(self.first(x)).view(x.shape[0], 4, 8)
+        h, _ = self.attention(h, h, h)
+        return self.last(h.reshape(x.shape[0], 32))
+
+
+def make(seed=0, cls=Net):
     torch.manual_seed(seed)
-    net = Net()
+    net = cls()
     prioccl.broadcast_parameters(net.state_dict(), root_rank=0)
     return net
 
@@ -68,13 +84,15 @@ def sgd_of(net, lr=0.05, momentum=0.9, weight_decay=1e-4):
     return torch.optim.SGD(net.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
 
 
-def p3_equals_sync(data, clip=None):
-    """P3 and sync, with a StepLR schedule in the loop (and clipping): bitwise equal weights."""
+def p3_equals_sync(data, clip=None, cls=Net, gate_bytes=None):
+    """P3 and sync, with a StepLR schedule in the loop (and clipping): bitwise equal weights.
+    gate_bytes: p3_gate_bytes (None: the default)."""
     nets, opts = {}, {}
+    knobs = {} if gate_bytes is None else {"p3_gate_bytes": gate_bytes}
     for mode in ("sync", "p3"):
-        net = make()
+        net = make(cls=cls)
         opt = ptorch.DistributedOptimizer(sgd_of(net), net.named_parameters(), mode=mode,
-                                          model=net)
+                                          model=net, **knobs)
         check(isinstance(opt, torch.optim.SGD), f"{mode}: the wrapper is a torch.optim.SGD")
         sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
         nets[mode], opts[mode] = net, opt
@@ -82,7 +100,7 @@ def p3_equals_sync(data, clip=None):
         train(net, opt, data, sched, clip)
         check(opt.param_groups[0]["lr"] == 0.05 * 0.5 ** (len(data) // 2),
               f"{mode}: the scheduler drove the learning rate")
-    what = f"clip {clip}" if clip else "StepLR"
+    what = (f"clip {clip}" if clip else "StepLR") + f", {cls.__name__}, p3_gate_bytes {gate_bytes}"
     for k, v in nets["sync"].state_dict().items():
         check(torch.equal(v, nets["p3"].state_dict()[k]), f"p3 == sync bitwise for {k} ({what})")
         check(not torch.equal(v, start[k]), f"{k} was trained")
@@ -205,6 +223,29 @@ def main():
           "state_dict holds the momentum buffers and hyper-parameters")
     opts["sync"].load_state_dict(state)
     p3_equals_sync(data, clip=0.5)
+    # One group (the whole net is below the default 256 KiB): the first module updates every
+    # parameter; with p3_gate_bytes=0 each module its own.
+    check(len(opts["p3"]._apply_at[nets["p3"].first]) == 6, "p3: one group of 6 parameters")
+    # The optimizer's automatic groups: the net's 6 small gradients go as one fused op (sync
+    # and p3 alike, so still bitwise equal); fusion_bytes=0: 6 ops.
+    for fusion, ops in ((None, 1), (0, 6)):
+        net = make()
+        knobs = {} if fusion is None else {"fusion_bytes": fusion}
+        opt = ptorch.DistributedOptimizer(sgd_of(net), net.named_parameters(), model=net,
+                                          **knobs)
+        before = prioccl.counters()["opsSubmitted"]
+        opt.zero_grad()
+        torch.nn.CrossEntropyLoss()(net(data[0][0]), data[0][1]).backward()
+        opt.step()  # waits for them all (train() would synchronize() after it: all again)
+        got = prioccl.counters()["opsSubmitted"] - before
+        check(got == ops, f"sync, fusion_bytes {fusion}: {got} ops for one step, not {ops}")
+    nets, opts = p3_equals_sync(data, gate_bytes=0)
+    check(len(opts["p3"]._apply_at[nets["p3"].first]) == 2, "p3: per module with gates of 0 B")
+    for gate_bytes in (0, None):
+        nets, opts = p3_equals_sync(data, cls=AttentionNet, gate_bytes=gate_bytes)
+        pr, net = opts["p3"]._priority, nets["p3"]
+        check(pr[net.first.weight] < pr[net.attention.out_proj.weight] < pr[net.last.weight],
+              "p3: out_proj (used inside the attention's forward) updated before the attention")
     for mode in ("sync", "p3"):
         synchronize_waits_for_the_gradients(mode)
 
@@ -227,7 +268,9 @@ def main():
 
     sgd = sgd_of(net)
     for bad in (lambda: ptorch.DistributedOptimizer(sgd, net.named_parameters(), mode="fast"),
-                lambda: ptorch.DistributedOptimizer(sgd, net.named_parameters(), mode="p3")):
+                lambda: ptorch.DistributedOptimizer(sgd, net.named_parameters(), mode="p3"),
+                lambda: ptorch.DistributedOptimizer(sgd, net.named_parameters(), mode="p3",
+                                                    model=net, p3_gate_bytes=-1)):
         try:
             bad()
             check(False, "bad arguments accepted")

@@ -100,6 +100,7 @@ check device_buffers.mpi.np3 240 $devenv PRIOCCL_TRANSPORT=mpi -- "${mpirun[@]}"
 check device_buffers.ucx_tcp.np2 180 $devenv PRIOCCL_TRANSPORT=ucx UCX_TLS=tcp -- "${mpirun[@]}" -np 2 test_device_buffers
 check device_buffers.ucx_sm.np2 180 $devenv PRIOCCL_TRANSPORT=ucx UCX_TLS=sm,self -- "${mpirun[@]}" -np 2 test_device_buffers
 check device_buffers.mpi_coll.np2 180 $devenv PRIOCCL_TRANSPORT=mpi-coll -- "${mpirun[@]}" -np 2 test_device_buffers
+check device_buffers.tcp.np2 180 $devenv PRIOCCL_TRANSPORT=tcp -- "${mpirun[@]}" -np 2 test_device_buffers
 #    One rank without a GPU (CUDA_VISIBLE_DEVICES empty): every rank must skip alike, none left
 #    waiting in creation for the rank that skipped.
 if ((cpu)); then
@@ -121,11 +122,13 @@ check gpu_perf.nccl.np1 240 X=1 -- "${mpirun[@]}" -np 1 gpu_perf --transport ncc
 #    op on host buffers (what staging costs).
 check gpu_perf.mpi.np2 180 X=1 -- "${mpirun[@]}" -np 2 gpu_perf --transport mpi -e 67108864 --json "$out/gpu_perf.mpi.np2.json"
 check gpu_perf.ucx.np2 180 UCX_TLS=sm,self -- "${mpirun[@]}" -np 2 gpu_perf --transport ucx -e 67108864 --json "$out/gpu_perf.ucx.np2.json"
+check gpu_perf.tcp.np2 180 X=1 -- "${mpirun[@]}" -np 2 gpu_perf --transport tcp -e 67108864 --json "$out/gpu_perf.tcp.np2.json"
 # 5. CUDA tensors through the Python package with this machine's torch.
 pyenv=X=1
 ((cpu)) && pyenv=PRIOCCL_TEST_ON_CPU=1
 check python_cuda.mpi.np1 180 $pyenv PRIOCCL_TRANSPORT=mpi -- "${mpirun[@]}" -np 1 "$python" "$kit/tests/test_python_cuda.py"
 check python_cuda.mpi.np2 180 $pyenv PRIOCCL_TRANSPORT=mpi -- "${mpirun[@]}" -np 2 "$python" "$kit/tests/test_python_cuda.py"
+check python_cuda.tcp.np2 180 $pyenv PRIOCCL_TRANSPORT=tcp -- "${mpirun[@]}" -np 2 "$python" "$kit/tests/test_python_cuda.py"
 if ((cpu)); then
   results+=("python_cuda.nccl.np1|skipped|0|no usable GPU: --cpu (NCCL needs a GPU)")
 else

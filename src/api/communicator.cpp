@@ -14,6 +14,7 @@
 
 #include "algo/registry.h"
 #include "api/device_stager.h"
+#include "api/fusion.h"
 #include "api/group.h"
 #include "api/shape.h"
 #include "api/stream_gate.h"
@@ -561,7 +562,13 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
                  [self = shared_from_this()](std::vector<std::shared_ptr<OpState>>& ops) {
                    std::lock_guard<std::mutex> lock(self->mutex_);
                    if (!self->engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
-                   for (auto& op : ops) self->handOver(op, false);
+                   // A waiter drives the engine through its op's gate, a fused member's too
+                   // (the engine sets the gate of the ops it is given only).
+                   for (auto& op : ops) op->gate = self->engine_->gate();
+                   // NCCL's ops read device memory, which fusion's host copies cannot.
+                   size_t fusion = self->deviceCollectives_ ? 0 : self->config_.fusionBytes;
+                   for (auto& op : fuseAllReduces(std::move(ops), fusion))
+                     self->handOver(op, false);
                  });
   }
 

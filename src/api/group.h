@@ -4,8 +4,9 @@
 // and in call order within each, then waits for the blocking ones and reports the first failure.
 // Async calls return their requests at once as usual; those ops start at the end too.
 //
-// Ops in a group are still matched one by one (each its own agreement or decision), not as one,
-// and the progress thread may start on the first before the last is handed over.
+// Consecutive small all-reduces are fused into one op first (api/fusion.h); the rest are matched
+// one by one (each its own agreement or decision), and the progress thread may start on the
+// first before the last is handed over.
 #pragma once
 
 #include <functional>

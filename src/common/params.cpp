@@ -77,6 +77,13 @@ const std::vector<Param>& paramTable() {
     {"PRIOCCL_MPI_THREAD_CHECK", "requireThreadMultiple", ParamKind::kBool, 0, 1,
      &Config::requireThreadMultiple, C_FIELD(requireThreadMultiple), kLocal, kComm,
      "0 accepts an application's MPI_THREAD_SERIALIZED (then no heartbeats)"},
+    {"PRIOCCL_FUSION_BYTES", "fusionBytes", ParamKind::kSize, 0, kGiB, &Config::fusionBytes,
+     kNoC, kAgree, kComm,
+     "a group's consecutive small all-reduces run as one op of up to this many bytes; 0 = off"},
+    {"PRIOCCL_CACHE_CAPACITY", "cacheCapacity", ParamKind::kCount, 0, 1 << 24,
+     &Config::cacheCapacity, kNoC, kAgree, kComm,
+     "op signatures the negotiation remembers, so that an op seen before goes to rank 0 and back "
+     "as a 16-byte slot number (Horovod's response cache); 0 = off"},
     {"PRIOCCL_SCHEDULE", "schedule", ParamKind::kChoice, 0, 0, &Config::schedule,
      C_FIELD(schedule), kLocal, kComm, "fifo ignores priorities (the baseline)",
      {{"priority", priocclSchedulePriority}, {"fifo", priocclScheduleFifo}}, "priocclSchedule_t"},

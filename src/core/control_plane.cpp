@@ -18,12 +18,12 @@ constexpr std::chrono::seconds kGoodbyeWait(30);
 }  // namespace
 
 ControlPlane::ControlPlane(Transport& transport, Transfers& transfers, int rank, int nranks,
-                           double timeoutSeconds, Host& host)
+                           double timeoutSeconds, size_t cacheCapacity, Host& host)
     : transport_(transport),
       transfers_(transfers),
       host_(host),
       rank_(rank),
-      negotiator_(rank, nranks),
+      negotiator_(rank, nranks, cacheCapacity),
       liveness_(nranks, transfers.controlPeers(), timeoutSeconds, Clock::now()) {}
 
 bool ControlPlane::sendNegotiation() {

@@ -37,7 +37,7 @@ class ControlPlane {
 
   // `timeoutSeconds` <= 0: no heartbeats, and no peer is ever declared lost.
   ControlPlane(Transport& transport, Transfers& transfers, int rank, int nranks,
-               double timeoutSeconds, Host& host);
+               double timeoutSeconds, size_t cacheCapacity, Host& host);
 
   Negotiator& negotiator() { return negotiator_; }
   const Negotiator& negotiator() const { return negotiator_; }

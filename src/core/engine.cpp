@@ -50,7 +50,7 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
                  Negotiator::controlPeers(rank_, transport_->size()), kControlBytes,
                  stats_.timelineEnabled()),
       control_(*transport_, transfers_, rank_, transport_->size(),
-               heartbeats ? config.timeoutSeconds : 0, *this),
+               heartbeats ? config.timeoutSeconds : 0, config.cacheCapacity, *this),
       runner_(config, rank_, transport_->size(), transport_->tagSpace() - 1, transfers_, stats_,
               *this, std::move(hosts)),
       collBackend_(std::move(collectives)),
@@ -86,9 +86,16 @@ Engine::~Engine() {
     gate_->engine = nullptr;
     gate_->cv.wait(lock, [&] { return gate_->drivers == 0; });
   }
+  std::lock_guard<std::timed_mutex> progress(progress_);
+  // What the negotiation cost this rank, once (here: drainAndStop may have run twice).
+  const Negotiator::Traffic& t = control_.negotiator().traffic();
+  if (t.announcedFull + t.announcedCached + t.decidedFull + t.decidedCached > 0)
+    log(LogLevel::kInfo, "rank ", rank_, ": negotiation: ", t.announcedFull, " announced in full, ",
+        t.announcedCached, " by response-cache slot; ", t.decidedFull, " decided in full, ",
+        t.decidedCached, " by slot; ", t.bytesIn, " bytes in, ", t.bytesOut, " out (",
+        control_.negotiator().cachedSignatures(), " signatures cached)");
   // Chunk scratch that cancelled transfers may still be writing into is freed only once the
   // transport has stopped for good.
-  std::lock_guard<std::timed_mutex> progress(progress_);
   const bool quiesced = transport_->quiesce();
   runner_.endTraffic(quiesced);
   transfers_.endTraffic(quiesced);
@@ -272,8 +279,12 @@ bool Engine::progressOnce(bool* idleNow, bool light, OpState* waiter) {
   return moved || anyEnded;
 }
 
+Backoff Engine::makeBackoff() const {
+  return Backoff(config_.slowLinks, transport_->pollYields() ? 64 : 1);
+}
+
 void Engine::run() {
-  Backoff backoff(config_.slowLinks);
+  Backoff backoff = makeBackoff();
   unsigned rounds = 0;
   const Liveness& liveness = control_.liveness();
   Clock::duration heartbeat = liveness.enabled() ? liveness.period() : Clock::duration::zero();
@@ -292,7 +303,7 @@ void Engine::run() {
 
 void Engine::drive(OpState& op) {
   handover_.driverEnters();
-  Backoff backoff(config_.slowLinks);
+  Backoff backoff = makeBackoff();
   // An inline op has nothing for a full round to take (its submission posted it and ran the
   // watchdog): its rounds start light.
   unsigned rounds = op.inlined ? 1 : 0;

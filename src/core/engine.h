@@ -129,6 +129,8 @@ class Engine : private ChunkRunner::Events,
   using Kind = Transfers::Kind;
 
   void run();  // the progress thread
+  // The progress thread's and drivers' spin, as this transport needs it (Transport::pollYields).
+  Backoff makeBackoff() const;
   // One locked round of progress, then finishes the ops it ended. `idle`: nothing in flight.
   // `light`: see step().
   // `waiter`: a thread waiting for this op runs the round (null: the progress thread). Should the

@@ -37,7 +37,13 @@ class Backoff {
   static constexpr std::chrono::microseconds kSlowLinkSpin{500};
   static constexpr std::chrono::microseconds kSlowLinkNap{50};
 
-  explicit Backoff(bool slowLinks = false) : slowLinks_(slowLinks) {}
+  // `roundsPerYield`: empty rounds between yields while spinning. 64 for a transport whose poll
+  // yields by itself (Transport::pollYields), else 1: a spin that polls a socket 64 times before
+  // it yields keeps a peer process that shares the core from answering. Measured on 4 ranks
+  // sharing 2 cores, 1 Gbit/s testbed, tcp transport: ops of 64 B-4 KiB took 77-87 us with 64,
+  // 62-74 with 1 (MPI transport 67-85; docs/benchmarks.md, "Spin yields").
+  explicit Backoff(bool slowLinks = false, unsigned roundsPerYield = 64)
+      : slowLinks_(slowLinks), roundsPerYield_(roundsPerYield ? roundsPerYield : 1) {}
   // How long a rank polls, yielding now and then, before it naps while peers are behind.
   // Measured on 4 ranks sharing 2 cores (priority_perf, median of 20 runs; 10 for 0.5 ms): the
   // urgent op's slowdown is 2.95 with 8 ms, 3.9 with 2 ms, 4.1 with 0.5 ms; small-op latency is
@@ -64,11 +70,11 @@ class Backoff {
     }
     if (quiet_++ == 0) naps_ = 0;
     if (naps_ == 0) {
-      if (quiet_ % 64 != 0) return;
+      if (quiet_ % roundsPerYield_ != 0) return;
       std::this_thread::yield();
-      // One clock read per 64 rounds, and none for the many waits shorter than that.
+      // One clock read per yield, and none for the many waits shorter than that.
       auto now = std::chrono::steady_clock::now();
-      if (quiet_ == 64) since_ = now;
+      if (quiet_ == roundsPerYield_) since_ = now;
       if (now - since_ < kSpinTime) return;
     }
     nap(std::chrono::microseconds(std::min(kMaxSleepUs, 1u << std::min(naps_++, 16u))));
@@ -76,6 +82,7 @@ class Backoff {
 
  private:
   const bool slowLinks_;
+  const unsigned roundsPerYield_;
   unsigned quiet_ = 0, naps_ = 0;
   std::chrono::steady_clock::time_point since_;
   bool waiting_ = false;  // slow links: waitSince_ marks this wait's first empty round

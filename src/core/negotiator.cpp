@@ -18,10 +18,12 @@ std::vector<int> Negotiator::controlPeers(int rank, int nranks) {
 }
 
 void Negotiator::submit(const Announce& a) {
-  if (rank_ == kCoordinator)
+  if (rank_ == kCoordinator) {
     record(rank_, a);
-  else
+  } else {
     announces_.push_back(a);
+    announceSlots_.push_back(cache_.find(a));
+  }
 }
 
 namespace {
@@ -103,7 +105,27 @@ void Negotiator::decide(const Pending& p, uint64_t key, uint64_t occurrence) {
   }
   pending_.erase({key, occurrence});  // p dies here
   decided_.push_back(d);
-  if (nranks_ > 1) broadcast_.push_back(d);
+  // A signature decided before goes out by slot; a new one in full, and every rank learns it
+  // from that decision, in this order.
+  uint32_t slot = ResponseCache::cacheable(d) ? cache_.find(d.a) : ResponseCache::kNone;
+  if (slot == ResponseCache::kNone) cache_.learn(d);
+  if (nranks_ > 1) {
+    broadcast_.push_back(d);
+    broadcastSlots_.push_back(slot);
+  }
+}
+
+Announce Negotiator::bySlot(const CachedEntry& e, int from) const {
+  Announce a;
+  if (!cache_.announce(e.slot, e.occurrence, &a))
+    fail(priocclRemoteError, "rank ", from, " named response-cache slot ", e.slot, ", but rank ",
+         rank_, " has ", cache_.size(), ": a corrupted or foreign control message");
+  return a;
+}
+
+void Negotiator::decided(const Decision& d) {
+  cache_.learn(d);
+  decided_.push_back(d);
 }
 
 void Negotiator::decideCompleted() {
@@ -128,18 +150,36 @@ ControlKind Negotiator::onMessage(int from, const unsigned char* buf, size_t byt
   std::vector<Announce> announces;
   std::vector<Decision> decisions;
   std::vector<LaunchEntry> launches;
+  std::vector<CachedEntry> cached;
   std::string error;
   if (from < 0 || from >= nranks_ || from == rank_)
     fail(priocclInternalError, "control message from rank ", from, " of ", nranks_);
-  if (!decodeControl(buf, bytes, &kind, &announces, &decisions, &error, abort, &launches))
+  if (!decodeControl(buf, bytes, &kind, &announces, &decisions, &error, abort, &launches, &cached))
     fail(priocclRemoteError, "bad control message from rank ", from, ": ", error);
   if (kind == ControlKind::kHeartbeat || kind == ControlKind::kGoodbye ||
       kind == ControlKind::kAbort)
     return kind;
+  if (kind != ControlKind::kLaunch) traffic_.bytesIn += bytes;
   if (rank_ == kCoordinator && kind == ControlKind::kAnnounce) {
+    traffic_.announcedFull += announces.size();
     for (const Announce& a : announces) record(from, a);
+  } else if (rank_ == kCoordinator && kind == ControlKind::kAnnounceCached) {
+    traffic_.announcedCached += cached.size();
+    for (const CachedEntry& e : cached) record(from, bySlot(e, from));
   } else if (rank_ != kCoordinator && from == kCoordinator && kind == ControlKind::kDecision) {
-    decided_.insert(decided_.end(), decisions.begin(), decisions.end());
+    traffic_.decidedFull += decisions.size();
+    for (const Decision& d : decisions) decided(d);
+  } else if (rank_ != kCoordinator && from == kCoordinator &&
+             kind == ControlKind::kDecisionCached) {
+    traffic_.decidedCached += cached.size();
+    for (const CachedEntry& e : cached) {
+      Decision d;
+      d.a = bySlot(e, from);
+      d.key = d.a.key;
+      d.occurrence = e.occurrence;
+      d.rankA = e.rankA;
+      decided_.push_back(d);
+    }
   } else if (rank_ != kCoordinator && from == kCoordinator && kind == ControlKind::kLaunch) {
     launchesIn_.insert(launchesIn_.end(), launches.begin(), launches.end());
   } else {
@@ -149,19 +189,65 @@ ControlKind Negotiator::onMessage(int from, const unsigned char* buf, size_t byt
   return kind;
 }
 
+namespace {
+
+int32_t firstRank(const Announce&) {
+  return -1;
+}
+int32_t firstRank(const Decision& d) {
+  return d.rankA;
+}
+
+// `items` as messages, in order: runs of entries sent in full (encodeFull, at most perMessage a
+// message) and of entries by response-cache slot (slots[i] != ResponseCache::kNone); counts them.
+template <class T, class Encode>
+std::vector<std::vector<unsigned char>> inRuns(const std::vector<T>& items,
+                                               const std::vector<uint32_t>& slots,
+                                               size_t perMessage, Encode encodeFull,
+                                               ControlKind cachedKind, uint64_t* full,
+                                               uint64_t* cached) {
+  std::vector<std::vector<unsigned char>> messages;
+  std::vector<CachedEntry> entries;
+  for (size_t i = 0; i < items.size();) {
+    const bool byslot = slots[i] != ResponseCache::kNone;
+    const size_t most = byslot ? kCachedPerMessage : perMessage;
+    size_t n = 1;
+    while (n < most && i + n < items.size() && (slots[i + n] != ResponseCache::kNone) == byslot)
+      ++n;
+    if (byslot) {
+      entries.clear();
+      for (size_t j = i; j < i + n; ++j)
+        entries.push_back({slots[j], firstRank(items[j]), items[j].occurrence});
+      messages.push_back(encodeCached(cachedKind, entries.data(), n));
+    } else {
+      messages.push_back(encodeFull(items.data() + i, n));
+    }
+    *(byslot ? cached : full) += n;
+    i += n;
+  }
+  return messages;
+}
+
+}  // namespace
+
 std::vector<Negotiator::Outgoing> Negotiator::takeOutgoing() {
-  for (size_t i = 0; i < announces_.size(); i += kAnnouncesPerMessage) {
-    size_t n = std::min(kAnnouncesPerMessage, announces_.size() - i);
-    out_.push_back({kCoordinator, encodeAnnounces(announces_.data() + i, n)});
+  for (std::vector<unsigned char>& msg :
+       inRuns(announces_, announceSlots_, kAnnouncesPerMessage, encodeAnnounces,
+              ControlKind::kAnnounceCached, &traffic_.announcedFull, &traffic_.announcedCached)) {
+    traffic_.bytesOut += msg.size();
+    out_.push_back({kCoordinator, std::move(msg)});
   }
   announces_.clear();
-  for (size_t i = 0; i < broadcast_.size(); i += kDecisionsPerMessage) {
-    size_t n = std::min(kDecisionsPerMessage, broadcast_.size() - i);
-    std::vector<unsigned char> msg = encodeDecisions(broadcast_.data() + i, n);
+  announceSlots_.clear();
+  for (const std::vector<unsigned char>& msg :
+       inRuns(broadcast_, broadcastSlots_, kDecisionsPerMessage, encodeDecisions,
+              ControlKind::kDecisionCached, &traffic_.decidedFull, &traffic_.decidedCached)) {
+    traffic_.bytesOut += msg.size() * static_cast<uint64_t>(nranks_ - 1);
     for (int r = 0; r < nranks_; ++r)
       if (r != kCoordinator) out_.push_back({r, msg});
   }
   broadcast_.clear();
+  broadcastSlots_.clear();
   // After the decisions: a launch refers to an op decided before it (receivers check anyway).
   for (size_t i = 0; i < launchesOut_.size(); i += kLaunchesPerMessage) {
     size_t n = std::min(kLaunchesPerMessage, launchesOut_.size() - i);

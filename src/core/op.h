@@ -128,8 +128,9 @@ struct OpState : std::enable_shared_from_this<OpState> {
   std::string key;  // named ops: matched across ranks by (key, occurrence)
   std::shared_ptr<ErrorLog> errorLog;
   std::shared_ptr<ProgressGate> gate;
-  // A joined rank's stand-in for an op it never submitted owns its buffer (send and recv).
-  std::vector<unsigned char> standInBuffer;  // lets a thread blocked in wait() drive the engine
+  // The buffer of an op that owns its data (send and recv point into it): a joined rank's
+  // stand-in for an op it never submitted (core/stand_in.h), a group's fused op (api/fusion.h).
+  std::vector<unsigned char> ownBuffer;
   // Set when the op's buffers are host copies of device buffers (null: the user's own buffers).
   std::shared_ptr<Staging> staging;
   // Set when the op's buffers are device memory and the user's stream still had work queued

@@ -23,21 +23,21 @@ std::shared_ptr<OpState> makeStandIn(const Decision& d, int rank, int nranks) {
          " and op ", d.a.op, ": a corrupted or foreign decision");
   switch (op->kind) {
     case Kind::kAllReduce:  // in place: the identity goes in, the others' result comes out
-      op->standInBuffer.resize(op->count * elem);
-      op->send = op->recv = op->standInBuffer.data();
+      op->ownBuffer.resize(op->count * elem);
+      op->send = op->recv = op->ownBuffer.data();
       break;
     case Kind::kReduce:  // sends the identity; the root (never this rank) receives
-      op->standInBuffer.resize(op->count * elem);
-      op->send = op->standInBuffer.data();
+      op->ownBuffer.resize(op->count * elem);
+      op->send = op->ownBuffer.data();
       break;
     case Kind::kReduceScatter:  // in place: this rank's block of the identity-filled blocks
-      op->standInBuffer.resize(op->count * elem * static_cast<size_t>(nranks));
-      op->send = op->standInBuffer.data();
-      op->recv = op->standInBuffer.data() + op->count * elem * static_cast<size_t>(rank);
+      op->ownBuffer.resize(op->count * elem * static_cast<size_t>(nranks));
+      op->send = op->ownBuffer.data();
+      op->recv = op->ownBuffer.data() + op->count * elem * static_cast<size_t>(rank);
       break;
     case Kind::kBroadcast:  // receives only (the root never joined)
-      op->standInBuffer.resize(op->count * elem);
-      op->recv = op->standInBuffer.data();
+      op->ownBuffer.resize(op->count * elem);
+      op->recv = op->ownBuffer.data();
       return op;
     case Kind::kBarrier:
       return op;
@@ -45,8 +45,7 @@ std::shared_ptr<OpState> makeStandIn(const Decision& d, int rank, int nranks) {
       fail(priocclRemoteError, "the coordinator answered a ", static_cast<int>(d.a.kind),
            " op for this joined rank: a corrupted or foreign decision");
   }
-  reduce::fillIdentity(op->standInBuffer.data(), op->standInBuffer.size() / elem, op->dtype,
-                       op->op);
+  reduce::fillIdentity(op->ownBuffer.data(), op->ownBuffer.size() / elem, op->dtype, op->op);
   return op;
 }
 

@@ -106,6 +106,10 @@ std::vector<unsigned char> encodeLaunches(const LaunchEntry* entries, size_t n) 
   return encode(ControlKind::kLaunch, entries, n);
 }
 
+std::vector<unsigned char> encodeCached(ControlKind kind, const CachedEntry* entries, size_t n) {
+  return encode(kind, entries, n);
+}
+
 std::vector<unsigned char> encodeSignal(ControlKind kind) {
   return encode(kind, static_cast<const unsigned char*>(nullptr), 0);
 }
@@ -122,7 +126,8 @@ std::vector<unsigned char> encodeAbort(const AbortNotice& notice) {
 
 bool decodeControl(const unsigned char* buf, size_t bytes, ControlKind* kind,
                    std::vector<Announce>* announces, std::vector<Decision>* decisions,
-                   std::string* error, AbortNotice* abort, std::vector<LaunchEntry>* launches) {
+                   std::string* error, AbortNotice* abort, std::vector<LaunchEntry>* launches,
+                   std::vector<CachedEntry>* cached) {
   Header h;
   if (bytes < sizeof h || bytes > kControlBytes) {
     *error =
@@ -156,6 +161,16 @@ bool decodeControl(const unsigned char* buf, size_t bytes, ControlKind* kind,
     if (launches) {
       launches->resize(h.entries);
       if (h.entries) std::memcpy(launches->data(), buf + sizeof h, h.entries * sizeof(LaunchEntry));
+    }
+    return true;
+  }
+  bool byslot = h.kind == static_cast<uint16_t>(ControlKind::kAnnounceCached) ||
+                h.kind == static_cast<uint16_t>(ControlKind::kDecisionCached);
+  if (byslot && h.entries == room / sizeof(CachedEntry) && room % sizeof(CachedEntry) == 0) {
+    *kind = static_cast<ControlKind>(h.kind);
+    if (cached) {
+      cached->resize(h.entries);
+      if (h.entries) std::memcpy(cached->data(), buf + sizeof h, h.entries * sizeof(CachedEntry));
     }
     return true;
   }

@@ -12,8 +12,9 @@ namespace prioccl::detail {
 constexpr size_t kControlBytes = 4096;
 constexpr uint32_t kControlMagic = 0x50434331;  // "PCC1"
 // 4: Announce carries the op's kind and root; 5: the v-collectives' layout digest and pairing sums;
-// 6: joins (Decision::filled, the shape digest in Announce::layout), launch lists.
-constexpr uint16_t kControlVersion = 6;
+// 6: joins (Decision::filled, the shape digest in Announce::layout), launch lists; 7: announcements
+// and decisions by response-cache slot (response_cache.h).
+constexpr uint16_t kControlVersion = 7;
 
 // Announce/Decision carry op identities (negotiator.h); the others keep failures loud (liveness.h):
 // a heartbeat says "alive", a goodbye "my communicator is destroyed, do not wait for me", an
@@ -24,7 +25,10 @@ enum class ControlKind : uint16_t {
   kHeartbeat = 3,
   kGoodbye = 4,
   kAbort = 5,
-  kLaunch = 6  // the coordinator's launch order for a collective backend (collective_runner.h)
+  kLaunch = 6,  // the coordinator's launch order for a collective backend (collective_runner.h)
+  // Announce and Decision of an op whose signature has a response-cache slot (response_cache.h).
+  kAnnounceCached = 7,
+  kDecisionCached = 8
 };
 
 // What a rank says of one op it submitted.
@@ -84,6 +88,14 @@ struct Decision {
   Announce a{}, b{};
 };
 
+// An announcement or decision by response-cache slot: the slot's signature with this occurrence.
+// A decision's rankA is the first rank to announce, as in a full Decision.
+struct CachedEntry {
+  uint32_t slot = 0;
+  int32_t rankA = -1;
+  uint64_t occurrence = 0;
+};
+
 // One launch of a collective backend: chunk `chunk` of the op decided `op`-th (its global
 // sequence among decided ops), which every rank launches in the coordinator's order.
 struct LaunchEntry {
@@ -92,7 +104,8 @@ struct LaunchEntry {
   uint32_t chunks = 0;  // the op's launches in all (a check: every rank cuts it alike)
 };
 
-static_assert(sizeof(Announce) == 72 && sizeof(Decision) == 176 && sizeof(LaunchEntry) == 16,
+static_assert(sizeof(Announce) == 72 && sizeof(Decision) == 176 && sizeof(LaunchEntry) == 16 &&
+                  sizeof(CachedEntry) == 16,
               "wire layout");
 
 // A failure that ended a rank's communicator: the rank where it happened, its priocclResult_t and
@@ -109,15 +122,20 @@ std::vector<unsigned char> encodeSignal(ControlKind kind);  // heartbeat or good
 std::vector<unsigned char> encodeAbort(const AbortNotice& notice);
 std::vector<unsigned char> encodeDecisions(const Decision* entries, size_t n);
 std::vector<unsigned char> encodeLaunches(const LaunchEntry* entries, size_t n);
+// kind: kAnnounceCached or kDecisionCached.
+std::vector<unsigned char> encodeCached(ControlKind kind, const CachedEntry* entries, size_t n);
 constexpr size_t kAnnouncesPerMessage = (kControlBytes - 16) / sizeof(Announce);
 constexpr size_t kDecisionsPerMessage = (kControlBytes - 16) / sizeof(Decision);
 constexpr size_t kLaunchesPerMessage = (kControlBytes - 16) / sizeof(LaunchEntry);
+constexpr size_t kCachedPerMessage = (kControlBytes - 16) / sizeof(CachedEntry);
 
 // Decodes a control message; returns false with `error` set when it is not a valid one. An abort
-// fills `abort`, a launch list `launches` (each ignored when null).
+// fills `abort`, a launch list `launches`, announcements or decisions by slot `cached` (each
+// ignored when null).
 bool decodeControl(const unsigned char* buf, size_t bytes, ControlKind* kind,
                    std::vector<Announce>* announces, std::vector<Decision>* decisions,
                    std::string* error, AbortNotice* abort = nullptr,
-                   std::vector<LaunchEntry>* launches = nullptr);
+                   std::vector<LaunchEntry>* launches = nullptr,
+                   std::vector<CachedEntry>* cached = nullptr);
 
 }  // namespace prioccl::detail

@@ -39,14 +39,19 @@ struct Decoded {
   std::vector<Announce> announces;
   std::vector<Decision> decisions;
   std::vector<LaunchEntry> launches;
+  std::vector<CachedEntry> cached;
   AbortNotice abort;
   std::string error;
 };
 
+// Every negotiator here has a small response cache, so that signatures decided twice in one
+// message go out by slot, and slots that were never assigned arrive.
+constexpr size_t kCache = 4;
+
 Decoded decode(const unsigned char* buf, size_t bytes) {
   Decoded d;
   d.ok = decodeControl(buf, bytes, &d.kind, &d.announces, &d.decisions, &d.error, &d.abort,
-                       &d.launches);
+                       &d.launches, &d.cached);
   if (!d.ok && d.error.empty()) finding("rejected without a reason");
   return d;
 }
@@ -61,6 +66,9 @@ std::vector<unsigned char> encode(const Decoded& d) {
       return encodeAbort(d.abort);
     case ControlKind::kLaunch:
       return encodeLaunches(d.launches.data(), d.launches.size());
+    case ControlKind::kAnnounceCached:
+    case ControlKind::kDecisionCached:
+      return encodeCached(d.kind, d.cached.data(), d.cached.size());
     default:
       return encodeSignal(d.kind);
   }
@@ -74,15 +82,15 @@ void roundTrip(const Decoded& d, size_t bytes) {
   if (!e.ok) finding("re-encoded message does not decode: " + e.error);
   if (e.kind != d.kind || !sameEntries(e.announces, d.announces) ||
       !sameEntries(e.decisions, d.decisions) || !sameEntries(e.launches, d.launches) ||
-      e.abort.origin != d.abort.origin || e.abort.code != d.abort.code ||
-      e.abort.text != d.abort.text)
+      !sameEntries(e.cached, d.cached) || e.abort.origin != d.abort.origin ||
+      e.abort.code != d.abort.code || e.abort.text != d.abort.text)
     finding("re-encoded message decodes to different entries");
 }
 
 // Another rank receives everything the coordinator sends it and must decide alike.
 void relay(Negotiator& coordinator, int nranks) {
   std::vector<Decision> decided = coordinator.takeDecisions();
-  Negotiator follower(1, nranks);
+  Negotiator follower(1, nranks, kCache);
   for (const Negotiator::Outgoing& out : coordinator.takeOutgoing()) {
     if (out.bytes.size() > kControlBytes) finding("coordinator sent an oversized message");
     if (out.peer != 1) continue;
@@ -100,7 +108,7 @@ void relay(Negotiator& coordinator, int nranks) {
 // mismatches are decided too), receives the message from every peer.
 void coordinator(int nranks, bool differ, const unsigned char* msg, size_t bytes,
                  const Decoded& d) {
-  Negotiator neg(Negotiator::kCoordinator, nranks);
+  Negotiator neg(Negotiator::kCoordinator, nranks, kCache);
   if (d.ok && d.kind == ControlKind::kAnnounce) {
     try {
       for (Announce a : d.announces) {
@@ -129,7 +137,7 @@ void launches(const std::vector<LaunchEntry>& entries);  // below
 // A rank other than the coordinator receives the message from the coordinator, twice unless
 // rejected.
 void follower(int nranks, int rank, const unsigned char* msg, size_t bytes, const Decoded& d) {
-  Negotiator neg(rank, nranks);
+  Negotiator neg(rank, nranks, kCache);
   for (int i = 0; i < 2; ++i) {
     try {
       neg.onMessage(Negotiator::kCoordinator, msg, bytes);

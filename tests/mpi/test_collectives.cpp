@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -510,6 +511,101 @@ TEST_F(Collectives, BarrierWaitsForTheLastRank) {
     double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     EXPECT_GE(ms, 250.0) << "form " << form << ": left the barrier before rank 0 entered it";
   }
+}
+
+// PRIOCCL_FUSION_BYTES: a group's consecutive small all-reduces of one datatype and reduction run
+// as one op (fewer ops in the engine's counters), with the results each would have alone: exact
+// for integers, on every rank; floats within rounding of the exact sum and the same bits on every
+// rank. A member that differs between ranks fails the fused op everywhere, naming the member.
+TEST_F(Collectives, GroupFusesSmallAllReducesIntoOneOp) {
+  auto run = [&](Communicator& comm, std::vector<std::vector<int32_t>>& ints,
+                 std::vector<std::vector<float>>& floats) {
+    const size_t intCounts[] = {100, 3000, 7}, floatCounts[] = {50, 70};
+    ints.clear();
+    floats.clear();
+    std::vector<int32_t> in0(100, rank_ + 1), in1(3000), in2(7, 2);
+    for (size_t i = 0; i < in1.size(); ++i) in1[i] = static_cast<int32_t>(i) * (rank_ + 1);
+    for (size_t c : intCounts) ints.emplace_back(c, -1);
+    std::vector<float> f0(50), f1(70);
+    for (size_t i = 0; i < f0.size(); ++i) f0[i] = 0.1f * static_cast<float>(i + rank_) + 1e-3f;
+    for (size_t i = 0; i < f1.size(); ++i) f1[i] = 1.0f / static_cast<float>(i + rank_ + 1);
+    for (size_t c : floatCounts) floats.emplace_back(c, -1.0f);
+    std::vector<int32_t> root(5, rank_ == 0 ? 9 : 0);
+    prioccl::groupStart();
+    std::vector<Request> reqs;
+    reqs.push_back(comm.allReduceAsync(in0.data(), ints[0].data(), 100, priocclInt32, priocclSum, 3,
+                                       "fuse.a"));
+    reqs.push_back(comm.allReduceAsync(in1.data(), ints[1].data(), 3000, priocclInt32, priocclSum,
+                                       1, "fuse.b"));
+    // Another datatype: a run of its own.
+    reqs.push_back(comm.allReduceAsync(f0.data(), floats[0].data(), 50, priocclFloat32, priocclSum,
+                                       0, "fuse.c"));
+    reqs.push_back(comm.allReduceAsync(f1.data(), floats[1].data(), 70, priocclFloat32, priocclSum,
+                                       0, "fuse.d"));
+    // Not an all-reduce: ends the run; the next is alone.
+    reqs.push_back(comm.broadcastAsync(root.data(), root.data(), 5, priocclInt32, 0, 0, "fuse.e"));
+    in2[0] = rank_;
+    reqs.push_back(
+        comm.allReduceAsync(in2.data(), ints[2].data(), 7, priocclInt32, priocclMax, 0, "fuse.f"));
+    prioccl::groupEnd();
+    for (Request& r : reqs) r.wait();
+    EXPECT_EQ(std::count(root.begin(), root.end(), 9), 5);
+  };
+  prioccl::Config off = prioccl::Config::fromEnv();
+  off.fusionBytes = 0;
+  Communicator unfused = Communicator::world(off);
+  ASSERT_GT(comm_.config().fusionBytes, 3000u * 4 + 100 * 4) << "the default fuses these";
+  std::vector<std::vector<int32_t>> ints, intsAlone;
+  std::vector<std::vector<float>> floats, floatsAlone;
+  unsigned long long before = comm_.counters().opsSubmitted;
+  run(comm_, ints, floats);
+  EXPECT_EQ(comm_.counters().opsSubmitted - before, 4u) << "a+b, c+d, e, f";
+  before = unfused.counters().opsSubmitted;
+  run(unfused, intsAlone, floatsAlone);
+  EXPECT_EQ(unfused.counters().opsSubmitted - before, 6u);
+  EXPECT_EQ(ints, intsAlone);
+  const int32_t ranks = size_, tri = size_ * (size_ + 1) / 2;
+  EXPECT_EQ(std::count(ints[0].begin(), ints[0].end(), tri), 100);
+  for (size_t i = 0; i < 3000; ++i) ASSERT_EQ(ints[1][i], static_cast<int32_t>(i) * tri) << i;
+  EXPECT_EQ(ints[2][0], ranks - 1);
+  for (size_t k = 0; k < 2; ++k)
+    for (size_t i = 0; i < floats[k].size(); ++i) {
+      double exact = 0;
+      for (int r = 0; r < size_; ++r)
+        exact += k == 0 ? 0.1f * static_cast<float>(i + r) + 1e-3f
+                        : 1.0f / static_cast<float>(i + r + 1);
+      ASSERT_NEAR(floats[k][i], exact, 1e-5 * std::max(1.0, std::abs(exact))) << k << " " << i;
+    }
+  // The same bits on every rank: rank 0's floats, broadcast, compared bit for bit.
+  for (auto& f : floats) {
+    std::vector<float> theirs = f;
+    comm_.broadcast(theirs.data(), theirs.data(), theirs.size(), priocclFloat32, 0);
+    EXPECT_EQ(std::memcmp(theirs.data(), f.data(), f.size() * sizeof(float)), 0);
+  }
+  unfused.destroy();
+  if (size_ < 2) return;
+  // Members that split the same total differently on rank 0 (63 + 65, elsewhere 64 + 64): the
+  // fused op fails on every rank, naming them, instead of mixing their elements.
+  std::vector<float> x(65, 1.0f), y(65, 1.0f);
+  prioccl::groupStart();
+  Request rx = comm_.allReduceAsync(x.data(), x.data(), rank_ == 0 ? 63 : 64, priocclFloat32,
+                                    priocclSum, 0, "fuse.x");
+  Request ry = comm_.allReduceAsync(y.data(), y.data(), rank_ == 0 ? 65 : 64, priocclFloat32,
+                                    priocclSum, 0, "fuse.y");
+  prioccl::groupEnd();
+  std::string msg;
+  try {
+    ry.wait();
+    ADD_FAILURE() << "a mismatched fused op succeeded";
+  } catch (const prioccl::Error& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("fuse.y"), std::string::npos) << msg;
+  EXPECT_THROW(rx.wait(), prioccl::Error);
+  // Only that op failed: the communicator goes on.
+  std::vector<int32_t> one(4, 1);
+  comm_.allReduce(one.data(), one.data(), 4, priocclInt32, priocclSum);
+  EXPECT_EQ(one[3], size_);
 }
 
 // Grouped submission: inside a group blocking calls return at once and nothing moves (the receive

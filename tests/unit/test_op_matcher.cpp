@@ -245,6 +245,133 @@ TEST(Negotiator, JoinedRanksAreCountedInForTheOpsTheyCanTakePartIn) {
   EXPECT_EQ(d[0].filled, 0u);
 }
 
+// ---- The response cache: a signature decided once goes by slot afterwards.
+
+// Delivers everything `from` has to send to `to` (when addressed to it); returns the bytes.
+size_t deliver(Negotiator& from, int fromRank, Negotiator& to, int toRank) {
+  size_t bytes = 0;
+  for (const Negotiator::Outgoing& out : from.takeOutgoing()) {
+    if (out.peer != toRank) continue;
+    bytes += out.bytes.size();
+    to.onMessage(fromRank, out.bytes.data(), out.bytes.size());
+  }
+  return bytes;
+}
+
+bool sameDecision(const Decision& x, const Decision& y) {
+  return std::memcmp(&x, &y, sizeof x) == 0;  // no padding in the wire structs
+}
+
+TEST(Negotiator, ASignatureDecidedOnceGoesBySlotAndEveryMismatchIsStillFound) {
+  using K = OpState::Kind;
+  const uint64_t kX = 11, kY = 12;
+  Negotiator coordinator(0, 2, 8), other(1, 2, 8);
+  // Runs one op: each side announces its own version; returns the two sides' decisions (which
+  // must be equal) and the bytes each way.
+  struct Round {
+    Decision d;
+    size_t in = 0, out = 0;
+  };
+  auto round = [&](const Announce& mine, const Announce& theirs) {
+    Round r;
+    other.submit(theirs);
+    r.in = deliver(other, 1, coordinator, 0);
+    coordinator.submit(mine);
+    r.out = deliver(coordinator, 0, other, 1);
+    std::vector<Decision> here = coordinator.takeDecisions(), there = other.takeDecisions();
+    EXPECT_EQ(here.size(), 1u);
+    EXPECT_EQ(there.size(), 1u);
+    if (here.size() == 1 && there.size() == 1) {
+      EXPECT_TRUE(sameDecision(here[0], there[0])) << "the other rank rebuilt another decision";
+      r.d = here[0];
+    }
+    return r;
+  };
+  Round first = round(announce(kX, K::kAllReduce, 0), announce(kX, K::kAllReduce, 0));
+  EXPECT_TRUE(first.d.ok);
+  EXPECT_EQ(first.in, 16 + sizeof(Announce)) << "a new signature is announced in full";
+  EXPECT_EQ(first.out, 16 + sizeof(Decision)) << "and decided in full";
+  EXPECT_EQ(coordinator.cachedSignatures(), 1u);
+  EXPECT_EQ(other.cachedSignatures(), 1u) << "both learn it from the decision";
+
+  Round again = round(announce(kX, K::kAllReduce, 1), announce(kX, K::kAllReduce, 1));
+  EXPECT_TRUE(again.d.ok);
+  EXPECT_EQ(again.d.occurrence, 1u);
+  EXPECT_EQ(again.d.rankA, 1) << "the first rank to announce, as in a full decision";
+  EXPECT_EQ(again.in, 16 + sizeof(CachedEntry)) << "seen before: announced by slot";
+  EXPECT_EQ(again.out, 16 + sizeof(CachedEntry)) << "and decided by slot";
+
+  // The other rank's count differs from the slot's: it announces in full, and the coordinator
+  // finds the mismatch as it always did, naming both sides.
+  Announce changed = announce(kX, K::kAllReduce, 2);
+  changed.count = 5;
+  Round mismatch = round(announce(kX, K::kAllReduce, 2), changed);
+  EXPECT_FALSE(mismatch.d.ok);
+  EXPECT_EQ(mismatch.d.rankA, 1);
+  EXPECT_EQ(mismatch.d.a.count, 5u);
+  EXPECT_EQ(mismatch.d.rankB, 0);
+  EXPECT_EQ(mismatch.d.b.count, 4u);
+  EXPECT_EQ(mismatch.in, 16 + sizeof(Announce));
+  EXPECT_EQ(mismatch.out, 16 + sizeof(Decision)) << "a failed op is decided in full";
+  // The coordinator's own version differs from the slot (the other's matches): found too.
+  Announce mineChanged = announce(kX, K::kAllReduce, 3);
+  mineChanged.dtype = priocclInt32;
+  Round mine = round(mineChanged, announce(kX, K::kAllReduce, 3));
+  EXPECT_FALSE(mine.d.ok);
+  EXPECT_EQ(mine.in, 16 + sizeof(CachedEntry)) << "the other rank's op is the cached one";
+
+  // A second signature under another key gets a slot of its own; both keep theirs.
+  round(announce(kY, K::kBroadcast, 0, 1), announce(kY, K::kBroadcast, 0, 1));
+  EXPECT_EQ(coordinator.cachedSignatures(), 2u);
+  Round y = round(announce(kY, K::kBroadcast, 1, 1), announce(kY, K::kBroadcast, 1, 1));
+  EXPECT_EQ(y.in, 16 + sizeof(CachedEntry));
+  EXPECT_EQ(y.d.a.root, 1);
+  Round x = round(announce(kX, K::kAllReduce, 4), announce(kX, K::kAllReduce, 4));
+  EXPECT_TRUE(x.d.ok);
+  EXPECT_EQ(x.out, 16 + sizeof(CachedEntry));
+  EXPECT_EQ(coordinator.traffic().announcedCached, 4u);
+  EXPECT_EQ(other.traffic().decidedCached, 3u);
+}
+
+TEST(Negotiator, FullAndSlotEntriesLeaveInSubmissionOrder) {
+  using K = OpState::Kind;
+  Negotiator coordinator(0, 2, 8), other(1, 2, 8);
+  // Learn X's signature.
+  other.submit(announce(1, K::kAllReduce, 0));
+  deliver(other, 1, coordinator, 0);
+  coordinator.submit(announce(1, K::kAllReduce, 0));
+  deliver(coordinator, 0, other, 1);
+  coordinator.takeDecisions();
+  other.takeDecisions();
+  // X (by slot), Z (new, in full), X again (by slot): three messages, in that order.
+  other.submit(announce(1, K::kAllReduce, 1));
+  other.submit(announce(2, K::kAllReduce, 0));
+  other.submit(announce(1, K::kAllReduce, 2));
+  std::vector<Negotiator::Outgoing> out = other.takeOutgoing();
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].bytes.size(), 16 + sizeof(CachedEntry));
+  EXPECT_EQ(out[1].bytes.size(), 16 + sizeof(Announce));
+  EXPECT_EQ(out[2].bytes.size(), 16 + sizeof(CachedEntry));
+}
+
+TEST(Negotiator, WithoutACacheEverythingGoesInFullAndAnUnknownSlotIsAnError) {
+  using K = OpState::Kind;
+  Negotiator coordinator(0, 2, 0), other(1, 2, 0);
+  for (uint64_t occurrence = 0; occurrence < 3; ++occurrence) {
+    other.submit(announce(7, K::kAllReduce, occurrence));
+    EXPECT_EQ(deliver(other, 1, coordinator, 0), 16 + sizeof(Announce));
+    coordinator.submit(announce(7, K::kAllReduce, occurrence));
+    EXPECT_EQ(deliver(coordinator, 0, other, 1), 16 + sizeof(Decision));
+  }
+  EXPECT_EQ(coordinator.cachedSignatures(), 0u);
+  CachedEntry stray{3, -1, 0};
+  std::vector<unsigned char> msg =
+      encodeCached(prioccl::detail::ControlKind::kAnnounceCached, &stray, 1);
+  EXPECT_THROW(coordinator.onMessage(1, msg.data(), msg.size()), prioccl::Error);
+  msg = encodeCached(prioccl::detail::ControlKind::kDecisionCached, &stray, 1);
+  EXPECT_THROW(other.onMessage(0, msg.data(), msg.size()), prioccl::Error);
+}
+
 TEST(OpMatcher, AJoinedRankAdoptsTheOpsItWasAnsweredFor) {
   OpMatcher m;
   RecordingSink sink;
@@ -285,11 +412,11 @@ TEST(StandIn, HoldsTheIdentityInBuffersOfTheDecidedShape) {
   d.a.dtype = priocclFloat32;
   d.a.op = priocclMin;
   auto op = prioccl::detail::makeStandIn(d, 1, 4);
-  ASSERT_EQ(op->standInBuffer.size(), 3u * 4 * sizeof(float));
-  EXPECT_EQ(op->send, op->standInBuffer.data());
-  EXPECT_EQ(op->recv, op->standInBuffer.data() + 3 * sizeof(float)) << "rank 1's block, in place";
+  ASSERT_EQ(op->ownBuffer.size(), 3u * 4 * sizeof(float));
+  EXPECT_EQ(op->send, op->ownBuffer.data());
+  EXPECT_EQ(op->recv, op->ownBuffer.data() + 3 * sizeof(float)) << "rank 1's block, in place";
   float first;
-  std::memcpy(&first, op->standInBuffer.data(), sizeof first);
+  std::memcpy(&first, op->ownBuffer.data(), sizeof first);
   EXPECT_EQ(first, std::numeric_limits<float>::infinity());
   d.a.kind = static_cast<int32_t>(OpState::Kind::kBroadcast);
   d.a.root = 0;

@@ -115,7 +115,12 @@ TEST(Params, RowsAreWellFormed) {
             if constexpr (std::is_same_v<T, size_t>) {
               EXPECT_TRUE(p.kind == ParamKind::kSize || p.kind == ParamKind::kSizeOrAuto ||
                           p.kind == ParamKind::kCount);
-              EXPECT_GE(p.lo, 1);
+              // 0 is "auto" for kSizeOrAuto; a plain size or count may allow it only as "off".
+              if (p.lo < 1) {
+                EXPECT_TRUE(p.kind == ParamKind::kSize || p.kind == ParamKind::kCount);
+                EXPECT_NE(std::string(p.doc).find("0 = off"), std::string::npos) << p.doc;
+              }
+              EXPECT_GE(p.lo, 0);
               EXPECT_GE(p.hi, p.lo);
             } else if constexpr (std::is_same_v<T, bool>) {
               EXPECT_EQ(p.kind, ParamKind::kBool);

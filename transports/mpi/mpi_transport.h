@@ -20,6 +20,7 @@ class MpiTransport final : public Transport {
   int size() const override { return size_; }
   const char* name() const override { return "mpi"; }
   const char* pollCall() const override { return "MPI_Testsome"; }
+  bool pollYields() const override { return true; }
   uint64_t tagSpace() const override { return tagSpace_; }
   void postSend(int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t cookie,
                 SendCompletion completion) override;

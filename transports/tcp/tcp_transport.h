@@ -115,9 +115,12 @@ class TcpTransport final : public Transport {
 
   uint32_t takeSlot(int peer, char* buf, size_t bytes, uint64_t cookie, bool isRecv);
   void finish(uint32_t slot, Completion c);
+  void withdraw(uint32_t slot);  // cancelAll(): never reported; counted out of pending_
   void complete(uint32_t slot, size_t received);
   void completeError(uint32_t slot, priocclResult_t code, const std::string& error, bool lost);
   void readPeer(int peer);
+  void consumeInput(int peer, size_t bytes);
+  void headerArrived(int peer);
   void messageArrived(int peer);
   void flushPeer(int peer);
   void losePeer(int peer, const std::string& why);
@@ -134,6 +137,7 @@ class TcpTransport final : public Transport {
   size_t pending_ = 0;
   bool closed_ = false;
   std::vector<char> discard_;  // where a withdrawn receive's remaining bytes go
+  std::vector<char> input_;    // what one recv read, parsed before the next (readPeer)
 };
 
 }  // namespace prioccl
