@@ -30,7 +30,8 @@ done
 export PRIOCCL_TIMEOUT_S=$timeout
 case $transport in
   mpi | mpi-coll | tcp) export PRIOCCL_TRANSPORT=$transport ;;
-  ucx_tcp) export PRIOCCL_TRANSPORT=ucx UCX_TLS=tcp ;;
+  # Loopback: the testbed's bridge may come and go meanwhile (tests/CMakeLists.txt says why).
+  ucx_tcp) export PRIOCCL_TRANSPORT=ucx UCX_TLS=tcp UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo} ;;
   *) echo "run_faults.sh: --transport mpi, tcp, ucx_tcp or mpi-coll" >&2; exit 2 ;;
 esac
 log=$(mktemp)
