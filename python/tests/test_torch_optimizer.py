@@ -211,8 +211,48 @@ def delayed_follows_the_paper():
         pass
 
 
+# A fresh interpreter: whether a 12 MiB malloc is served by a mapping of its own (glibc's
+# mallinfo2 hblks) before and after _malloc.prime(), loaded without the package (importing torch
+# could free large blocks itself). Prints "<before> <after>": 1 = mapped, 0 = from the heap.
+_PRIME_PROBE = r"""
+import ctypes, importlib.util, sys
+spec = importlib.util.spec_from_file_location("m", sys.argv[1])
+m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+libc = m._glibc()
+if libc is None:
+    print("not glibc"); sys.exit(0)
+class Info(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
+                "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+libc.mallinfo2.restype = Info
+def mapped():
+    before = libc.mallinfo2().hblks
+    p = libc.malloc(12 << 20)
+    n = libc.mallinfo2().hblks - before
+    libc.free(p)
+    return n
+print(mapped(), m.prime() and mapped())
+"""
+
+
+def malloc_prime_raises_glibcs_threshold():
+    import os
+    import subprocess
+    path = os.path.join(os.path.dirname(ptorch.__file__), "_malloc.py")
+    for env, want in (("1", "1 0"), ("0", "1 False")):
+        out = subprocess.run([sys.executable, "-c", _PRIME_PROBE, path], capture_output=True,
+                             text=True, env=dict(os.environ, PRIOCCL_TORCH_MALLOC_PRIME=env))
+        got = out.stdout.strip()
+        if got == "not glibc":
+            print("malloc prime: not glibc, not checked", flush=True)
+            return
+        check(got == want, f"PRIOCCL_TORCH_MALLOC_PRIME={env}: a 12 MiB block mapped before and "
+                           f"after prime() = {got!r}, want {want!r} {out.stderr[-300:]}")
+
+
 def main():
     prioccl.init()
+    malloc_prime_raises_glibcs_threshold()
     data = batches(6)
     nets, opts = p3_equals_sync(data)
     pr = opts["p3"]._priority

@@ -64,6 +64,7 @@ import torch
 
 import prioccl
 from prioccl import _lib
+from prioccl.torch import _malloc
 from prioccl.torch.compression import Compression
 
 _MODES = ("sync", "p3", "lagged", "delayed")
@@ -258,6 +259,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if warmup_steps < 0:
             raise ArgumentError(f"warmup_steps must be >= 0, not {warmup_steps}")
         prioccl._require()
+        _malloc.prime()  # glibc's thresholds raised, as DDP's buckets do (_malloc.py says why)
         # The wrapped class's constructor, on the wrapped optimizer's groups (their dicts carry
         # every hyper-parameter) and then its state (momentum buffers, ...).
         super(self.__class__, self).__init__(optimizer.param_groups)
