@@ -1,6 +1,7 @@
 // The bootstrap seam without MPI: an in-process bootstrap whose ranks are threads drives the
 // link estimate, the transport factory's checks and (with UCX) a whole UCX transport.
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <atomic>
 #include <chrono>
@@ -488,6 +489,47 @@ TEST(TcpTransport, CancelAllWithdrawsSendsAndTheStreamGoesOn) {
       EXPECT_EQ(t->pending(), 1u);  // the receive of tag 3
       b.barrier();
     }
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+}
+
+// A send the socket cannot take whole leaves bytes to write: the engine may still sleep on the
+// event descriptor (armEvents), which stays quiet while the peer reads nothing and becomes
+// readable once the socket drains, so a progress thread sleeps through a full socket instead of
+// polling it (before, armEvents refused, and the engine spun).
+TEST(TcpTransport, UnwrittenBytesWakeTheSleeperOnceTheSocketDrains) {
+  constexpr size_t kBig = 32 << 20;  // far more than loopback's socket buffers: it stays partial
+  auto readable = [](int fd, int ms) {
+    pollfd p{fd, POLLIN, 0};
+    return ::poll(&p, 1, ms) > 0 && (p.revents & POLLIN);
+  };
+  auto errors = onThreads(2, [&](Bootstrap& b) {
+    std::unique_ptr<Transport> t = prioccl::makeTransport(priocclTransportTcp, b, {});
+    std::vector<char> big(kBig, 'b');
+    if (b.rank() == 0) {
+      t->postSend(1, 1, big.data(), kBig, 1, SendCompletion::kEndToEnd);
+      std::vector<Completion> none;
+      for (int i = 0; i < 3; ++i) t->poll(none);  // writes what the socket takes
+      EXPECT_TRUE(none.empty());
+      EXPECT_TRUE(t->armEvents()) << "bytes left to write kept the engine polling";
+      EXPECT_FALSE(readable(t->eventFd(), 200)) << "woken although the peer reads nothing";
+      b.barrier();  // rank 1 reads from now on
+      EXPECT_TRUE(readable(t->eventFd(), 10000)) << "not woken when the socket drained";
+      auto done = pollFor(*t, 1);
+      EXPECT_EQ(done.size(), 1u);
+      for (const Completion& c : done) EXPECT_TRUE(c.ok) << c.error;
+      EXPECT_TRUE(t->armEvents());  // nothing left to write: back to reads only
+      EXPECT_FALSE(readable(t->eventFd(), 100)) << "an idle socket's writability woke it";
+    } else {
+      b.barrier();
+      std::vector<char> got(kBig);
+      t->postRecv(0, 1, got.data(), kBig, 1);
+      auto done = pollFor(*t, 1);
+      EXPECT_EQ(done.size(), 1u);
+      EXPECT_EQ(got, big);
+    }
+    b.barrier();
   });
   EXPECT_EQ(errors[0], "");
   EXPECT_EQ(errors[1], "");

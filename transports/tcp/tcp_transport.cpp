@@ -642,7 +642,9 @@ size_t TcpTransport::poll(std::vector<Completion>& out) {
     int n = ::epoll_wait(epollFd_, events, 64, 0);
     for (int i = 0; i < n; ++i) {
       int peer = static_cast<int>(events[i].data.u32);
-      if (!peers_[peer].lost) readPeer(peer);
+      // Writability alone (armEvents) needs no recv: the flush below writes.
+      if ((events[i].events & ~static_cast<uint32_t>(EPOLLOUT)) && !peers_[peer].lost)
+        readPeer(peer);
     }
     for (int peer = 0; peer < size_; ++peer)
       if (!peers_[peer].out.empty() && !peers_[peer].lost) flushPeer(peer);
@@ -656,9 +658,21 @@ size_t TcpTransport::poll(std::vector<Completion>& out) {
 
 bool TcpTransport::armEvents() {
   if (!finished_.empty()) return false;
-  // A full socket buffer drains without making the descriptor readable: keep polling.
-  for (const Peer& p : peers_)
-    if (!p.out.empty() && !p.lost) return false;
+  // A connection with bytes still to write (its socket buffer was full) also wakes the sleeper
+  // once its socket can take more, so that the engine sleeps instead of polling a full socket:
+  // on a saturated link the unwritten queue is rarely empty, and the progress thread used to
+  // spin through every such wait, taking a core from the training beside it. Only while there is
+  // something to write: an idle socket is always writable.
+  for (int peer = 0; peer < size_ && !closed_; ++peer) {
+    Peer& p = peers_[peer];
+    const bool want = !p.out.empty();
+    if (p.lost || p.fd < 0 || want == p.watchesWrites) continue;
+    epoll_event ev{};
+    ev.events = EPOLLIN | (want ? EPOLLOUT : 0u);
+    ev.data.u32 = static_cast<uint32_t>(peer);
+    if (::epoll_ctl(epollFd_, EPOLL_CTL_MOD, p.fd, &ev) != 0) return false;  // poll on instead
+    p.watchesWrites = want;
+  }
   return true;
 }
 

@@ -96,9 +96,10 @@ class TcpTransport final : public Transport {
   struct Peer {
     int fd = -1;
     bool lost = false;
-    bool saidBye = false;  // it closed its end in order (quiesce): its receives stay posted
-    std::string lostWhy;   // the message its transfers failed with
-    std::string address;   // host:port it was reached at, for messages
+    bool saidBye = false;        // it closed its end in order (quiesce): its receives stay posted
+    bool watchesWrites = false;  // registered for EPOLLOUT (armEvents: `out` was not empty)
+    std::string lostWhy;         // the message its transfers failed with
+    std::string address;         // host:port it was reached at, for messages
     std::deque<Outgoing> out;
     std::unordered_map<uint64_t, std::deque<uint32_t>> posted;  // tag -> receive slots
     std::unordered_map<uint64_t, std::deque<Unexpected>> unexpected;
