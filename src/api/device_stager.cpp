@@ -1,6 +1,8 @@
 // Device buffers staged through pinned host memory (device_stager.h).
 #include "api/device_stager.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -269,7 +271,10 @@ void DeviceStager::Core::work() {
 DeviceStager::DeviceStager(device::DeviceMemory& memory, size_t syncBytes,
                            std::function<void()> poke, std::function<void()> abort)
     : core_(std::make_shared<Core>(memory, syncBytes, std::move(poke), std::move(abort))) {
-  worker_ = std::thread([core = core_] { core->work(); });
+  worker_ = std::thread([core = core_] {
+    pthread_setname_np(pthread_self(), "prioccl-stager");
+    core->work();
+  });
 }
 
 void DeviceStager::trafficEnded(bool transportStopped) {

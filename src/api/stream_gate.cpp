@@ -1,6 +1,8 @@
 // Ops held until their streams' earlier work is done (stream_gate.h).
 #include "api/stream_gate.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -34,7 +36,11 @@ bool StreamGate::admit(const std::shared_ptr<OpState>& op) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (waiting_.empty() && streamDone(*op)) return true;
   waiting_.push_back(op);
-  if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+  if (!thread_.joinable())
+    thread_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "prioccl-gate");
+      run();
+    });
   cv_.notify_all();
   return false;
 }
