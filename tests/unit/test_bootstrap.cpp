@@ -1,5 +1,6 @@
 // The bootstrap seam without MPI: an in-process bootstrap whose ranks are threads drives the
 // link estimate, the transport factory's checks and (with UCX) a whole UCX transport.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 
@@ -595,6 +596,28 @@ TEST(TcpTransport, PeerThatLeftInOrderLeavesReceivesWaitingAndFailsSends) {
   });
   EXPECT_EQ(errors[0], "");
   EXPECT_EQ(errors[1], "");
+}
+
+// The dial order: loopback first only for a peer on this host, and never this rank's own
+// listener (a peer in another network namespace may draw the same port: dialling it on loopback
+// reached our own listener, which waited for a hello as we did, until the set-up deadline).
+TEST(TcpTransport, DialOrderPutsLoopbackFirstOnlyOnOneHostAndSkipsOurOwnListener) {
+  auto ip = [](const char* text) {
+    in_addr a{};
+    inet_pton(AF_INET, text, &a);
+    return a.s_addr;
+  };
+  const uint32_t lo = ip("127.0.0.1"), eth = ip("198.18.0.3"), mineEth = ip("198.18.0.2");
+  const std::vector<uint32_t> peer = {eth, lo}, mine = {mineEth, lo};
+  using V = std::vector<uint32_t>;
+  EXPECT_EQ(prioccl::dialOrder(peer, 4000, true, 5000, mine), (V{lo, eth}));
+  EXPECT_EQ(prioccl::dialOrder(peer, 4000, false, 5000, mine), (V{eth, lo}));
+  // The same port as ours: its loopback is us; its other address is not one of ours.
+  EXPECT_EQ(prioccl::dialOrder(peer, 5000, true, 5000, mine), (V{eth}));
+  EXPECT_EQ(prioccl::dialOrder(peer, 5000, false, 5000, mine), (V{eth}));
+  // An address of ours with our port is us too, whatever the peer says.
+  EXPECT_EQ(prioccl::dialOrder({mineEth, eth}, 5000, false, 5000, mine), (V{eth}));
+  EXPECT_EQ(prioccl::dialOrder({mineEth, eth}, 4000, false, 5000, mine), (V{mineEth, eth}));
 }
 
 TEST(TcpTransport, InterfaceFilterFollowsNcclSocketIfnameSyntax) {

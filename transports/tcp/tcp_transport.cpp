@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/host_name.h"
 #include "common/log.h"
 
 namespace prioccl {
@@ -142,6 +143,23 @@ std::vector<uint32_t> localAddresses(const std::string& filter) {
 
 }  // namespace
 
+std::vector<uint32_t> dialOrder(std::vector<uint32_t> addrs, uint16_t port, bool sameHost,
+                                uint16_t ownPort, const std::vector<uint32_t>& ownAddrs) {
+  auto loopback = [](uint32_t a) { return (ntohl(a) >> 24) == 127; };
+  // Our own listener takes the connection and then waits, as we do, for a hello that never
+  // comes: until the set-up deadline, and then every rank fails (seen on the testbed: two
+  // namespaces' listeners drew the same port, and loopback was tried first).
+  addrs.erase(std::remove_if(addrs.begin(), addrs.end(),
+                             [&](uint32_t a) {
+                               return port == ownPort &&
+                                      (loopback(a) || std::find(ownAddrs.begin(), ownAddrs.end(),
+                                                                a) != ownAddrs.end());
+                             }),
+              addrs.end());
+  if (sameHost) std::stable_partition(addrs.begin(), addrs.end(), loopback);  // never leaves it
+  return addrs;
+}
+
 bool interfaceMatches(const std::string& filter, const std::string& name) {
   if (filter.empty()) return true;
   size_t at = 0;
@@ -194,20 +212,29 @@ void TcpTransport::connectAll(Bootstrap& bootstrap, const std::string& ifname) {
   socklen_t len = sizeof any;
   ::getsockname(listenFd_, reinterpret_cast<sockaddr*>(&any), &len);
   std::vector<uint32_t> mine = localAddresses(ifname);
+  const std::vector<uint32_t> everyLocal = localAddresses("");  // dialOrder: never our own port
   if (mine.empty())
     fail(priocclInvalidUsage, "tcp transport: rank ", rank_, " has no IPv4 address",
          ifname.empty() ? std::string()
                         : concat(" on an interface matching PRIOCCL_SOCKET_IFNAME=", ifname));
-  // What every rank publishes: token (rank 0's counts), port, addresses.
+  // What every rank publishes: token (rank 0's counts), port, address count, addresses, and
+  // its hostname.
   uint64_t token = 0;
   if (rank_ == 0) token = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-  std::vector<char> card(sizeof token + sizeof(uint16_t) + mine.size() * sizeof(uint32_t));
+  const uint16_t port = ntohs(any.sin_port);
+  const auto count = static_cast<uint16_t>(std::min<size_t>(mine.size(), UINT16_MAX));
+  const std::string host = hostName();
+  constexpr size_t kHead = sizeof token + 2 * sizeof(uint16_t);
+  std::vector<char> card(kHead + count * sizeof(uint32_t) + host.size());
   std::memcpy(card.data(), &token, sizeof token);
-  uint16_t port = ntohs(any.sin_port);
   std::memcpy(card.data() + sizeof token, &port, sizeof port);
-  std::memcpy(card.data() + sizeof token + sizeof port, mine.data(),
-              mine.size() * sizeof(uint32_t));
+  std::memcpy(card.data() + sizeof token + sizeof port, &count, sizeof count);
+  std::memcpy(card.data() + kHead, mine.data(), count * sizeof(uint32_t));
+  std::memcpy(card.data() + kHead + count * sizeof(uint32_t), host.data(), host.size());
   std::vector<std::vector<char>> cards = bootstrap.allGather(card.data(), card.size());
+  // Loopback is only worth trying first for a rank on this very host. The bootstrap's answer
+  // (MPI: shared memory) is not enough: ranks in network namespaces of one machine (containers,
+  // the testbed) share memory but not loopback; their hostnames tell them apart.
   std::vector<char> sameHost = bootstrap.sameHost();
   std::memcpy(&token, cards[0].data(), sizeof token);
 
@@ -216,15 +243,14 @@ void TcpTransport::connectAll(Bootstrap& bootstrap, const std::string& ifname) {
   // the lower ranks' connections. The highest rank only accepts, so every chain of waits ends.
   for (int peer = rank_ + 1; peer < size_; ++peer) {
     const std::vector<char>& c = cards[peer];
-    uint16_t peerPort = 0;
+    uint16_t peerPort = 0, n = 0;
     std::memcpy(&peerPort, c.data() + sizeof token, sizeof peerPort);
-    size_t n = (c.size() - sizeof token - sizeof peerPort) / sizeof(uint32_t);
+    std::memcpy(&n, c.data() + sizeof token + sizeof peerPort, sizeof n);
     std::vector<uint32_t> addrs(n);
-    std::memcpy(addrs.data(), c.data() + sizeof token + sizeof peerPort, n * sizeof(uint32_t));
-    if (sameHost[peer]) {  // loopback first: it never leaves the host
-      std::stable_partition(addrs.begin(), addrs.end(),
-                            [](uint32_t a) { return (ntohl(a) >> 24) == 127; });
-    }
+    std::memcpy(addrs.data(), c.data() + kHead, n * sizeof(uint32_t));
+    const std::string peerHost(
+        c.begin() + static_cast<std::ptrdiff_t>(kHead + n * sizeof(uint32_t)), c.end());
+    addrs = dialOrder(addrs, peerPort, sameHost[peer] && peerHost == host, port, everyLocal);
     std::string tried;
     for (uint32_t a : addrs) {
       sockaddr_in to{};

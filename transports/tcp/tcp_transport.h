@@ -33,6 +33,12 @@ namespace prioccl {
 // listed ones, a leading '=' (after any '^') makes the names exact. Empty: every interface.
 bool interfaceMatches(const std::string& filter, const std::string& name);
 
+// The addresses (network byte order) to dial, in order, for a peer listening on `port`:
+// loopback first when the peer is on this host (`sameHost`), last otherwise (the peer's own
+// order), and never this rank's own listener (`ownPort` on loopback or on one of `ownAddrs`).
+std::vector<uint32_t> dialOrder(std::vector<uint32_t> addrs, uint16_t port, bool sameHost,
+                                uint16_t ownPort, const std::vector<uint32_t>& ownAddrs);
+
 class TcpTransport final : public Transport {
  public:
   // Collective over `bootstrap`. `ifname`: PRIOCCL_SOCKET_IFNAME's filter for the addresses this
