@@ -15,14 +15,17 @@ Variants, all with torch's and prioccl's default settings:
 
 Rank 0 prints one line:
   REAL_TRAINING model=... variant=... ranks=P ... median_ms=M ... cpu_ms=C main_cpu_ms=T
-                grad_bytes=G weights=H
+                grad_bytes=G weights=H threads_cpu_ms=main:T,prioccl-prog:X,python3:Y,...
 M is the median step time over --steps steps after --warmup steps (a step: forward, backward,
 optimizer step; for p3 and lagged, whose communication overlaps the next step, the steady-state
 period between step starts). C is rank 0's CPU time per measured step (every thread), T its
-training thread's alone. H fingerprints the final parameters (every rank's must agree; two runs
+training thread's alone; threads_cpu_ms splits C by thread name (main: the training thread;
+prioccl-prog: the library's progress thread; python3: every other unnamed thread, Python's,
+torch's and gloo's). H fingerprints the final parameters (every rank's must agree; two runs
 with the same settings should agree too).
 """
 import argparse
+import collections
 import hashlib
 import os
 import socket
@@ -105,6 +108,21 @@ def weights_hash(net):
     return h.hexdigest()[:16]
 
 
+def thread_cpu():
+    """{tid: (name, CPU ns)} of this process's threads (the training thread named "main")."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                ns = int(f.read().split()[0])
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                name = f.read().strip()
+        except OSError:  # the thread ended meanwhile
+            continue
+        out[int(tid)] = ("main" if int(tid) == os.getpid() else name, ns)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", choices=MODELS, default="resnet18")
@@ -154,7 +172,7 @@ def main():
     for step in range(args.warmup + args.steps + 1):
         starts.append(time.perf_counter())
         if step in (args.warmup, args.warmup + args.steps):
-            cpu[step] = (time.process_time(), time.thread_time())
+            cpu[step] = (time.process_time(), time.thread_time(), thread_cpu())
         if step == args.warmup + args.steps:
             break
         x, y = data[step % len(data)]
@@ -166,15 +184,19 @@ def main():
     periods = [(b - a) * 1e3 for a, b in zip(starts[args.warmup:], starts[args.warmup + 1:])]
     # CPU per measured step: the whole process (compute + every library thread) and the training
     # thread alone; the difference is what communication costs in CPU beside the compute.
-    (p0, t0), (p1, t1) = cpu[args.warmup], cpu[args.warmup + args.steps]
+    (p0, t0, th0), (p1, t1, th1) = cpu[args.warmup], cpu[args.warmup + args.steps]
     cpu_ms, main_cpu_ms = (p1 - p0) * 1e3 / args.steps, (t1 - t0) * 1e3 / args.steps
+    by_name = collections.Counter()
+    for tid, (name, ns) in th1.items():
+        by_name[name] += (ns - th0.get(tid, (name, 0))[1]) / 1e6 / args.steps
+    threads = ",".join(f"{n}:{ms:.1f}" for n, ms in by_name.most_common())
     mine = weights_hash(net)
     if rank == 0:
         q = statistics.quantiles(periods, n=4) if len(periods) > 1 else periods * 3
         print(f"REAL_TRAINING model={args.model} variant={v} ranks={size} batch={args.batch} "
               f"image={args.image} steps={args.steps} median_ms={statistics.median(periods):.1f} "
               f"p25_ms={q[0]:.1f} p75_ms={q[2]:.1f} cpu_ms={cpu_ms:.1f} main_cpu_ms={main_cpu_ms:.1f} "
-              f"grad_bytes={grad_bytes} weights={mine}"
+              f"grad_bytes={grad_bytes} weights={mine} threads_cpu_ms={threads}"
               + (f" tag={args.tag}" if args.tag else ""), flush=True)
     # Every rank's weights must agree (compute trains each rank alone: there they differ).
     hashes = [mine]
