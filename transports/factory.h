@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "bootstrap.h"
 #include "coll_backend.h"
@@ -21,6 +22,10 @@ struct TransportOptions {
   bool ucxWakeup = false;     // Config::ucxWakeup
   std::string ucxNetDevices;  // UCX's NET_DEVICES for this rank; "": UCX's own choice
   std::string socketIfname;   // Config::socketIfname (tcp)
+  // Per rank, 1 when it shares this rank's host as the communicator groups hosts (hostname and
+  // shared memory, or PRIOCCL_HOST_ID: topology/host_groups.h). Empty: the bootstrap's answer,
+  // which under MPI calls network namespaces of one machine one host. (tcp: loopback first.)
+  std::vector<char> sameHost;
 };
 
 // Collective over `bootstrap`: every rank must ask for the same kind. Throws

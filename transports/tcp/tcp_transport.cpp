@@ -21,7 +21,6 @@
 #include <thread>
 
 #include "common/error.h"
-#include "common/host_name.h"
 #include "common/log.h"
 
 namespace prioccl {
@@ -179,13 +178,14 @@ bool interfaceMatches(const std::string& filter, const std::string& name) {
   return exclude ? !match : match;
 }
 
-TcpTransport::TcpTransport(Bootstrap& bootstrap, const std::string& ifname)
+TcpTransport::TcpTransport(Bootstrap& bootstrap, const std::string& ifname,
+                           std::vector<char> sameHost)
     : rank_(bootstrap.rank()),
       size_(bootstrap.size()),
       peers_(bootstrap.size()),
       input_(kInputBytes) {
   try {
-    connectAll(bootstrap, ifname);
+    connectAll(bootstrap, ifname, std::move(sameHost));
   } catch (...) {
     closeAll();
     throw;
@@ -196,7 +196,8 @@ TcpTransport::~TcpTransport() {
   closeAll();
 }
 
-void TcpTransport::connectAll(Bootstrap& bootstrap, const std::string& ifname) {
+void TcpTransport::connectAll(Bootstrap& bootstrap, const std::string& ifname,
+                              std::vector<char> sameHost) {
   // Listen on every interface; offer the filtered addresses.
   listenFd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listenFd_ < 0) fail(priocclSystemError, "tcp transport: socket(): ", errnoText(errno));
@@ -217,25 +218,17 @@ void TcpTransport::connectAll(Bootstrap& bootstrap, const std::string& ifname) {
     fail(priocclInvalidUsage, "tcp transport: rank ", rank_, " has no IPv4 address",
          ifname.empty() ? std::string()
                         : concat(" on an interface matching PRIOCCL_SOCKET_IFNAME=", ifname));
-  // What every rank publishes: token (rank 0's counts), port, address count, addresses, and
-  // its hostname.
+  // What every rank publishes: token (rank 0's counts), port, addresses.
   uint64_t token = 0;
   if (rank_ == 0) token = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-  const uint16_t port = ntohs(any.sin_port);
-  const auto count = static_cast<uint16_t>(std::min<size_t>(mine.size(), UINT16_MAX));
-  const std::string host = hostName();
-  constexpr size_t kHead = sizeof token + 2 * sizeof(uint16_t);
-  std::vector<char> card(kHead + count * sizeof(uint32_t) + host.size());
+  std::vector<char> card(sizeof token + sizeof(uint16_t) + mine.size() * sizeof(uint32_t));
   std::memcpy(card.data(), &token, sizeof token);
+  const uint16_t port = ntohs(any.sin_port);
   std::memcpy(card.data() + sizeof token, &port, sizeof port);
-  std::memcpy(card.data() + sizeof token + sizeof port, &count, sizeof count);
-  std::memcpy(card.data() + kHead, mine.data(), count * sizeof(uint32_t));
-  std::memcpy(card.data() + kHead + count * sizeof(uint32_t), host.data(), host.size());
+  std::memcpy(card.data() + sizeof token + sizeof port, mine.data(),
+              mine.size() * sizeof(uint32_t));
   std::vector<std::vector<char>> cards = bootstrap.allGather(card.data(), card.size());
-  // Loopback is only worth trying first for a rank on this very host. The bootstrap's answer
-  // (MPI: shared memory) is not enough: ranks in network namespaces of one machine (containers,
-  // the testbed) share memory but not loopback; their hostnames tell them apart.
-  std::vector<char> sameHost = bootstrap.sameHost();
+  if (sameHost.empty()) sameHost = bootstrap.sameHost();  // collective: every rank or none
   std::memcpy(&token, cards[0].data(), sizeof token);
 
   const Clock::time_point deadline = Clock::now() + kSetupTimeout;
@@ -243,14 +236,12 @@ void TcpTransport::connectAll(Bootstrap& bootstrap, const std::string& ifname) {
   // the lower ranks' connections. The highest rank only accepts, so every chain of waits ends.
   for (int peer = rank_ + 1; peer < size_; ++peer) {
     const std::vector<char>& c = cards[peer];
-    uint16_t peerPort = 0, n = 0;
+    uint16_t peerPort = 0;
     std::memcpy(&peerPort, c.data() + sizeof token, sizeof peerPort);
-    std::memcpy(&n, c.data() + sizeof token + sizeof peerPort, sizeof n);
+    size_t n = (c.size() - sizeof token - sizeof peerPort) / sizeof(uint32_t);
     std::vector<uint32_t> addrs(n);
-    std::memcpy(addrs.data(), c.data() + kHead, n * sizeof(uint32_t));
-    const std::string peerHost(
-        c.begin() + static_cast<std::ptrdiff_t>(kHead + n * sizeof(uint32_t)), c.end());
-    addrs = dialOrder(addrs, peerPort, sameHost[peer] && peerHost == host, port, everyLocal);
+    std::memcpy(addrs.data(), c.data() + sizeof token + sizeof peerPort, n * sizeof(uint32_t));
+    addrs = dialOrder(addrs, peerPort, sameHost[peer] != 0, port, everyLocal);
     std::string tried;
     for (uint32_t a : addrs) {
       sockaddr_in to{};

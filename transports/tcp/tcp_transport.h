@@ -42,8 +42,9 @@ std::vector<uint32_t> dialOrder(std::vector<uint32_t> addrs, uint16_t port, bool
 class TcpTransport final : public Transport {
  public:
   // Collective over `bootstrap`. `ifname`: PRIOCCL_SOCKET_IFNAME's filter for the addresses this
-  // rank offers its peers ("" = all but loopback first, loopback last).
-  TcpTransport(Bootstrap& bootstrap, const std::string& ifname);
+  // rank offers its peers ("" = all but loopback first, loopback last). `sameHost`: per rank, 1
+  // on this host (loopback is dialled first); empty: bootstrap.sameHost().
+  TcpTransport(Bootstrap& bootstrap, const std::string& ifname, std::vector<char> sameHost = {});
   ~TcpTransport() override;
   TcpTransport(const TcpTransport&) = delete;
   TcpTransport& operator=(const TcpTransport&) = delete;
@@ -131,7 +132,7 @@ class TcpTransport final : public Transport {
   void messageArrived(int peer);
   void flushPeer(int peer);
   void losePeer(int peer, const std::string& why);
-  void connectAll(Bootstrap& bootstrap, const std::string& ifname);
+  void connectAll(Bootstrap& bootstrap, const std::string& ifname, std::vector<char> sameHost);
   void closeAll();
 
   int rank_ = 0, size_ = 1;
