@@ -143,7 +143,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                          gradient_predivide_factor=1.0, num_groups=0, groups=None,
                          sparse_as_dense=False, process_set=None, mode="sync", model=None,
                          warmup_steps=0, switch_decay=False, k=2, alpha=2.0, beta=0.5,
-                         local_lr=0.0, p3_gate_bytes=256 << 10, fusion_bytes=64 << 10):
+                         local_lr=0.0, p3_gate_bytes=256 << 10, fusion_bytes=1 << 20):
     """Wraps `optimizer` (see the module's docstring); returns a torch.optim.Optimizer.
 
     named_parameters: (name, parameter) pairs naming the all-reduces (model.named_parameters());
@@ -253,7 +253,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def __init__(self, optimizer, named_parameters, compression, passes, op, predivide, groups,
                  sparse_as_dense, process_set, mode, model, warmup_steps, switch_decay, k, alpha,
-                 beta, local_lr, p3_gate_bytes=256 << 10, fusion_bytes=64 << 10):
+                 beta, local_lr, p3_gate_bytes=256 << 10, fusion_bytes=1 << 20):
         if mode == "p3" and model is None:
             raise ArgumentError("mode='p3' needs model= (its forward order sets priorities)")
         if warmup_steps < 0:
@@ -370,7 +370,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         """Runs of consecutive parameters (self._order: the same on every rank) of one dtype,
         each and together at most `limit` bytes: their all-reduces are submitted as one group,
         which the library fuses into one op. A MobileNet-V2's 158 gradients, each its own op,
-        cost more CPU per step than gloo's whole all-reduce."""
+        cost more CPU per step than gloo's whole all-reduce; in groups of at most 64 KiB they
+        were still 47 ops, and each op's own costs (CPU, and on slow links the latency of its
+        ring steps behind other ops' data) left P3 behind gloo at 100 Mbit/s and 3 Gbit/s. At
+        1 MiB (the library's own fusion threshold, PRIOCCL_FUSION_BYTES) they are 12 ops
+        (docs/benchmarks.md, "Fusion groups of 1 MiB")."""
         groups, run, size = [], [], 0
         for p in self._order:
             nbytes = p.numel() * p.element_size()
