@@ -416,7 +416,7 @@ void TcpTransport::postSend(int peer, uint64_t tag, const void* buf, size_t byte
   // A send the scheduler's credit counts waits for the end of the engine's pass (poll(), or
   // armEvents() before it sleeps), so that the segments one pass posts to a peer leave in one
   // call; any other starts on the wire now, as MPI_Isend would (a lone small op's latency).
-  if (p.out.size() == 1 && !(completion == SendCompletion::kEndToEnd && ack)) flushPeer(peer);
+  if (p.out.size() == 1) flushPeer(peer);
 }
 
 void TcpTransport::postRecv(int peer, uint64_t tag, void* buf, size_t bytes, uint64_t cookie) {
@@ -675,8 +675,6 @@ size_t TcpTransport::poll(std::vector<Completion>& out) {
   if (!closed_ && epollFd_ >= 0) {
     // First what the engine posted since the last call (postSend), then what came in, then
     // what that made us owe (acknowledgements) and what the socket did not take before.
-    for (int peer = 0; peer < size_; ++peer)
-      if (!peers_[peer].out.empty() && !peers_[peer].lost) flushPeer(peer);
     epoll_event events[64];
     int n = ::epoll_wait(epollFd_, events, 64, 0);
     for (int i = 0; i < n; ++i) {
@@ -697,8 +695,6 @@ size_t TcpTransport::poll(std::vector<Completion>& out) {
 
 bool TcpTransport::armEvents() {
   // Sends posted since the last poll() leave before the engine sleeps (postSend).
-  for (int peer = 0; peer < size_ && !closed_; ++peer)
-    if (!peers_[peer].out.empty() && !peers_[peer].lost) flushPeer(peer);
   if (!finished_.empty()) return false;
   // A connection with bytes still to write (its socket buffer was full) also wakes the sleeper
   // once its socket can take more, so that the engine sleeps instead of polling a full socket:
