@@ -693,8 +693,8 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     options.ucxWakeup = config_.ucxWakeup;
     options.ucxNetDevices = placement_.ucxNetDevices;
     options.socketIfname = config_.socketIfname;
-    for (int host : hosts_->hostOf)
-      options.sameHost.push_back(host == hosts_->hostOf[bootstrap_->rank()] ? 1 : 0);
+    const int myHost = hosts_->hostOf[bootstrap_->rank()];
+    for (int host : hosts_->hostOf) options.sameHost.push_back(host == myHost ? 1 : 0);
     return makeTransport(config_.transport, *bootstrap_, options);
   }
 

@@ -536,57 +536,6 @@ TEST(TcpTransport, UnwrittenBytesWakeTheSleeperOnceTheSocketDrains) {
   EXPECT_EQ(errors[1], "");
 }
 
-// A run of ring segments and short messages arrives intact and in order however the reads cut
-// it: a payload's rest and the next header (with the start of its payload) come in one read.
-TEST(TcpTransport, SegmentsAndShortMessagesArriveIntactHoweverTheReadsCutThem) {
-  constexpr size_t kSegment = 32 << 10;
-  constexpr int kSegments = 24;
-  auto errors = onThreads(2, [&](Bootstrap& b) {
-    std::unique_ptr<Transport> t = prioccl::makeTransport(priocclTransportTcp, b, {});
-    std::vector<std::vector<char>> data;
-    for (int i = 0; i < kSegments; ++i)
-      data.emplace_back(i % 3 == 2 ? 100 : kSegment, static_cast<char>('a' + i));
-    if (b.rank() == 0) {
-      t->postSend(1, 0, data[0].data(), data[0].size(), 0, SendCompletion::kEndToEnd);
-      b.barrier();
-      b.barrier();  // rank 1 has it (sends start on the wire when posted)
-      for (int i = 1; i < kSegments; ++i)
-        t->postSend(1, static_cast<uint64_t>(i), data[i].data(), data[i].size(),
-                    static_cast<uint64_t>(i), SendCompletion::kEndToEnd);
-      auto done = pollFor(*t, kSegments);
-      EXPECT_EQ(done.size(), static_cast<size_t>(kSegments));
-      for (const Completion& c : done) EXPECT_TRUE(c.ok) << c.error;
-    } else {
-      std::vector<std::vector<char>> got;
-      for (int i = 0; i < kSegments; ++i) got.emplace_back(data[i].size());
-      t->postRecv(0, 0, got[0].data(), got[0].size(), 0);
-      b.barrier();
-      auto first = pollFor(*t, 1);
-      EXPECT_EQ(first.size(), 1u);
-      EXPECT_EQ(got[0], data[0]);
-      b.barrier();
-      // Half posted before the messages come, half after (kept aside, then copied).
-      for (int i = 1; i < kSegments / 2; ++i)
-        t->postRecv(0, static_cast<uint64_t>(i), got[i].data(), got[i].size(),
-                    static_cast<uint64_t>(i));
-      auto done = pollFor(*t, kSegments / 2 - 1);
-      for (int i = kSegments / 2; i < kSegments; ++i)
-        t->postRecv(0, static_cast<uint64_t>(i), got[i].data(), got[i].size(),
-                    static_cast<uint64_t>(i));
-      for (const Completion& c : pollFor(*t, kSegments / 2)) done.push_back(c);
-      EXPECT_EQ(done.size(), static_cast<size_t>(kSegments - 1));
-      for (const Completion& c : done) {
-        EXPECT_TRUE(c.ok) << c.error;
-        EXPECT_EQ(c.bytes, data[c.cookie].size()) << "cookie " << c.cookie;
-      }
-      for (int i = 0; i < kSegments; ++i) EXPECT_EQ(got[i], data[i]) << "message " << i;
-    }
-    b.barrier();
-  });
-  EXPECT_EQ(errors[0], "");
-  EXPECT_EQ(errors[1], "");
-}
-
 // A peer whose connection ends without its bye (its process died: the kernel closed the socket)
 // fails everything that waits on it, naming it.
 TEST(TcpTransport, PeerGoneWithoutByeFailsWhatWaitsForItNamingIt) {

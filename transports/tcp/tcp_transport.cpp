@@ -212,8 +212,8 @@ void TcpTransport::connectAll(Bootstrap& bootstrap, const std::string& ifname,
     fail(priocclSystemError, "tcp transport: rank ", rank_, " cannot listen: ", errnoText(errno));
   socklen_t len = sizeof any;
   ::getsockname(listenFd_, reinterpret_cast<sockaddr*>(&any), &len);
-  std::vector<uint32_t> mine = localAddresses(ifname);
   const std::vector<uint32_t> everyLocal = localAddresses("");  // dialOrder: never our own port
+  std::vector<uint32_t> mine = ifname.empty() ? everyLocal : localAddresses(ifname);
   if (mine.empty())
     fail(priocclInvalidUsage, "tcp transport: rank ", rank_, " has no IPv4 address",
          ifname.empty() ? std::string()
