@@ -244,6 +244,83 @@ def torch_cases(r, p):
           "torch reducescatter of an odd first dimension")
 
 
+def batch_cases(r, p):
+    """prioccl._allreduce_batch (DistributedOptimizer's groups, grouped_allreduce_async_): the
+    results of the general path, bit for bit; its special cases; names in flight; no op left
+    behind by an error or a dropped handle."""
+    import time
+
+    import torch
+
+    def inputs(seed):
+        g = torch.Generator().manual_seed(1000 * seed + r)
+        return [torch.randn(3, 5, generator=g), torch.randn(7, generator=g, dtype=torch.float64),
+                torch.randint(-2 ** 40, 2 ** 40, (4, 2), generator=g),
+                torch.randn(2, 2, 2, generator=g)]
+
+    def drained():  # every op completed and released (_reap: True while ops remain)
+        deadline = time.monotonic() + 30
+        while prioccl._reap():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.001)
+        return True
+
+    names = [f"batch.{k}" for k in range(4)]
+    fast = inputs(1)
+    h = prioccl._allreduce_batch(fast, names, [3, 0, 2, 1], op=prioccl.Sum)
+    general = inputs(1)
+    with prioccl.group():
+        hs = [prioccl.allreduce_async_(t, op=prioccl.Sum, priority=k, name=f"general.{k}")
+              for k, t in zip([3, 0, 2, 1], general)]
+    out = prioccl.synchronize(h)
+    check(out is not None and len(out) == 4 and all(o is t for o, t in zip(out, fast)),
+          "batch: synchronize returns its tensors")
+    check(prioccl.poll(h), "batch: poll after synchronize")
+    for t in hs:
+        prioccl.synchronize(t)
+    check(all(torch.equal(a, b) for a, b in zip(fast, general)),
+          "batch: bitwise the general path's results")
+    ints = sum(torch.randint(-2 ** 40, 2 ** 40, (4, 2),
+                             generator=_gen_after(i)) for i in range(p))
+    check(torch.equal(fast[2], ints), "batch: int64 sum exact")
+
+    # A tensor the general path converts (int16) sends the whole batch through it.
+    mixed = [torch.full((5,), r + 1, dtype=torch.int16), torch.full((3,), float(r))]
+    out = prioccl.synchronize(prioccl._allreduce_batch(mixed, [None, None], [0, 0],
+                                                       op=prioccl.Sum))
+    check(out[0].dtype == torch.int16 and out[0].tolist() == [p * (p + 1) // 2] * 5 and
+          out[1].tolist() == [p * (p - 1) / 2] * 3, "batch with int16: general path's results")
+    expect_error(lambda: prioccl._allreduce_batch([torch.zeros(4, 4).t()], [None], [0]),
+                 "not contiguous", "batch with a non-contiguous tensor")
+
+    # Names in flight: the second batch's second name is the first batch's (in one group, so
+    # that the first cannot have finished on any rank); the op submitted before it goes on in
+    # the background, and nothing is left behind.
+    with prioccl.group():
+        first = prioccl._allreduce_batch([torch.ones(1000)], ["dup"], [0], op=prioccl.Sum)
+        expect_error(lambda: prioccl._allreduce_batch([torch.ones(10), torch.ones(10)],
+                                                      ["fresh", "dup"], [0, 0]),
+                     "already in flight", "batch: a name in flight")
+    check(prioccl.synchronize(first)[0][0].item() == p, "batch: the first op unharmed")
+    dropped = prioccl._allreduce_batch([torch.ones(10)], ["dropped"], [0])
+    del dropped  # Horovod's rule: a dropped handle never blocks, its op completes anyway
+    check(drained(), "batch: every op released after an error and a dropped handle")
+    again = prioccl._allreduce_batch([torch.ones(3), torch.ones(3)], ["fresh", "dup"], [0, 0],
+                                     op=prioccl.Sum)
+    check([t.tolist() for t in prioccl.synchronize(again)] == [[float(p)] * 3] * 2,
+          "batch: the names are free again")
+
+
+def _gen_after(i):
+    """The generator state batch_cases' inputs(1) leaves on rank i after its first two draws."""
+    import torch
+    g = torch.Generator().manual_seed(1000 + i)
+    torch.randn(3, 5, generator=g)
+    torch.randn(7, generator=g, dtype=torch.float64)
+    return g
+
+
 def main():
     expect_error(lambda: prioccl.rank(), "not initialised", "rank before init")
     prioccl.init()
@@ -252,6 +329,11 @@ def main():
     check(0 <= prioccl.local_rank() < p, "local_rank")
     numpy_cases(r, p)
     torch_cases(r, p)
+    try:
+        import torch  # noqa: F401
+        batch_cases(r, p)
+    except ImportError:
+        pass  # torch_cases said so
     # After abort every op fails at once (here or because another rank's abort arrived first),
     # and shutdown still works. A rank may abort while another still finishes its part of the
     # last op, so that last op is a fence whose failure by an abort is expected; every check

@@ -147,28 +147,37 @@ def local_grads(net, s, take=takes, ranks=None):
 
 
 class Recorder:
-    """Records every prioccl.allreduce_async_ call (name, dtype, a copy of the data, kwargs);
-    strip=True drops process_set= before calling the real one."""
+    """Records every all-reduce the optimizer submits, alone (prioccl.allreduce_async_) or in a
+    group's batch (prioccl._allreduce_batch), one call per tensor: name, dtype, a copy of the
+    data, process_set= ("absent" where not passed); strip=True drops process_set= before calling
+    the real one."""
 
     def __init__(self, strip=False):
         self.calls = []
         self.strip = strip
 
     def __enter__(self):
-        self.real = prioccl.allreduce_async_
-        prioccl.allreduce_async_ = self.call
+        self.real, self.real_batch = prioccl.allreduce_async_, prioccl._allreduce_batch
+        prioccl.allreduce_async_, prioccl._allreduce_batch = self.call, self.batch
         return self
 
-    def call(self, tensor, *args, **kwargs):
-        self.calls.append(dict(name=kwargs.get("name"), dtype=tensor.dtype,
-                               data=tensor.detach().clone(),
+    def record(self, tensor, name, kwargs):
+        self.calls.append(dict(name=name, dtype=tensor.dtype, data=tensor.detach().clone(),
                                process_set=kwargs.get("process_set", "absent")))
         if self.strip:
             kwargs.pop("process_set", None)
+
+    def call(self, tensor, *args, **kwargs):
+        self.record(tensor, kwargs.get("name"), kwargs)
         return self.real(tensor, *args, **kwargs)
 
+    def batch(self, tensors, names, priorities, **kwargs):
+        for t, name in zip(tensors, names):
+            self.record(t, name, kwargs)
+        return self.real_batch(tensors, names, priorities, **kwargs)
+
     def __exit__(self, *exc):
-        prioccl.allreduce_async_ = self.real
+        prioccl.allreduce_async_, prioccl._allreduce_batch = self.real, self.real_batch
 
     def names(self):
         return [c["name"] for c in self.calls]

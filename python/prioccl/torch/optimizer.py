@@ -391,11 +391,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return groups
 
     def _submit_group(self, params):
-        """All-reduces of params (a group's, in order) in one prioccl.group()."""
-        with prioccl.group("DistributedOptimizer's group"):
-            for q in params:
-                if q not in self._handles and not self._is_sparse(q):
-                    self._submit(q)
+        """All-reduces of params (a group's, in order) in one group, through the library's batch
+        path: one handle for the group, which every member's entry shares."""
+        todo = [q for q in params if q not in self._handles and not self._is_sparse(q)]
+        wires = [self._wire(q) for q in todo]
+        handle = prioccl._allreduce_batch(
+            [w[0] for w in wires], [f"grad.{self._name[q]}" for q in todo],
+            [self._priority[q] for q in todo], op=self.op, **self._kwargs())
+        for q, (wire, ctx, sparse_dim) in zip(todo, wires):
+            self._handles[q] = (handle, wire, ctx, sparse_dim)
 
     def _base(self):
         return super(self.__class__, self)
@@ -586,6 +590,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _submit(self, p):
         """Starts the all-reduce of p.grad (zeros where p has no gradient on this rank)."""
+        wire, ctx, sparse_dim = self._wire(p)
+        handle = prioccl.allreduce_async_(wire, op=self.op, priority=self._priority[p],
+                                          name=f"grad.{self._name[p]}", **self._kwargs())
+        self._handles[p] = (handle, wire, ctx, sparse_dim)
+
+    def _wire(self, p):
+        """(what goes on the wire, the compressor's context, the sparse dims to restore or None)
+        for p's all-reduce: p.grad, zeros where p has no gradient on this rank."""
         g = p.grad
         sparse_dim = None
         if g is None:
@@ -603,9 +615,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         wire, ctx = self._compression.compress(src)
         if self.gradient_predivide_factor != 1.0:
             wire.mul_(1.0 / self.gradient_predivide_factor)
-        handle = prioccl.allreduce_async_(wire, op=self.op, priority=self._priority[p],
-                                          name=f"grad.{self._name[p]}", **self._kwargs())
-        self._handles[p] = (handle, wire, ctx, sparse_dim)
+        return wire, ctx, sparse_dim
 
     def _complete(self, wait):
         """Horovod's forced all-reduce: every parameter not submitted yet in this step (its hook
