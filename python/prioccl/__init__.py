@@ -863,11 +863,12 @@ def _batchable(t):
 def _allreduce_batch(tensors, names, priorities, op=Average, process_set=None):
     """In-place all-reduces of torch tensors (names[i]: the op's name or None, priorities[i]: its
     priority), in one group: the ops allreduce_async_ would submit one by one in a
-    prioccl.group(), with what cannot differ between them checked once. The general path costs
-    about 15 us of Python per tensor, which a MobileNet-V2's 158 gradients paid every step on
-    the training thread (docs/benchmarks.md, "Python's cost per gradient"); this one about 4. A
-    batch with a tensor the general path treats specially goes through it whole (a
-    GroupHandle). Returns a handle for synchronize()/poll()."""
+    prioccl.group(), with what cannot differ between them checked once. A MobileNet-V2's 158
+    gradients paid the general path's Python every step on the training thread; a grouped
+    tensor costs 8.9 us here against 13.9 through it (perf/python_overhead.py, 4 ranks;
+    docs/benchmarks.md, "Python's cost per gradient"). A batch with a tensor the general path
+    treats specially goes through it whole (a GroupHandle). Returns a handle for
+    synchronize()/poll()."""
     tensors = list(tensors)
     if not all(_batchable(t) for t in tensors):
         with group("grouped op"):
