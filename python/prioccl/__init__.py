@@ -504,11 +504,17 @@ class _Op:
     """One submitted request and what it needs: the buffers it reads and writes stay referenced
     here until the op is complete, whoever still holds its Handle."""
 
-    __slots__ = ("request", "tensors", "key", "what", "finish", "ps")
+    __slots__ = ("request", "tensors", "key", "kind", "shape", "finish", "ps")
 
-    def __init__(self, request, tensors, key, what, finish, ps):
-        self.request, self.tensors, self.key = request, tensors, key
-        self.what, self.finish, self.ps = what, finish, ps
+    def __init__(self, request, tensors, key, kind, shape, finish, ps):
+        self.request, self.tensors, self.key, self.kind = request, tensors, key, kind
+        self.shape, self.finish, self.ps = shape, finish, ps
+
+    @property
+    def what(self):
+        """The op as error messages name it: kind, name, shape (made only when one is needed)."""
+        label = self.kind if self.key is None else f"{self.kind} '{self.key[1]}'"
+        return label if self.shape is None else f"{label} (shape {list(self.shape)})"
 
 
 _ops = set()  # _Op not yet waited for
@@ -615,27 +621,34 @@ def _submit(what, name, unnamed, named, tensors=(), ps=None, finish=None, shape=
     ps = ps or global_process_set
     if _orphans:
         _reap()
-    label = what if name is None else f"{what} '{name}'"
     if shape is not None:
         shape = tuple(int(d) for d in shape)
-        label += f" (shape {list(shape)})"
     key = None if name is None else (ps.process_set_id, str(name))
     with _lock:  # the name check and the registration as one step
-        if key is not None:
-            _free_name(key, what)
-        req = ctypes.c_void_p()
-        if shape is not None and len(shape) != 1:  # this thread's next call takes it
-            _check(_L.priocclShapeNext((ctypes.c_int64 * len(shape))(*shape), len(shape)), label,
-                   ps._comm)
         if named is None:
-            result = unnamed(ctypes.byref(req))
-        else:
-            result = named(_NONAME if name is None else str(name).encode(), ctypes.byref(req))
-        _check(result, label, ps._comm)
-        op = _Op(req, tensors, key, label, finish, ps)
-        _ops.add(op)
-        if key is not None:
-            _inflight[key] = op
+            return _submit_locked(what, key, shape, unnamed, (), tensors, finish, ps)
+        name_c = _NONAME if key is None else key[1].encode()
+        return _submit_locked(what, key, shape, named, (name_c,), tensors, finish, ps)
+
+
+def _submit_locked(what, key, shape, call, args, tensors, finish, ps):
+    """Under _lock: one op's submission and its books. Frees its name (_free_name), gives the
+    library its shape (priocclShapeNext: this thread's next call takes it; a 1-D shape says no
+    more than the count, and is not sent), runs call(*args, request) and keeps the _Op in _ops
+    (and _inflight by name) until it is completed. Returns the _Op."""
+    op = _Op(ctypes.c_void_p(), tensors, key, what, shape, finish, ps)
+    if key is not None:
+        _free_name(key, what)
+    if shape is not None and len(shape) != 1:
+        result = _L.priocclShapeNext((ctypes.c_int64 * len(shape))(*shape), len(shape))
+        if result:
+            _check(result, op.what, ps._comm)
+    result = call(*args, ctypes.byref(op.request))
+    if result:
+        _check(result, op.what, ps._comm)
+    _ops.add(op)
+    if key is not None:
+        _inflight[key] = op
     return op
 
 
@@ -667,7 +680,12 @@ def poll(handle):
         return all(poll(h) for h in handle.handles)
     if isinstance(handle, _BatchHandle):
         return handle.done()
-    op = handle._op
+    return _finished(handle._op)
+
+
+def _finished(op):
+    """Whether op has finished (True once claimed: its claimer completes it); raises if it
+    failed."""
     done = ctypes.c_int()
     with _lock:  # a claimed op's request may be released at any moment
         if op is None or op not in _ops:
@@ -696,26 +714,15 @@ class _BatchHandle:
     def wait(self):
         ops, self._ops = self._ops, None
         for i, op in enumerate(ops or ()):
-            if not _claim(op):
-                continue
             try:
-                _wait_claimed(op)
+                _complete(op)
             except PriocclError:
                 self._ops = ops[i + 1:]  # not waited for: dropped as orphans, never leaked
                 raise
         return self.result
 
     def done(self):
-        done = ctypes.c_int()
-        with _lock:  # a claimed op's request may be released at any moment
-            for op in self._ops or ():
-                if op not in _ops:
-                    continue
-                done.value = 0
-                _check(_L.priocclTest(op.request, ctypes.byref(done)), "poll", op.ps._comm)
-                if not done.value:
-                    return False
-        return True
+        return all(_finished(op) for op in self._ops or ())
 
     def __del__(self):
         ops = getattr(self, "_ops", None)
@@ -865,7 +872,7 @@ def _allreduce_batch(tensors, names, priorities, op=Average, process_set=None):
     priority), in one group: the ops allreduce_async_ would submit one by one in a
     prioccl.group(), with what cannot differ between them checked once. A MobileNet-V2's 158
     gradients paid the general path's Python every step on the training thread; a grouped
-    tensor costs 8.9 us here against 13.9 through it (perf/python_overhead.py, 4 ranks;
+    tensor costs 9.4 us here against 13.9 through it (perf/python_overhead.py, 4 ranks;
     docs/benchmarks.md, "Python's cost per gradient"). A batch with a tensor the general path
     treats specially goes through it whole (a GroupHandle). Returns a handle for
     synchronize()/poll()."""
@@ -891,26 +898,11 @@ def _submit_batch(tensors, names, priorities, op, ps, ops):
     """_allreduce_batch's C calls, under _lock in a group; appends each _Op to ops."""
     comm, psid, named = ps._comm, ps.process_set_id, _L.priocclAllReduceNamedAsync
     for t, name, priority in zip(tensors, names, priorities):
-        label = "allreduce" if name is None else f"allreduce '{name}'"
-        key = None
-        if name is not None:
-            key = (psid, str(name))
-            _free_name(key, "allreduce")
-        shape = t.shape
-        if len(shape) != 1:
-            label += f" (shape {list(shape)})"
-            _check(_L.priocclShapeNext((ctypes.c_int64 * len(shape))(*shape), len(shape)),
-                   label, comm)
-        req = ctypes.c_void_p()
+        key = None if name is None else (psid, str(name))
         ptr = t.data_ptr()
-        _check(named(ptr, ptr, t.numel(), _codes[t.dtype], op, priority,
-                     _NONAME if key is None else key[1].encode(), comm, ctypes.byref(req)),
-               label, comm)
-        o = _Op(req, (t,), key, label, None, ps)
-        _ops.add(o)
-        if key is not None:
-            _inflight[key] = o
-        ops.append(o)
+        args = (ptr, ptr, t.numel(), _codes[t.dtype], op, priority,
+                _NONAME if key is None else key[1].encode(), comm)
+        ops.append(_submit_locked("allreduce", key, t.shape, named, args, (t,), None, ps))
 
 
 def grouped_allreduce_async_(tensors, op=Average, priority=0, name=None, process_set=None,
