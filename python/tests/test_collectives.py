@@ -206,7 +206,7 @@ def torch_cases(r, p):
     except ImportError:
         if r == 0:
             print("SKIPPED torch cases: python3-torch is not installed", flush=True)
-        return
+        return False
     for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.int32):
         t = torch.full((1001,), r + 1, dtype=dtype)
         out = prioccl.allreduce(t, op=prioccl.Sum)
@@ -242,6 +242,7 @@ def torch_cases(r, p):
     check(part.dtype == torch.int32 and
           part.tolist() == [k * p + p * (p - 1) // 2 for k in range(start, start + rows)],
           "torch reducescatter of an odd first dimension")
+    return True
 
 
 def batch_cases(r, p):
@@ -252,11 +253,14 @@ def batch_cases(r, p):
 
     import torch
 
-    def inputs(seed):
-        g = torch.Generator().manual_seed(1000 * seed + r)
+    def ints(rank):  # rank's int64 input: their sum must be exact
+        g = torch.Generator().manual_seed(2000 + rank)
+        return torch.randint(-2 ** 40, 2 ** 40, (4, 2), generator=g)
+
+    def inputs():
+        g = torch.Generator().manual_seed(1000 + r)
         return [torch.randn(3, 5, generator=g), torch.randn(7, generator=g, dtype=torch.float64),
-                torch.randint(-2 ** 40, 2 ** 40, (4, 2), generator=g),
-                torch.randn(2, 2, 2, generator=g)]
+                ints(r), torch.randn(2, 2, 2, generator=g)]
 
     def drained():  # every op completed and released (_reap: True while ops remain)
         deadline = time.monotonic() + 30
@@ -267,9 +271,9 @@ def batch_cases(r, p):
         return True
 
     names = [f"batch.{k}" for k in range(4)]
-    fast = inputs(1)
+    fast = inputs()
     h = prioccl._allreduce_batch(fast, names, [3, 0, 2, 1], op=prioccl.Sum)
-    general = inputs(1)
+    general = inputs()
     with prioccl.group():
         hs = [prioccl.allreduce_async_(t, op=prioccl.Sum, priority=k, name=f"general.{k}")
               for k, t in zip([3, 0, 2, 1], general)]
@@ -281,9 +285,7 @@ def batch_cases(r, p):
         prioccl.synchronize(t)
     check(all(torch.equal(a, b) for a, b in zip(fast, general)),
           "batch: bitwise the general path's results")
-    ints = sum(torch.randint(-2 ** 40, 2 ** 40, (4, 2),
-                             generator=_gen_after(i)) for i in range(p))
-    check(torch.equal(fast[2], ints), "batch: int64 sum exact")
+    check(torch.equal(fast[2], sum(ints(i) for i in range(p))), "batch: int64 sum exact")
 
     # A tensor the general path converts (int16) sends the whole batch through it.
     mixed = [torch.full((5,), r + 1, dtype=torch.int16), torch.full((3,), float(r))]
@@ -312,15 +314,6 @@ def batch_cases(r, p):
           "batch: the names are free again")
 
 
-def _gen_after(i):
-    """The generator state batch_cases' inputs(1) leaves on rank i after its first two draws."""
-    import torch
-    g = torch.Generator().manual_seed(1000 + i)
-    torch.randn(3, 5, generator=g)
-    torch.randn(7, generator=g, dtype=torch.float64)
-    return g
-
-
 def main():
     expect_error(lambda: prioccl.rank(), "not initialised", "rank before init")
     prioccl.init()
@@ -328,12 +321,8 @@ def main():
     r, p = prioccl.rank(), prioccl.size()
     check(0 <= prioccl.local_rank() < p, "local_rank")
     numpy_cases(r, p)
-    torch_cases(r, p)
-    try:
-        import torch  # noqa: F401
+    if torch_cases(r, p):  # False without torch (it said so)
         batch_cases(r, p)
-    except ImportError:
-        pass  # torch_cases said so
     # After abort every op fails at once (here or because another rank's abort arrived first),
     # and shutdown still works. A rank may abort while another still finishes its part of the
     # last op, so that last op is a fence whose failure by an abort is expected; every check
