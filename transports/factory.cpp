@@ -61,7 +61,8 @@ std::unique_ptr<Transport> makeTransport(priocclTransport_t kind, Bootstrap& boo
     case priocclTransportUcx:
       return makeUcx(bootstrap, options);
     case priocclTransportTcp: {
-      auto tcp = std::make_unique<TcpTransport>(bootstrap, options.socketIfname, options.sameHost);
+      auto tcp = std::make_unique<TcpTransport>(bootstrap, options.socketIfname, options.sameHost,
+                                                options.socketSndbuf);
       if (tcp->rank() == 0 && detail::logLevel() >= detail::LogLevel::kInfo)
         detail::log(detail::LogLevel::kInfo, "tcp transport: ", tcp->describePeers());
       return tcp;

@@ -22,6 +22,7 @@ struct TransportOptions {
   bool ucxWakeup = false;     // Config::ucxWakeup
   std::string ucxNetDevices;  // UCX's NET_DEVICES for this rank; "": UCX's own choice
   std::string socketIfname;   // Config::socketIfname (tcp)
+  size_t socketSndbuf = 0;    // Config::socketSndbuf (tcp); 0: sends wait for acknowledgements
   // Per rank, 1 when it shares this rank's host as the communicator groups hosts (hostname and
   // shared memory, or PRIOCCL_HOST_ID: topology/host_groups.h). Empty: the bootstrap's answer,
   // which under MPI calls network namespaces of one machine one host. (tcp: loopback first.)

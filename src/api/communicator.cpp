@@ -693,6 +693,7 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     options.ucxWakeup = config_.ucxWakeup;
     options.ucxNetDevices = placement_.ucxNetDevices;
     options.socketIfname = config_.socketIfname;
+    options.socketSndbuf = config_.socketSndbuf;
     const int myHost = hosts_->hostOf[bootstrap_->rank()];
     for (int host : hosts_->hostOf) options.sameHost.push_back(host == myHost ? 1 : 0);
     return makeTransport(config_.transport, *bootstrap_, options);

@@ -266,11 +266,18 @@ unsigned char pattern(size_t i, int from, int to) {
   return static_cast<unsigned char>(i * 13 + from * 5 + to);
 }
 
-TEST(TcpTransport, EveryPairExchangesEverySizeReceivesPostedBeforeOrAfter) {
+// Both ways a send may complete: at the receiver's acknowledgement (no send buffer cap), or once
+// written into a capped socket buffer (PRIOCCL_SOCKET_SNDBUF).
+class TcpTransportBoth : public ::testing::TestWithParam<size_t> {};
+INSTANTIATE_TEST_SUITE_P(Sndbuf, TcpTransportBoth, ::testing::Values(size_t{0}, size_t{16} << 10));
+
+TEST_P(TcpTransportBoth, EveryPairExchangesEverySizeReceivesPostedBeforeOrAfter) {
   constexpr int kRanks = 3;
   const std::vector<size_t> sizes = {0, 100, 5000, 32 << 10, 1 << 20};
+  prioccl::TransportOptions options;
+  options.socketSndbuf = GetParam();
   auto errors = onThreads(kRanks, [&](Bootstrap& b) {
-    std::unique_ptr<Transport> t = prioccl::makeTransport(priocclTransportTcp, b, {});
+    std::unique_ptr<Transport> t = prioccl::makeTransport(priocclTransportTcp, b, options);
     const int me = b.rank();
     ASSERT_STREQ(t->name(), "tcp");
     std::vector<std::vector<unsigned char>> out, in;
@@ -340,7 +347,7 @@ TEST(TcpTransport, EveryPairExchangesEverySizeReceivesPostedBeforeOrAfter) {
 // the rest of a payload straight into its receive: a stream of random sizes (headers and payloads
 // split across reads), received in order with receives posted before, after and while their
 // messages arrive.
-TEST(TcpTransport, RandomSizesStreamArrivesWholeWhereverReadsSplitIt) {
+TEST_P(TcpTransportBoth, RandomSizesStreamArrivesWholeWhereverReadsSplitIt) {
   constexpr int kMessages = 1500;
   std::mt19937 sizing(12345);
   std::vector<size_t> sizes(kMessages);
@@ -356,8 +363,10 @@ TEST(TcpTransport, RandomSizesStreamArrivesWholeWhereverReadsSplitIt) {
   // acknowledgements back up until its socket refuses more). The sender says it is done even
   // when it failed, so that neither waits for the other past the failure.
   std::atomic<bool> senderDone{false};
+  prioccl::TransportOptions options;
+  options.socketSndbuf = GetParam();
   auto errors = onThreads(2, [&](Bootstrap& b) {
-    std::unique_ptr<Transport> t = prioccl::makeTransport(priocclTransportTcp, b, {});
+    std::unique_ptr<Transport> t = prioccl::makeTransport(priocclTransportTcp, b, options);
     const int me = b.rank(), peer = 1 - me;
     std::vector<std::vector<unsigned char>> bufs(kMessages);
     if (me == 0) {
@@ -404,6 +413,45 @@ TEST(TcpTransport, RandomSizesStreamArrivesWholeWhereverReadsSplitIt) {
   });
   EXPECT_EQ(errors[0], "");
   EXPECT_EQ(errors[1], "");
+}
+
+// With a capped send buffer a send that would otherwise wait for the receiver's acknowledgement
+// completes once its socket has taken it: here while the receiver does not poll at all. Without
+// the cap it completes only after the receiver has read it.
+TEST(TcpTransport, CappedSendBufferCompletesSendsOnceWritten) {
+  for (size_t sndbuf : {size_t{16} << 10, size_t{0}}) {
+    prioccl::TransportOptions options;
+    options.socketSndbuf = sndbuf;
+    auto errors = onThreads(2, [&](Bootstrap& b) {
+      std::unique_ptr<Transport> t = prioccl::makeTransport(priocclTransportTcp, b, options);
+      std::vector<char> message(32 << 10, 'm');
+      if (b.rank() == 0) {
+        t->postSend(1, 5, message.data(), message.size(), 1, SendCompletion::kEndToEnd);
+        std::vector<Completion> done;
+        auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+        while (done.empty() && std::chrono::steady_clock::now() < until)
+          if (t->poll(done) == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
+        if (sndbuf > 0)
+          EXPECT_EQ(done.size(), 1u) << "a capped socket's send waited for the receiver";
+        else
+          EXPECT_TRUE(done.empty()) << "completed before the receiver had read it";
+        b.barrier();  // rank 1 reads from now on
+        if (sndbuf == 0) done = pollFor(*t, 1);
+        EXPECT_EQ(done.size(), 1u);
+        for (const Completion& c : done) EXPECT_TRUE(c.ok) << c.error;
+      } else {
+        b.barrier();
+        std::vector<char> got(message.size());
+        t->postRecv(0, 5, got.data(), got.size(), 2);
+        EXPECT_EQ(pollFor(*t, 1).size(), 1u);
+        EXPECT_EQ(got, message);
+      }
+      b.barrier();
+      EXPECT_TRUE(t->quiesce());
+    });
+    EXPECT_EQ(errors[0], "") << "sndbuf " << sndbuf;
+    EXPECT_EQ(errors[1], "") << "sndbuf " << sndbuf;
+  }
 }
 
 TEST(TcpTransport, LongerMessageThanItsReceiveFailsThatReceiveOnly) {

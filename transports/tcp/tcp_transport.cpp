@@ -179,9 +179,10 @@ bool interfaceMatches(const std::string& filter, const std::string& name) {
 }
 
 TcpTransport::TcpTransport(Bootstrap& bootstrap, const std::string& ifname,
-                           std::vector<char> sameHost)
+                           std::vector<char> sameHost, size_t sndbuf)
     : rank_(bootstrap.rank()),
       size_(bootstrap.size()),
+      sndbuf_(sndbuf),
       peers_(bootstrap.size()),
       input_(kInputBytes) {
   try {
@@ -300,6 +301,7 @@ void TcpTransport::connectAll(Bootstrap& bootstrap, const std::string& ifname,
     if (fd < 0) continue;
     setNonBlocking(fd);
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (sndbuf_ > 0) capSendBuffer(peer);
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u32 = static_cast<uint32_t>(peer);
@@ -308,6 +310,20 @@ void TcpTransport::connectAll(Bootstrap& bootstrap, const std::string& ifname,
   }
   // Every rank has its connections before anyone sends: a message never meets a half-built mesh.
   bootstrap.barrier();
+}
+
+// At least 4 segments: with a buffer of one or two (loopback's are 64 KiB), every write waits
+// for the peer's delayed acknowledgement, and a 64 MiB all-reduce crawled for minutes. The kernel
+// doubles the value for its bookkeeping and caps it at net.core.wmem_max.
+void TcpTransport::capSendBuffer(int peer) {
+  Peer& p = peers_[peer];
+  size_t want = sndbuf_;
+  int mss = 0;
+  socklen_t len = sizeof mss;
+  if (::getsockopt(p.fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) == 0 && mss > 0)
+    want = std::max(want, 4 * static_cast<size_t>(mss));
+  const int value = static_cast<int>(std::min<size_t>(want, 1 << 30));
+  p.cappedSndbuf = ::setsockopt(p.fd, SOL_SOCKET, SO_SNDBUF, &value, sizeof value) == 0;
 }
 
 std::string TcpTransport::describePeers() const {
@@ -402,8 +418,9 @@ void TcpTransport::postSend(int peer, uint64_t tag, const void* buf, size_t byte
         true);
     return;
   }
-  bool ack = completion == SendCompletion::kDelivered ||
-             (completion == SendCompletion::kEndToEnd && bytes >= kEndToEndSendMin);
+  bool ack =
+      completion == SendCompletion::kDelivered ||
+      (completion == SendCompletion::kEndToEnd && bytes >= kEndToEndSendMin && !p.cappedSndbuf);
   slots_[slot].awaitsAck = ack;
   slots_[slot].delivered = completion == SendCompletion::kDelivered;
   Outgoing o;

@@ -9,8 +9,14 @@
 // receive (unexpected) is kept aside and copied once.
 //
 // Wire: every message is a 24-byte header (tag, payload bytes, kind, send id) and its payload.
-// Sends that must complete end to end (transport.h) ask for an acknowledgement: the receiver
-// sends a header-only ack once the whole payload has arrived.
+// With a capped socket send buffer (`sndbuf`, PRIOCCL_SOCKET_SNDBUF: tens of microseconds of the
+// link), a send completes once its socket has taken it: the kernel then holds at most that much
+// in front of a more urgent message (what transport.h asks: the wire is about to take it), and
+// TCP's own acknowledgements free the buffer, on the peer's softirq, without its process having
+// to run. Without the cap (sndbuf 0: the kernel grows the buffer to megabytes), sends that must
+// complete end to end ask for an acknowledgement: the receiver sends a header-only ack once the
+// whole payload has arrived. That ack was half of all packets and a third of the CPU per byte
+// (docs/benchmarks.md, "Sends complete in a small socket buffer"); abort notices keep it.
 //
 // A peer's end closing is told apart from its death: quiesce() sends a bye before it closes. After
 // a bye, the peer's posted receives simply never complete (as over MPI, where a peer freeing its
@@ -43,8 +49,12 @@ class TcpTransport final : public Transport {
  public:
   // Collective over `bootstrap`. `ifname`: PRIOCCL_SOCKET_IFNAME's filter for the addresses this
   // rank offers its peers ("" = all but loopback first, loopback last). `sameHost`: per rank, 1
-  // on this host (loopback is dialled first); empty: bootstrap.sameHost().
-  TcpTransport(Bootstrap& bootstrap, const std::string& ifname, std::vector<char> sameHost = {});
+  // on this host (loopback is dialled first); empty: bootstrap.sameHost(). `sndbuf`: each
+  // socket's send buffer (at least 4 TCP segments: below 2, every write waits for a delayed
+  // acknowledgement), and sends complete once written; 0: the kernel's own sizing, and sends that
+  // must complete end to end wait for the receiver's acknowledgement.
+  TcpTransport(Bootstrap& bootstrap, const std::string& ifname, std::vector<char> sameHost = {},
+               size_t sndbuf = 0);
   ~TcpTransport() override;
   TcpTransport(const TcpTransport&) = delete;
   TcpTransport& operator=(const TcpTransport&) = delete;
@@ -105,6 +115,7 @@ class TcpTransport final : public Transport {
     bool lost = false;
     bool saidBye = false;        // it closed its end in order (quiesce): its receives stay posted
     bool watchesWrites = false;  // registered for EPOLLOUT (armEvents: `out` was not empty)
+    bool cappedSndbuf = false;   // its send buffer is capped: sends complete once written
     std::string lostWhy;         // the message its transfers failed with
     std::string address;         // host:port it was reached at, for messages
     std::deque<Outgoing> out;
@@ -133,9 +144,11 @@ class TcpTransport final : public Transport {
   void flushPeer(int peer);
   void losePeer(int peer, const std::string& why);
   void connectAll(Bootstrap& bootstrap, const std::string& ifname, std::vector<char> sameHost);
+  void capSendBuffer(int peer);
   void closeAll();
 
   int rank_ = 0, size_ = 1;
+  size_t sndbuf_ = 0;
   int listenFd_ = -1;
   int epollFd_ = -1;
   std::vector<Peer> peers_;
