@@ -76,10 +76,12 @@ struct PRIOCCL_API Config {
   // The tcp transport's interfaces, NCCL_SOCKET_IFNAME's syntax: "eth,ib" (name prefixes), "^lo"
   // (all but), "=eth0" (exact names). Empty: every interface, loopback last.
   std::string socketIfname;  // PRIOCCL_SOCKET_IFNAME
-  // The tcp transport's socket send buffer (SO_SNDBUF): a send completes once its socket has
-  // taken it, and the kernel holds at most about this much per peer in front of a more urgent
-  // message. 0 = auto: ~50 us of the link, at least 16 KiB (and never under 4 TCP segments).
-  size_t socketSndbuf = 0;  // PRIOCCL_SOCKET_SNDBUF (or "auto")
+  // The tcp transport's socket send buffer (SO_SNDBUF, at least 4 TCP segments), and a send then
+  // completes once its socket has taken it instead of at the receiver's acknowledgement: about
+  // 40% less CPU per byte, but the sender must come back before the small buffer drains
+  // (docs/benchmarks.md, "Sends that complete in a capped socket buffer"). 0: off (the kernel
+  // sizes the buffer; every send waits for its acknowledgement).
+  size_t socketSndbuf = 0;  // PRIOCCL_SOCKET_SNDBUF
   // Ranks with the same value share a host; empty: ranks share a host when they share memory
   // (MPI_COMM_TYPE_SHARED) and a hostname. For set-ups the detection cannot see.
   std::string hostId;  // PRIOCCL_HOST_ID
@@ -95,8 +97,8 @@ struct PRIOCCL_API Config {
   size_t cacheCapacity = 1024;   // PRIOCCL_CACHE_CAPACITY
   static Config fromEnv();       // throws InvalidArgument on a malformed variable
   std::string describe() const;  // one line, for logs
-  // Fills chunkBytes/creditBytes/creditMaxBytes/socketSndbuf left at 0 from a link measurement
-  // (bytes/s <= 0: unmeasured).
+  // Fills chunkBytes/creditBytes/creditMaxBytes left at 0 from a link measurement (bytes/s <= 0:
+  // unmeasured).
   // `oneHost`: every rank on one host (shared memory or loopback), the fast link class for the
   // chunk size whatever the measurement says.
   void resolveAuto(double bytesPerSecond, double latencySeconds, int nranks, bool oneHost = false);

@@ -100,19 +100,12 @@ Config Config::fromEnv() {
 // acknowledgement: stop and wait). It may grow to kMaxCreditSeconds of the link where it holds
 // an underused link back (core/credit_tuner.h: hosts whose cores are busy answer in
 // milliseconds). An explicit credit stays fixed unless a maximum is also given.
-// The tcp transport's socket send buffer is kSndbufSeconds of the link, at least 16 KiB: a send
-// over tcp completes once its socket has taken it (no acknowledgement message), so this is what
-// the kernel may hold in front of an urgent message besides the credit; 50 us of the link still
-// covers the testbed's round trips (full rate at 1 and 3 Gbit/s), and it is the 16 KiB floor at
-// both (docs/benchmarks.md, "Sends complete in a small socket buffer").
 void Config::resolveAuto(double bytesPerSecond, double latencySeconds, int nranks, bool oneHost) {
   constexpr double kFastLinkBytesPerSecond = 600e6;
   constexpr size_t kSlowSegmentBytes = 32 << 10, kFastSegmentBytes = 256 << 10;
   constexpr double kCreditSeconds = 0.5e-3, kMaxCreditSeconds = 16e-3;
   constexpr size_t kMinCreditBytes = 32 << 10, kCreditSegments = 2;
   constexpr size_t kMaxCreditBytes = 16 << 20;
-  constexpr double kSndbufSeconds = 50e-6;
-  constexpr size_t kMinSndbufBytes = 16 << 10;
   linkBytesPerSecond = bytesPerSecond;
   linkLatencySeconds = latencySeconds;
   double bw = bytesPerSecond > 0 ? bytesPerSecond : 1e9;  // unmeasured (one rank): moderate
@@ -136,9 +129,6 @@ void Config::resolveAuto(double bytesPerSecond, double latencySeconds, int nrank
                                               creditBytes, std::max(creditBytes, kMaxCreditBytes))
                          : creditBytes;
   creditMaxBytes = std::max(creditMaxBytes, creditBytes);
-  if (socketSndbuf == 0)
-    socketSndbuf =
-        std::clamp<size_t>(roundToPowerOfTwo(bw * kSndbufSeconds), kMinSndbufBytes, 64 << 20);
 }
 
 std::string Config::describe() const {

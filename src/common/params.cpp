@@ -121,10 +121,11 @@ const std::vector<Param>& paramTable() {
     {"PRIOCCL_SOCKET_IFNAME", "socketIfname", ParamKind::kString, 0, 0, &Config::socketIfname,
      kNoC, kLocal, kComm,
      "tcp transport's interfaces, NCCL_SOCKET_IFNAME syntax: prefixes, ^ excludes, = exact"},
-    {"PRIOCCL_SOCKET_SNDBUF", "socketSndbuf", ParamKind::kSizeOrAuto, 4096, kGiB,
-     &Config::socketSndbuf, kNoC, kLocal, kComm,
-     "tcp transport's socket send buffer; a send completes once written into it (auto: ~50 us "
-     "of the link, at least 16 KiB)"},
+    {"PRIOCCL_SOCKET_SNDBUF", "socketSndbuf", ParamKind::kSize, 0, kGiB, &Config::socketSndbuf,
+     kNoC, kLocal, kComm,
+     "tcp transport: cap each socket's send buffer at this; a send completes once written into "
+     "it, with no acknowledgement message (less CPU; the link idles while a sender is late); "
+     "0 = off"},
     // Logging is process-wide and starts before any Config exists: log.cpp reads these itself.
     {"PRIOCCL_DEBUG", "", ParamKind::kChoice, 0, 0, std::monostate{}, kNoC, kLocal,
      ParamScope::kProcess, "log level: WARN, INFO (configuration, link, algorithm model), TRACE",

@@ -9,14 +9,15 @@
 // receive (unexpected) is kept aside and copied once.
 //
 // Wire: every message is a 24-byte header (tag, payload bytes, kind, send id) and its payload.
-// With a capped socket send buffer (`sndbuf`, PRIOCCL_SOCKET_SNDBUF: tens of microseconds of the
-// link), a send completes once its socket has taken it: the kernel then holds at most that much
-// in front of a more urgent message (what transport.h asks: the wire is about to take it), and
-// TCP's own acknowledgements free the buffer, on the peer's softirq, without its process having
-// to run. Without the cap (sndbuf 0: the kernel grows the buffer to megabytes), sends that must
-// complete end to end ask for an acknowledgement: the receiver sends a header-only ack once the
-// whole payload has arrived. That ack was half of all packets and a third of the CPU per byte
-// (docs/benchmarks.md, "Sends complete in a small socket buffer"); abort notices keep it.
+// Sends that must complete end to end (transport.h) ask for an acknowledgement: the receiver
+// sends a header-only ack once the whole payload has arrived. With a capped socket send buffer
+// (`sndbuf`, PRIOCCL_SOCKET_SNDBUF; off by default) a send completes once its socket has taken
+// it instead: the kernel holds at most that much in front of a more urgent message (transport.h:
+// the wire is about to take it), and TCP's own acknowledgements free the buffer without the
+// peer's process having to run. That saves the ack (half of all packets) and about 40% of the
+// CPU per byte, but the small buffer drains while the sender is off its core, where the ack's
+// credit keeps the wire busy (docs/benchmarks.md, "Sends that complete in a capped socket
+// buffer"). Abort notices always wait for their ack.
 //
 // A peer's end closing is told apart from its death: quiesce() sends a bye before it closes. After
 // a bye, the peer's posted receives simply never complete (as over MPI, where a peer freeing its
