@@ -112,7 +112,7 @@ struct PRIOCCL_API Config {
 };
 
 // One PRIOCCL_* knob as the library documents it: the rows of its parameter table
-// (src/common/params.cpp), which `prioccl_info -c` prints and docs/usage.md's table must match.
+// (src/api/params.cpp), which `prioccl_info -c` prints and docs/usage.md's table must match.
 // Plain data: listing them needs no MPI and no communicator.
 struct PRIOCCL_API ParamInfo {
   const char* name;          // the environment variable, e.g. "PRIOCCL_CHUNK_BYTES"

@@ -17,7 +17,7 @@
 
 #include "algo/halving_doubling.h"
 #include "algo/recursive_doubling.h"
-#include "core/wire.h"
+#include "common/wire.h"
 
 namespace prioccl::detail {
 

@@ -7,9 +7,9 @@
 #include <string>
 
 #include "api/c_api_support.h"
+#include "api/params.h"
 #include "api/shape.h"
 #include "common/error.h"
-#include "common/params.h"
 #include "core/op.h"
 #include "device/device_memory.h"
 #include "factory.h"

@@ -9,8 +9,8 @@
 
 #include "algo/registry.h"
 #include "algo/select.h"
+#include "api/params.h"
 #include "common/error.h"
-#include "common/params.h"
 
 namespace prioccl {
 

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "common/error.h"
-#include "core/wire.h"
+#include "common/wire.h"
 #include "reduce/reduce.h"
 
 namespace prioccl::detail {

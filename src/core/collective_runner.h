@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "coll_backend.h"
+#include "common/wire.h"
 #include "core/op.h"
 #include "core/op_stats.h"
-#include "core/wire.h"
 #include "prioccl/prioccl.hpp"
 
 namespace prioccl::detail {

@@ -13,10 +13,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/wire.h"
 #include "core/liveness.h"
 #include "core/negotiator.h"
 #include "core/transfers.h"
-#include "core/wire.h"
 #include "prioccl/prioccl.hpp"
 #include "transport.h"
 

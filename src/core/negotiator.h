@@ -26,8 +26,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/wire.h"
 #include "core/response_cache.h"
-#include "core/wire.h"
 
 namespace prioccl::detail {
 

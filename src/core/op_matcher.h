@@ -20,10 +20,10 @@
 #include <utility>
 #include <vector>
 
+#include "common/wire.h"
 #include "core/lane_table.h"
 #include "core/negotiator.h"
 #include "core/op.h"
-#include "core/wire.h"
 
 namespace prioccl::detail {
 

@@ -19,7 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/wire.h"
+#include "common/wire.h"
 
 namespace prioccl::detail {
 

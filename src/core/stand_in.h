@@ -5,8 +5,8 @@
 
 #include <memory>
 
+#include "common/wire.h"
 #include "core/op.h"
-#include "core/wire.h"
 
 namespace prioccl::detail {
 

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "common/wire.h"
 #include "core/collective_runner.h"
 #include "core/negotiator.h"
-#include "core/wire.h"
 #include "prioccl/prioccl.hpp"
 
 namespace {

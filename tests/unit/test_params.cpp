@@ -1,4 +1,4 @@
-// The parameter table (src/common/params.cpp): every row is read from the environment, merged from
+// The parameter table (src/api/params.cpp): every row is read from the environment, merged from
 // priocclConfig_t, validated, described and compared across ranks by the table's loops; and the
 // docs list exactly its knobs (ParamsDocs: CTest's unit.params_docs).
 #include <gtest/gtest.h>
@@ -17,7 +17,7 @@
 #include <utility>
 #include <variant>
 
-#include "common/params.h"
+#include "api/params.h"
 #include "common/same_everywhere.h"
 #include "prioccl/prioccl.hpp"
 

@@ -1,6 +1,6 @@
 // Control message encoding: header {magic, version, kind, entries, reserved}, then entries; a
 // message is exactly as long as its entries (small messages stay on MPI's eager path).
-#include "core/wire.h"
+#include "common/wire.h"
 
 #include <algorithm>
 #include <cstring>

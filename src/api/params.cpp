@@ -1,5 +1,5 @@
 // The parameter table (params.h) and the loops over it.
-#include "common/params.h"
+#include "api/params.h"
 
 #include <strings.h>
 
