@@ -16,6 +16,7 @@
 #include "api/device_stager.h"
 #include "api/fusion.h"
 #include "api/group.h"
+#include "api/op_rules.h"
 #include "api/params.h"
 #include "api/shape.h"
 #include "api/stream_gate.h"
@@ -203,74 +204,27 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   std::string algorithmModel() const { return selector_.describe(); }
   void recordError(const std::string& message) { errors_->set(message); }
 
-  // A collective: an all-reduce, a broadcast from `root` (op unused), a reduce to `root`, an
-  // all-gather (count: each rank's; op unused), a reduce-scatter (count: each rank's result), an
-  // all-to-all (count: each block's; op unused; never in place) or a barrier (count 0).
-  // Checks what this rank can check alone; the other ranks' arguments are compared when the op is
-  // matched. As NCCL's: only a broadcast's root reads its send buffer, only a reduce's root
-  // writes its receive buffer; the others' are ignored (and may be null). In place: the same
-  // pointer, or for an all-gather sendbuf at this rank's block of recvbuf, for a reduce-scatter
-  // recvbuf at this rank's block of sendbuf.
+  // A collective of one count (api/op_rules.h: which kinds, and what this rank can check alone;
+  // the other ranks' arguments are compared when the op is matched). `op` is unused by a
+  // broadcast, an all-gather and an all-to-all.
   Request collectiveAsync(OpState::Kind kind, const void* send, void* recv, size_t count,
                           priocclDataType_t dtype, priocclRedOp_t op, int root, int priority,
                           const std::string* key, bool callerWaits = false) {
     using Kind = OpState::Kind;
     const uint64_t shape = shape::takeNext();  // taken first: a failing call must not leave it
-    const bool broadcast = kind == Kind::kBroadcast, reduceOp = kind == Kind::kReduce;
-    const bool rooted = broadcast || reduceOp;
-    const std::string what = kind == Kind::kAllReduce ? "" : concat(kindName(kind), ": ");
-    const size_t elem = reduce::dtypeSize(dtype);
-    // Elements of the send and receive buffers: count, or count per rank in the blocked one.
-    size_t blocks =
-        kind == Kind::kAllGather || kind == Kind::kReduceScatter || kind == Kind::kAllToAll ? size_
-                                                                                            : 1;
-    if (count > SIZE_MAX / elem / blocks)
-      fail(priocclInvalidArgument, what, "count ", count, " of ", reduce::dtypeName(dtype),
-           blocks > 1 ? concat(" per rank (", blocks, " ranks)") : std::string(),
-           " overflows the address space");
-    const size_t bytes = count * elem;
-    const size_t sendBytes = kind == Kind::kAllGather ? bytes : bytes * blocks;
-    const size_t recvBytes = kind == Kind::kReduceScatter ? bytes : bytes * blocks;
-    if (rooted && (root < 0 || root >= size_))
-      fail(priocclInvalidArgument, what, "root ", root, " is not a rank of this communicator (",
-           size_, " ranks)");
-    const bool reads = !broadcast || rank_ == root, writes = !reduceOp || rank_ == root;
-    if (!reads) send = nullptr;
-    if (!writes) recv = nullptr;
-    const char* onRoot = rooted ? " on the root" : "";
-    if (count > 0 && writes && !recv)
-      fail(priocclInvalidArgument, what, "recvbuf is null with count ", count,
-           reduceOp ? onRoot : "");
-    if (count > 0 && reads && !send)
-      fail(priocclInvalidArgument, what, "sendbuf is null with count ", count,
-           broadcast ? onRoot : "");
-    auto s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
-    const size_t ownBlock = static_cast<size_t>(rank_) * bytes;
-    const bool inPlace = kind == Kind::kAllGather       ? s == r + ownBlock
-                         : kind == Kind::kReduceScatter ? r == s + ownBlock
-                         : kind == Kind::kAllToAll      ? false
-                                                        : s == r;
-    if (count > 0 && reads && writes && !inPlace && s < r + recvBytes && r < s + sendBytes)
-      fail(priocclInvalidArgument, what, "sendbuf and recvbuf overlap without being in place (",
-           kind == Kind::kAllGather       ? "sendbuf at this rank's block of recvbuf"
-           : kind == Kind::kReduceScatter ? "recvbuf at this rank's block of sendbuf"
-           : kind == Kind::kAllToAll      ? "an all-to-all is never in place"
-                                          : "the same pointer",
-           ")");
-    auto state = makeOp(send, recv, count, dtype, broadcast ? priocclSum : op);
+    const CollectiveExtents x =
+        checkCollective({kind, send, recv, count, dtype, root}, rank_, size_);
+    const bool rooted = kind == Kind::kBroadcast || kind == Kind::kReduce;
+    auto state = makeOp(x.send, x.recv, count, dtype, kind == Kind::kBroadcast ? priocclSum : op);
     state->kind = kind;
     state->root = rooted ? root : -1;
     state->layout = shape;  // compared across ranks (Announce::layout)
-    return submitCollective(state, priority, key, callerWaits,
-                            {reads ? sendBytes : 0, writes ? recvBytes : 0, false});
+    return submitCollective(state, priority, key, callerWaits, {x.sendBytes, x.recvBytes, false});
   }
 
-  // The v-variants (per-rank counts, MPI's semantics): an all-gather-v (recvCounts, recvDispls;
-  // sendbuf holds recvCounts[rank] elements), a reduce-scatter-v (sendbuf holds the blocks of
-  // recvCounts, packed; recvbuf gets recvCounts[rank]) or an all-to-all-v (all four). Null
-  // displacements mean packed blocks. The arrays are copied. Checks what this rank can check
-  // alone; the matching compares the counts every rank must share (a digest of them) and, for an
-  // all-to-all-v, that what each rank sends each other is what that one expects.
+  // A v-collective (api/op_rules.h). The arrays are copied. The matching compares the counts
+  // every rank must share (a digest of them) and, for an all-to-all-v, that what each rank sends
+  // each other is what that one expects.
   Request collectiveVAsync(OpState::Kind kind, const void* send, void* recv,
                            const size_t* sendCounts, const size_t* sendDispls,
                            const size_t* recvCounts, const size_t* recvDispls,
@@ -278,103 +232,29 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
                            const std::string* key, bool callerWaits = false) {
     using Kind = OpState::Kind;
     shape::takeNext();  // the v-variants compare their counts instead (layout)
-    const std::string what = concat(kindName(kind), ": ");
-    const size_t elem = reduce::dtypeSize(dtype), p = static_cast<size_t>(size_);
-    const size_t me = static_cast<size_t>(rank_);
+    CollectiveVLayout v = checkCollectiveV(
+        {kind, send, recv, sendCounts, sendDispls, recvCounts, recvDispls, dtype}, rank_, size_);
     auto state = makeOp(send, recv, 0, dtype, kind == Kind::kReduceScatterV ? op : priocclSum);
     state->kind = kind;
-    const bool toAll = kind == Kind::kAllToAllV;
-    // A layout from the caller's arrays; returns the elements it spans.
-    auto layout = [&](const char* countsName, const size_t* counts, const char* displsName,
-                      const size_t* displs, std::vector<size_t>& outCounts,
-                      std::vector<size_t>& outDispls) {
-      if (!counts) fail(priocclInvalidArgument, what, countsName, " is null");
-      outCounts.assign(counts, counts + p);
-      outDispls.resize(p);
-      size_t extent = 0, next = 0;
-      for (size_t b = 0; b < p; ++b) {
-        size_t d = displs ? displs[b] : next;
-        if (counts[b] > SIZE_MAX / elem || d > SIZE_MAX / elem - counts[b])
-          fail(priocclInvalidArgument, what, countsName, "[", b, "] = ", counts[b], " from ",
-               displs ? displsName : "packed displacement ", displs ? concat("[", b, "] = ") : "",
-               d, " of ", reduce::dtypeName(dtype), " overflows the address space");
-        outDispls[b] = d;
-        next = d + counts[b];
-        extent = std::max(extent, next);
-      }
-      return extent;
-    };
-    // Blocks that are written must not overlap one another.
-    auto disjoint = [&](const char* name, const std::vector<size_t>& counts,
-                        const std::vector<size_t>& displs) {
-      std::vector<size_t> order(p);
-      for (size_t b = 0; b < p; ++b) order[b] = b;
-      std::sort(order.begin(), order.end(),
-                [&](size_t x, size_t y) { return displs[x] < displs[y]; });
-      size_t end = 0, endBlock = 0;
-      for (size_t b : order) {
-        if (counts[b] == 0) continue;
-        if (displs[b] < end)
-          fail(priocclInvalidArgument, what, "blocks ", endBlock, " and ", b, " of ", name,
-               " overlap (each rank's block must have a place of its own)");
-        end = displs[b] + counts[b];
-        endBlock = b;
-      }
-    };
-    size_t sendElems = 0, recvElems = 0, largest = 0;
-    if (kind == Kind::kAllGatherV) {
-      recvElems = layout("recvcounts", recvCounts, "displs", recvDispls, state->recvCounts,
-                         state->recvDispls);
-      disjoint("recvbuf", state->recvCounts, state->recvDispls);
-      sendElems = state->recvCounts[me];
-    } else if (kind == Kind::kReduceScatterV) {
-      sendElems =
-          layout("recvcounts", recvCounts, "", nullptr, state->sendCounts, state->sendDispls);
-      recvElems = state->sendCounts[me];
-    } else {
-      sendElems = layout("sendcounts", sendCounts, "sdispls", sendDispls, state->sendCounts,
-                         state->sendDispls);
-      recvElems = layout("recvcounts", recvCounts, "rdispls", recvDispls, state->recvCounts,
-                         state->recvDispls);
-      disjoint("recvbuf", state->recvCounts, state->recvDispls);
-      if (state->sendCounts[me] != state->recvCounts[me])
-        fail(priocclInvalidArgument, what, "sendcounts[", me, "] = ", state->sendCounts[me],
-             " but recvcounts[", me, "] = ", state->recvCounts[me],
-             ": what this rank sends itself must be what it expects from itself");
-    }
-    const std::vector<size_t>& shared =
-        kind == Kind::kAllGatherV ? state->recvCounts : state->sendCounts;
-    for (size_t c : shared) largest = std::max(largest, c);
-    if (toAll)
-      for (size_t c : state->recvCounts) largest = std::max(largest, c);
-    state->count = largest;
-    if (sendElems > 0 && !send)
-      fail(priocclInvalidArgument, what, "sendbuf is null with ", sendElems, " elements to send");
-    if (recvElems > 0 && !recv)
-      fail(priocclInvalidArgument, what, "recvbuf is null with ", recvElems,
-           " elements to receive");
-    auto s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
-    const bool inPlace = kind == Kind::kAllGatherV       ? s == r + state->recvDispls[me] * elem
-                         : kind == Kind::kReduceScatterV ? r == s + state->sendDispls[me] * elem
-                                                         : false;
-    if (sendElems > 0 && recvElems > 0 && !inPlace && s < r + recvElems * elem &&
-        r < s + sendElems * elem)
-      fail(priocclInvalidArgument, what, "sendbuf and recvbuf overlap without being in place (",
-           kind == Kind::kAllGatherV       ? "sendbuf at displs[rank] of recvbuf"
-           : kind == Kind::kReduceScatterV ? "recvbuf at this rank's block of sendbuf"
-                                           : "an all-to-all is never in place",
-           ")");
-    if (toAll) {
+    state->count = v.largest;
+    state->sendCounts = std::move(v.sendCounts);
+    state->sendDispls = std::move(v.sendDispls);
+    state->recvCounts = std::move(v.recvCounts);
+    state->recvDispls = std::move(v.recvDispls);
+    if (kind == Kind::kAllToAllV) {
       PairTerms t = pairTerms(rank_, state->sendCounts, state->recvCounts);
       state->pairDigest = t.digest;
       state->pairCount = t.count;
       state->pairWhere = t.where;
     } else {
-      state->layout = layoutDigest(shared);
+      state->layout =
+          layoutDigest(kind == Kind::kAllGatherV ? state->recvCounts : state->sendCounts);
     }
+    const size_t elem = reduce::dtypeSize(dtype);
     // Blocks may leave gaps in the receive buffer, which a staged copy must carry unchanged.
-    return submitCollective(state, priority, key, callerWaits,
-                            {sendElems * elem, recvElems * elem, kind != Kind::kReduceScatterV});
+    return submitCollective(
+        state, priority, key, callerWaits,
+        {v.sendElems * elem, v.recvElems * elem, kind != Kind::kReduceScatterV});
   }
 
   // Horovod's start_timeline / stop_timeline: this rank's timeline, from now on.

@@ -1,0 +1,146 @@
+#include "api/op_rules.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "common/error.h"
+#include "reduce/reduce.h"
+
+namespace prioccl::detail {
+
+CollectiveExtents checkCollective(const CollectiveArgs& a, int rank, int size) {
+  using Kind = OpState::Kind;
+  const Kind kind = a.kind;
+  const bool broadcast = kind == Kind::kBroadcast, reduceOp = kind == Kind::kReduce;
+  const bool rooted = broadcast || reduceOp;
+  const std::string what = kind == Kind::kAllReduce ? "" : concat(kindName(kind), ": ");
+  const size_t elem = reduce::dtypeSize(a.dtype);
+  // Elements of the send and receive buffers: count, or count per rank in the blocked one.
+  const size_t blocks =
+      kind == Kind::kAllGather || kind == Kind::kReduceScatter || kind == Kind::kAllToAll
+          ? static_cast<size_t>(size)
+          : 1;
+  if (a.count > SIZE_MAX / elem / blocks)
+    fail(priocclInvalidArgument, what, "count ", a.count, " of ", reduce::dtypeName(a.dtype),
+         blocks > 1 ? concat(" per rank (", blocks, " ranks)") : std::string(),
+         " overflows the address space");
+  const size_t bytes = a.count * elem;
+  const size_t sendBytes = kind == Kind::kAllGather ? bytes : bytes * blocks;
+  const size_t recvBytes = kind == Kind::kReduceScatter ? bytes : bytes * blocks;
+  if (rooted && (a.root < 0 || a.root >= size))
+    fail(priocclInvalidArgument, what, "root ", a.root, " is not a rank of this communicator (",
+         size, " ranks)");
+  const bool reads = !broadcast || rank == a.root, writes = !reduceOp || rank == a.root;
+  const void* send = reads ? a.send : nullptr;
+  void* recv = writes ? a.recv : nullptr;
+  const char* onRoot = rooted ? " on the root" : "";
+  if (a.count > 0 && writes && !recv)
+    fail(priocclInvalidArgument, what, "recvbuf is null with count ", a.count,
+         reduceOp ? onRoot : "");
+  if (a.count > 0 && reads && !send)
+    fail(priocclInvalidArgument, what, "sendbuf is null with count ", a.count,
+         broadcast ? onRoot : "");
+  auto s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
+  const size_t ownBlock = static_cast<size_t>(rank) * bytes;
+  const bool inPlace = kind == Kind::kAllGather       ? s == r + ownBlock
+                       : kind == Kind::kReduceScatter ? r == s + ownBlock
+                       : kind == Kind::kAllToAll      ? false
+                                                      : s == r;
+  if (a.count > 0 && reads && writes && !inPlace && s < r + recvBytes && r < s + sendBytes)
+    fail(priocclInvalidArgument, what, "sendbuf and recvbuf overlap without being in place (",
+         kind == Kind::kAllGather       ? "sendbuf at this rank's block of recvbuf"
+         : kind == Kind::kReduceScatter ? "recvbuf at this rank's block of sendbuf"
+         : kind == Kind::kAllToAll      ? "an all-to-all is never in place"
+                                        : "the same pointer",
+         ")");
+  return {send, recv, reads ? sendBytes : 0, writes ? recvBytes : 0};
+}
+
+CollectiveVLayout checkCollectiveV(const CollectiveVArgs& a, int rank, int size) {
+  using Kind = OpState::Kind;
+  const Kind kind = a.kind;
+  const std::string what = concat(kindName(kind), ": ");
+  const size_t elem = reduce::dtypeSize(a.dtype), p = static_cast<size_t>(size);
+  const size_t me = static_cast<size_t>(rank);
+  CollectiveVLayout v;
+  // A layout from the caller's arrays; returns the elements it spans.
+  auto layout = [&](const char* countsName, const size_t* counts, const char* displsName,
+                    const size_t* displs, std::vector<size_t>& outCounts,
+                    std::vector<size_t>& outDispls) {
+    if (!counts) fail(priocclInvalidArgument, what, countsName, " is null");
+    outCounts.assign(counts, counts + p);
+    outDispls.resize(p);
+    size_t extent = 0, next = 0;
+    for (size_t b = 0; b < p; ++b) {
+      size_t d = displs ? displs[b] : next;
+      if (counts[b] > SIZE_MAX / elem || d > SIZE_MAX / elem - counts[b])
+        fail(priocclInvalidArgument, what, countsName, "[", b, "] = ", counts[b], " from ",
+             displs ? displsName : "packed displacement ", displs ? concat("[", b, "] = ") : "", d,
+             " of ", reduce::dtypeName(a.dtype), " overflows the address space");
+      outDispls[b] = d;
+      next = d + counts[b];
+      extent = std::max(extent, next);
+    }
+    return extent;
+  };
+  // Blocks that are written must not overlap one another.
+  auto disjoint = [&](const char* name, const std::vector<size_t>& counts,
+                      const std::vector<size_t>& displs) {
+    std::vector<size_t> order(p);
+    for (size_t b = 0; b < p; ++b) order[b] = b;
+    std::sort(order.begin(), order.end(),
+              [&](size_t x, size_t y) { return displs[x] < displs[y]; });
+    size_t end = 0, endBlock = 0;
+    for (size_t b : order) {
+      if (counts[b] == 0) continue;
+      if (displs[b] < end)
+        fail(priocclInvalidArgument, what, "blocks ", endBlock, " and ", b, " of ", name,
+             " overlap (each rank's block must have a place of its own)");
+      end = displs[b] + counts[b];
+      endBlock = b;
+    }
+  };
+  if (kind == Kind::kAllGatherV) {
+    v.recvElems =
+        layout("recvcounts", a.recvCounts, "displs", a.recvDispls, v.recvCounts, v.recvDispls);
+    disjoint("recvbuf", v.recvCounts, v.recvDispls);
+    v.sendElems = v.recvCounts[me];
+  } else if (kind == Kind::kReduceScatterV) {
+    v.sendElems = layout("recvcounts", a.recvCounts, "", nullptr, v.sendCounts, v.sendDispls);
+    v.recvElems = v.sendCounts[me];
+  } else {
+    v.sendElems =
+        layout("sendcounts", a.sendCounts, "sdispls", a.sendDispls, v.sendCounts, v.sendDispls);
+    v.recvElems =
+        layout("recvcounts", a.recvCounts, "rdispls", a.recvDispls, v.recvCounts, v.recvDispls);
+    disjoint("recvbuf", v.recvCounts, v.recvDispls);
+    if (v.sendCounts[me] != v.recvCounts[me])
+      fail(priocclInvalidArgument, what, "sendcounts[", me, "] = ", v.sendCounts[me],
+           " but recvcounts[", me, "] = ", v.recvCounts[me],
+           ": what this rank sends itself must be what it expects from itself");
+  }
+  const std::vector<size_t>& shared = kind == Kind::kAllGatherV ? v.recvCounts : v.sendCounts;
+  for (size_t c : shared) v.largest = std::max(v.largest, c);
+  if (kind == Kind::kAllToAllV)
+    for (size_t c : v.recvCounts) v.largest = std::max(v.largest, c);
+  if (v.sendElems > 0 && !a.send)
+    fail(priocclInvalidArgument, what, "sendbuf is null with ", v.sendElems, " elements to send");
+  if (v.recvElems > 0 && !a.recv)
+    fail(priocclInvalidArgument, what, "recvbuf is null with ", v.recvElems,
+         " elements to receive");
+  auto s = reinterpret_cast<uintptr_t>(a.send), r = reinterpret_cast<uintptr_t>(a.recv);
+  const bool inPlace = kind == Kind::kAllGatherV       ? s == r + v.recvDispls[me] * elem
+                       : kind == Kind::kReduceScatterV ? r == s + v.sendDispls[me] * elem
+                                                       : false;
+  if (v.sendElems > 0 && v.recvElems > 0 && !inPlace && s < r + v.recvElems * elem &&
+      r < s + v.sendElems * elem)
+    fail(priocclInvalidArgument, what, "sendbuf and recvbuf overlap without being in place (",
+         kind == Kind::kAllGatherV       ? "sendbuf at displs[rank] of recvbuf"
+         : kind == Kind::kReduceScatterV ? "recvbuf at this rank's block of sendbuf"
+                                         : "an all-to-all is never in place",
+         ")");
+  return v;
+}
+
+}  // namespace prioccl::detail
