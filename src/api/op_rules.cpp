@@ -9,6 +9,13 @@
 
 namespace prioccl::detail {
 
+void validateEnums(const priocclDataType_t& dtype, const priocclRedOp_t& op) {
+  if (!reduce::isValidDtype(enumBits(dtype)))
+    fail(priocclInvalidArgument, "invalid datatype ", enumBits(dtype));
+  if (!reduce::isValidOp(enumBits(op)))
+    fail(priocclInvalidArgument, "invalid reduction op ", enumBits(op));
+}
+
 CollectiveExtents checkCollective(const CollectiveArgs& a, int rank, int size) {
   using Kind = OpState::Kind;
   const Kind kind = a.kind;

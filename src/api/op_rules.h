@@ -13,6 +13,10 @@
 
 namespace prioccl::detail {
 
+// Throws InvalidArgument unless both are among the enums' declared values (before any C++ load of
+// possibly invalid enum values from the C ABI).
+void validateEnums(const priocclDataType_t& dtype, const priocclRedOp_t& op);
+
 // A collective of one count: an all-reduce, a broadcast from `root`, a reduce to `root`, an
 // all-gather (count: each rank's), a reduce-scatter (count: each rank's result), an all-to-all
 // (count: each block's; never in place) or a barrier (count 0).

@@ -27,9 +27,6 @@ int enumBits(const E& e) {
   return v;
 }
 
-// Throws InvalidArgument unless both are among the enums' declared values.
-void validateEnums(const priocclDataType_t& dtype, const priocclRedOp_t& op);
-
 // Throws the exception class that matches `code` (InvalidArgument for priocclInvalidArgument, ...).
 [[noreturn]] void raise(priocclResult_t code, const std::string& message);
 

@@ -12,7 +12,7 @@
 namespace prioccl::detail {
 
 // How this rank's clock maps to rank 0's: rank0_time = local_time + offsetNs, where local_time is
-// steady_clock + skewNs. Measured at communicator creation (measureClock in communicator.cpp),
+// steady_clock + skewNs. Measured at communicator creation (measureClock, api/clock_sync.h),
 // only with a timeline.
 struct TimelineClock {
   bool measured = false;  // false: one rank, or no timeline: the rank's own origin, offset 0

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "api/c_api_support.h"
+#include "api/op_rules.h"
 #include "common/error.h"
 #include "device/device_memory.h"
 #include "prioccl/modes.hpp"

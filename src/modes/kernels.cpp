@@ -3,6 +3,7 @@
 // in a loop the compiler vectorises.
 #include <cmath>
 
+#include "api/op_rules.h"
 #include "common/error.h"
 #include "prioccl/modes.hpp"
 #include "reduce/half.h"

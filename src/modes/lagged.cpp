@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "api/op_rules.h"
 #include "common/error.h"
 #include "device/device_memory.h"
 #include "modes/agree.h"

@@ -139,6 +139,14 @@ TEST(CollectiveRules, InPlaceFormsAndOverlaps) {
   checkCollective({Kind::kAllToAll, b, b + 32, 8, priocclInt64, -1}, rank, kSize);
 }
 
+TEST(CollectiveRules, EnumsOutsideTheirDeclaredValuesAreRefused) {
+  validateEnums(priocclBfloat16, priocclAvg);
+  EXPECT_EQ(refusal([] { validateEnums(static_cast<priocclDataType_t>(99), priocclSum); }),
+            "invalid datatype 99");
+  EXPECT_EQ(refusal([] { validateEnums(priocclFloat32, static_cast<priocclRedOp_t>(-1)); }),
+            "invalid reduction op -1");
+}
+
 TEST(CollectiveVRules, PackedLayoutsAndExtents) {
   std::vector<float> send(32), recv(32);
   const size_t counts[kSize] = {1, 2, 3, 4};
