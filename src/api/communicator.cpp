@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "algo/registry.h"
+#include "api/calibration.h"
 #include "api/clock_sync.h"
 #include "api/device_stager.h"
 #include "api/fusion.h"
@@ -36,14 +37,6 @@ constexpr size_t kNcclAutoChunkBytes = 16 << 20;
 // How long destroy waits for ops whose streams have work queued before them (CommImpl::destroy).
 constexpr std::chrono::seconds kStreamDrainLimit{30};
 namespace detail {
-
-namespace {
-
-// Cost models measured so far, by (the group's process ids, chunkBytes, transport).
-std::mutex g_modelsMutex;
-std::map<std::vector<int>, AlgoSelector> g_models;
-
-}  // namespace
 
 class CommImpl : public std::enable_shared_from_this<CommImpl> {
  public:
@@ -513,12 +506,7 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     key.push_back(static_cast<int>(config_.transport));  // each transport has its own costs
     // ... and each host layout its own levels (and whether hier is a candidate at all).
     key.insert(key.end(), hosts_->hostOf.begin(), hosts_->hostOf.end());
-    const AlgoSelector* known = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(g_modelsMutex);
-      auto it = g_models.find(key);
-      if (it != g_models.end()) known = &it->second;  // entries are never erased
-    }
+    const AlgoSelector* known = calibration::known(key);
     // chunkBytes and the algorithm were checked with the other shared settings (agreeAndConnect):
     // what is left is whether every rank already has this group's model.
     double have = known ? 1 : 0;
@@ -547,9 +535,12 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
         selector_ = *known;  // measured under another communicator's policy: set ours
         selector_.setPolicy(config_.algorithm, byRule);
       } else {
-        measureModel();
-        std::lock_guard<std::mutex> lock(g_modelsMutex);
-        g_models[key] = selector_;
+        calibration::measure(
+            selector_, size_, hosts_->twoLevel(),
+            [this](const void* send, void* recv, size_t count, priocclDataType_t dtype,
+                   priocclRedOp_t op,
+                   priocclAlgorithm_t algo) { return runOwn(send, recv, count, dtype, op, algo); });
+        calibration::remember(key, selector_);
       }
     }
     engine_->setSelector(selector_);
@@ -573,48 +564,6 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     std::string why;
     if (!topology::bindThread(engine_->progressThread(), placement_.progressCpus, &why))
       log(LogLevel::kWarn, "PRIOCCL_PLACEMENT: the progress thread keeps its CPUs: ", why);
-  }
-
-  // Times each algorithm at the calibration sizes and fits the model to the slowest rank's
-  // medians.
-  void measureModel() {
-    // Small ops are cheap to repeat, and their algorithms' times lie close together (recursive
-    // doubling and halving-doubling within 10-20 % up to 64 KiB): more samples for them.
-    auto repsFor = [](size_t bytes) { return bytes <= (64 << 10) ? 9 : 5; };
-    std::vector<size_t> sizes = AlgoSelector::calibrationSizes(size_);
-    const std::vector<AlgoEntry>& algos = algoRegistry();
-    const size_t nAlgos = algos.size();
-    std::vector<float> in(sizes.back() / sizeof(float), 1.0f), out(in.size());
-    auto run = [&](size_t bytes, priocclAlgorithm_t a) {
-      return runOwn(in.data(), out.data(), std::max<size_t>(1, bytes / sizeof(float)),
-                    priocclFloat32, priocclSum, a);
-    };
-    // With one level the hierarchical all-reduce is the ring: not worth its time here.
-    auto measured = [&](size_t k) {
-      return algos[k].id != priocclAlgoHierarchical || hosts_->twoLevel();
-    };
-    for (size_t k = 0; k < nAlgos; ++k)
-      if (measured(k)) run(sizes.back(), algos[k].id);  // warm-up
-    std::vector<double> table(nAlgos * sizes.size()), worst(table.size());
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      std::vector<std::vector<double>> samples(nAlgos);
-      const int reps = repsFor(sizes[i]);
-      for (int rep = 0; rep < reps; ++rep)  // interleaved, so drifting noise hits all alike
-        for (size_t k = 0; k < nAlgos; ++k)
-          if (measured(k)) samples[k].push_back(run(sizes[i], algos[k].id));
-      for (size_t k = 0; k < nAlgos; ++k) {
-        if (!measured(k)) continue;
-        std::nth_element(samples[k].begin(), samples[k].begin() + reps / 2, samples[k].end());
-        table[k * sizes.size() + i] = samples[k][reps / 2];
-      }
-    }
-    runOwn(table.data(), worst.data(), table.size(), priocclFloat64, priocclMax,
-           priocclAlgoRecursiveDoubling);
-    std::vector<std::vector<double>> times(nAlgos);
-    for (size_t k = 0; k < nAlgos; ++k)
-      if (measured(k))
-        times[k].assign(worst.begin() + k * sizes.size(), worst.begin() + (k + 1) * sizes.size());
-    selector_.calibrate(sizes, times);
   }
 
   Config config_;
