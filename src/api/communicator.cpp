@@ -38,6 +38,13 @@ constexpr size_t kNcclAutoChunkBytes = 16 << 20;
 constexpr std::chrono::seconds kStreamDrainLimit{30};
 namespace detail {
 
+namespace {
+// Every call on a destroyed communicator fails with this.
+[[noreturn]] void failDestroyed() {
+  fail(priocclInvalidUsage, "communicator has been destroyed");
+}
+}  // namespace
+
 class CommImpl : public std::enable_shared_from_this<CommImpl> {
  public:
   // `makeBootstrap` runs once the configuration is validated.
@@ -98,6 +105,9 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   std::string lastError(uint64_t* serial) const { return errors_->get(serial); }
   std::string algorithmModel() const { return selector_.describe(); }
   void recordError(const std::string& message) { errors_->set(message); }
+  void requireLive() const {
+    if (!engine_) failDestroyed();
+  }
 
   // A collective of one count (api/op_rules.h: which kinds, and what this rank can check alone;
   // the other ranks' arguments are compared when the op is matched). `op` is unused by a
@@ -156,7 +166,7 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   std::string startTimeline(const std::string& path) {
     if (path.empty()) fail(priocclInvalidArgument, "startTimeline: the path is empty");
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
+    requireLive();
     std::string file = engine_->startTimeline(path);
     if (file.empty())
       fail(priocclSystemError, "startTimeline: cannot write the timeline at ", path,
@@ -165,7 +175,7 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   }
   void stopTimeline() {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
+    requireLive();
     engine_->stopTimeline();
   }
 
@@ -205,7 +215,7 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     state->errorLog = errors_;
     std::shared_ptr<OpState> user = placeBuffers(*state, extents);
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
+    requireLive();
     submitOrDefer(state, callerWaits && !user);  // a staged op completes off the engine's path
     return Request(user ? user : state);
   }
@@ -242,7 +252,7 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
       std::shared_ptr<DeviceStager> stager;
       {
         std::lock_guard<std::mutex> lock(mutex_);
-        if (!engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
+        requireLive();
         if (!stager_) {
           std::shared_ptr<ProgressGate> gate = engine_->gate();  // outlives the engine
           stager_ = std::make_shared<DeviceStager>(
@@ -284,7 +294,7 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     state->errorLog = errors_;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (!engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
+      requireLive();
       if (tag < 0 || tag >= engine_->pointToPointTags())
         fail(priocclInvalidArgument, what, ": tag ", tag, " is not in 0..",
              engine_->pointToPointTags() - 1);
@@ -294,7 +304,7 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     std::shared_ptr<OpState> user =
         placeBuffers(*state, {sending ? bytes : 0, sending ? 0 : bytes});
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
+    requireLive();
     submitOrDefer(state, false);
     return Request(user ? user : state);
   }
@@ -303,7 +313,7 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   // communicator over them, ordered by key; color -1 gets none (nullptr). The new one is created
   // with this one's configuration as it was requested (its automatic settings measured anew).
   std::shared_ptr<CommImpl> split(int color, int key) {
-    if (!bootstrap_ || destroyed()) fail(priocclInvalidUsage, "communicator has been destroyed");
+    if (!bootstrap_ || destroyed()) failDestroyed();
     // A bad color on one rank must fail every rank, not leave the others in the split.
     std::vector<double> bad{color < -1 ? 1.0 : 0.0};
     bootstrap_->allReduceMax(bad);
@@ -322,7 +332,7 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   // The communicator's failure (the code every later op gets), or success; never blocks.
   priocclResult_t asyncError() {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
+    requireLive();
     return engine_->asyncError();
   }
 
@@ -336,7 +346,7 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     group::defer(engine_.get(), state,
                  [self = shared_from_this()](std::vector<std::shared_ptr<OpState>>& ops) {
                    std::lock_guard<std::mutex> lock(self->mutex_);
-                   if (!self->engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
+                   self->requireLive();
                    // A waiter drives the engine through its op's gate, a fused member's too
                    // (the engine sets the gate of the ops it is given only).
                    for (auto& op : ops) op->gate = self->engine_->gate();
@@ -365,7 +375,7 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!streamGate_->take(op)) return;  // failed meanwhile
     try {
-      if (!engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
+      requireLive();
       enter(op, false);
     } catch (const Error& e) {
       op->finish(e.code(), concat(kindName(op->kind), ": ", e.what()));
@@ -382,7 +392,7 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
 
   priocclCounters_t counters() {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!engine_) fail(priocclInvalidUsage, "communicator has been destroyed");
+    requireLive();
     return engine_->counters();
   }
 
@@ -691,8 +701,8 @@ priocclResult_t Communicator::asyncError() const {
 
 detail::CommImpl& Communicator::impl() const {
   if (!impl_ || impl_->destroyed())
-    fail(priocclInvalidUsage, impl_ ? "communicator has been destroyed"
-                                    : "empty Communicator (default-constructed or moved from)");
+    impl_ ? detail::failDestroyed()
+          : fail(priocclInvalidUsage, "empty Communicator (default-constructed or moved from)");
   return *impl_;
 }
 
