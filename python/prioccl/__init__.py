@@ -26,7 +26,8 @@ import threading
 import time
 import zlib
 
-from . import _lib
+from . import _lib, _tensors
+from ._errors import PriocclError
 
 __all__ = ["init", "shutdown", "abort", "is_initialized", "rank", "size", "local_rank",
            "local_size", "cross_rank", "cross_size", "is_homogeneous", "mpi_threads_supported",
@@ -43,14 +44,6 @@ __all__ = ["init", "shutdown", "abort", "is_initialized", "rank", "size", "local
 # priocclRedOp_t values (NCCL's numbering).
 Sum, Prod, Max, Min, Average = 0, 1, 2, 3, 4
 _OP_NAMES = {Sum: "Sum", Prod: "Prod", Max: "Max", Min: "Min", Average: "Average"}
-
-
-class PriocclError(RuntimeError):
-    """A prioccl call failed; the message is the library's (priocclGetLastError)."""
-
-    def __init__(self, message, code=None):
-        super().__init__(message)
-        self.code = code
 
 
 _L = None
@@ -325,11 +318,7 @@ def mpi_threads_supported():
 # priocclDataType_t values (NCCL's numbering). The C library has no int16 or bool: bool travels
 # as uint8 (its bytes are 0 or 1), int16 as bytes where nothing is computed and through int32
 # where something is (see _Kind).
-_NUMPY_TYPES = {"int8": 0, "uint8": 1, "int32": 2, "uint32": 3, "int64": 4, "uint64": 5,
-                "float16": 6, "float32": 7, "float64": 8}
-_TORCH_TYPES = {"torch.int8": 0, "torch.uint8": 1, "torch.int32": 2, "torch.uint32": 3,
-                "torch.int64": 4, "torch.uint64": 5, "torch.float16": 6, "torch.float32": 7,
-                "torch.float64": 8, "torch.bfloat16": 9}
+_NUMPY_TYPES, _TORCH_TYPES = _tensors.NUMPY_TYPES, _tensors.TORCH_TYPES
 _UINT8, _INT32, _INT64 = 1, 2, 4
 # Codes beyond the library's, used only in the Python layer's own shape/dtype agreement.
 _INT16_CODE, _BOOL_CODE = 101, 102
@@ -351,15 +340,14 @@ def _code(t):
         return _codes[t.dtype]
     except (KeyError, AttributeError, TypeError):
         pass
-    if not (_is_torch(t) or hasattr(t, "__array_interface__")):
-        raise PriocclError(f"expected a numpy array or a torch tensor, got {type(t).__name__}")
+    kind = _tensors.kind_of(t)
     name = _dtype_name(t)
     if name == "int16":
         code = _INT16_CODE
     elif name == "bool":
         code = _BOOL_CODE
     else:
-        code = (_TORCH_TYPES if _is_torch(t) else _NUMPY_TYPES).get(str(t.dtype))
+        code = kind.types.get(str(t.dtype))
     _codes[t.dtype] = code
     return code
 
@@ -368,23 +356,9 @@ def _buffer(t, writable=True):
     """(address, count, dtype code) of a contiguous numpy array or torch tensor (CPU or CUDA), as
     the wire sees it for an op that computes nothing (int16 as twice as many uint8, bool as
     uint8)."""
-    if hasattr(t, "data_ptr"):  # torch
-        if not t.is_contiguous():
-            raise PriocclError("tensor is not contiguous: call .contiguous() first")
-        kind = t.device.type
-        if kind == "cuda":
-            _ready_on_device(t)
-        elif kind != "cpu":
-            raise PriocclError(f"tensor is on {t.device}: CPU and CUDA tensors only")
-        ptr, count = t.data_ptr(), t.numel()
-    elif hasattr(t, "__array_interface__"):  # numpy
-        if not t.flags["C_CONTIGUOUS"]:
-            raise PriocclError("array is not C-contiguous: use numpy.ascontiguousarray")
-        if writable and not t.flags["WRITEABLE"]:
-            raise PriocclError("array is read-only")
-        ptr, count = t.__array_interface__["data"][0], t.size  # .ctypes is slower
-    else:
-        raise PriocclError(f"expected a numpy array or a torch tensor, got {type(t).__name__}")
+    ptr, count, on_device = _tensors.kind_of(t).memory(t, writable)
+    if on_device:
+        _ready_on_device(t)
     code = _code(t)
     if code is None:
         raise PriocclError(f"unsupported dtype {t.dtype}")
@@ -432,53 +406,31 @@ def _factor(t):
     return 2 if _code(t) == _INT16_CODE else 1
 
 
-def _is_torch(t):
-    return hasattr(t, "data_ptr")
+_is_torch = _tensors.is_torch
 
 
 def _empty_like(t):
-    if _is_torch(t):
-        import torch
-        return torch.empty_like(t, memory_format=torch.contiguous_format)
-    import numpy
-    return numpy.empty_like(t, order="C")
+    return _tensors.kind_of(t).empty_like(t)
 
 
 def _new_empty(t, count, dtype=None):
     """A new contiguous 1-D tensor/array of t's kind with `count` elements (t's dtype unless
     dtype, a name such as "int32", is given)."""
-    if _is_torch(t):
-        import torch
-        return torch.empty(count, dtype=t.dtype if dtype is None else getattr(torch, dtype),
-                           device=t.device)
-    import numpy
-    return numpy.empty(count, dtype=t.dtype if dtype is None else dtype)
+    return _tensors.kind_of(t).new_empty(t, count, dtype)
 
 
 def _cast(t, dtype):
     """A contiguous copy of t as dtype (a name); integer narrowing wraps (two's complement)."""
-    if _is_torch(t):
-        import torch
-        return t.to(getattr(torch, dtype), copy=True).contiguous()
-    import numpy
-    return numpy.ascontiguousarray(t.astype(dtype))
+    return _tensors.kind_of(t).cast(t, dtype)
 
 
 def _copy_into(dst, src):
-    if _is_torch(dst):
-        dst.copy_(src.reshape(dst.shape))
-    else:
-        import numpy
-        numpy.copyto(dst, src.reshape(dst.shape), casting="unsafe")
+    _tensors.kind_of(dst).copy_into(dst, src)
 
 
 def _trunc_div(t, n):
     """Integer division rounding toward zero, as the library's integer Average does."""
-    if _is_torch(t):
-        import torch
-        return torch.div(t, n, rounding_mode="trunc")
-    import numpy
-    return (numpy.sign(t) * (numpy.abs(t) // n)).astype(t.dtype)
+    return _tensors.kind_of(t).trunc_div(t, n)
 
 
 def _check_scales(t, what, *factors):
@@ -491,12 +443,8 @@ def _check_scales(t, what, *factors):
 def _scale(t, factor):
     """t *= factor in place (a floating-point tensor: _check_scales refused the others before the
     op was submitted)."""
-    if factor == 1.0:
-        return
-    if _is_torch(t):
-        t.mul_(factor)
-    else:
-        t *= t.dtype.type(factor)
+    if factor != 1.0:
+        _tensors.kind_of(t).scale(t, factor)
 
 
 # ---- ops in flight: handles, names, abandoned handles ----
@@ -975,7 +923,7 @@ def broadcast_parameters(params, root_rank=0, process_set=None):
     items = params.items() if hasattr(params, "items") else params
     handles = []
     for name, t in items:
-        target = t.data if _is_torch(t) else t  # a Parameter's storage, not autograd's
+        target = _tensors.kind_of(t).storage(t)  # a Parameter's storage, not autograd's
         handles.append(broadcast_async_(target, root_rank, name=f"prioccl.broadcast.{name}",
                                         process_set=process_set))
     for h in handles:
@@ -1117,11 +1065,7 @@ def _agree(what, peers):
 
 def _int_tensor(like, values):
     """`values` as a 1-D int64 tensor of `like`'s kind (torch tensor or numpy array)."""
-    if _is_torch(like):
-        import torch
-        return torch.tensor(values, dtype=torch.int64)
-    import numpy
-    return numpy.array(values, dtype=numpy.int64)
+    return _tensors.kind_of(like).int64s(values)
 
 
 def allgather_async(tensor, priority=0, name=None, process_set=None):
