@@ -46,24 +46,21 @@ def source_facts(root):
 
 def stale_figures(doc_text, sizes, consts):
     problems = []
+
+    def compare(n, name, value, known, unit, missing):
+        if not known:
+            problems.append(f"line {n}: `{name}` ({value}{unit}): {missing}")
+        elif known != {value}:
+            problems.append(f"line {n}: `{name}` is {sorted(known)}{unit} in the sources, "
+                            f"not {value}")
+
     for n, line in enumerate(doc_text.splitlines(), 1):
         for name, value in SIZE_CLAIM.findall(line):
-            known = sizes.get(name)
-            if not known:
-                problems.append(f"line {n}: `{name}` ({value} bytes): no static_assert on "
-                                f"sizeof({name}) in the sources to check it against")
-            elif known != {int(value)}:
-                problems.append(f"line {n}: `{name}` is {sorted(known)} bytes in the sources, "
-                                f"not {value}")
+            compare(n, name, int(value), sizes.get(name), " bytes",
+                    f"no static_assert on sizeof({name}) in the sources to check it against")
         for name, number, unit in CONST_CLAIM.findall(line):
-            value = int(number) * UNITS[unit]
-            known = consts.get(name)
-            if not known:
-                problems.append(f"line {n}: `{name}` ({value}): no constexpr {name} with a "
-                                f"literal value in the sources")
-            elif known != {int(value)}:
-                problems.append(f"line {n}: `{name}` is {sorted(known)} in the sources, "
-                                f"not {value}")
+            compare(n, name, int(number) * UNITS[unit], consts.get(name), "",
+                    f"no constexpr {name} with a literal value in the sources")
         for path in LINES_CLAIM.findall(line):
             problems.append(f"line {n}: `{path}` with a figure after it (a line count rots; "
                             "say what the file does instead)")
