@@ -64,6 +64,50 @@ CollectiveExtents checkCollective(const CollectiveArgs& a, int rank, int size) {
   return {send, recv, reads ? sendBytes : 0, writes ? recvBytes : 0};
 }
 
+namespace {
+
+// A v-collective's layout from the caller's arrays (`what`: the collective, for messages): copies
+// `counts` and `displs` (null: packed) for `p` ranks; returns the elements it spans.
+size_t layoutOf(const std::string& what, priocclDataType_t dtype, size_t p, const char* countsName,
+                const size_t* counts, const char* displsName, const size_t* displs,
+                std::vector<size_t>& outCounts, std::vector<size_t>& outDispls) {
+  const size_t elem = reduce::dtypeSize(dtype);
+  if (!counts) fail(priocclInvalidArgument, what, countsName, " is null");
+  outCounts.assign(counts, counts + p);
+  outDispls.resize(p);
+  size_t extent = 0, next = 0;
+  for (size_t b = 0; b < p; ++b) {
+    size_t d = displs ? displs[b] : next;
+    if (counts[b] > SIZE_MAX / elem || d > SIZE_MAX / elem - counts[b])
+      fail(priocclInvalidArgument, what, countsName, "[", b, "] = ", counts[b], " from ",
+           displs ? displsName : "packed displacement ", displs ? concat("[", b, "] = ") : "", d,
+           " of ", reduce::dtypeName(dtype), " overflows the address space");
+    outDispls[b] = d;
+    next = d + counts[b];
+    extent = std::max(extent, next);
+  }
+  return extent;
+}
+
+// Blocks that are written must not overlap one another.
+void requireDisjoint(const std::string& what, const char* name, const std::vector<size_t>& counts,
+                     const std::vector<size_t>& displs) {
+  std::vector<size_t> order(counts.size());
+  for (size_t b = 0; b < order.size(); ++b) order[b] = b;
+  std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return displs[x] < displs[y]; });
+  size_t end = 0, endBlock = 0;
+  for (size_t b : order) {
+    if (counts[b] == 0) continue;
+    if (displs[b] < end)
+      fail(priocclInvalidArgument, what, "blocks ", endBlock, " and ", b, " of ", name,
+           " overlap (each rank's block must have a place of its own)");
+    end = displs[b] + counts[b];
+    endBlock = b;
+  }
+}
+
+}  // namespace
+
 CollectiveVLayout checkCollectiveV(const CollectiveVArgs& a, int rank, int size) {
   using Kind = OpState::Kind;
   const Kind kind = a.kind;
@@ -71,57 +115,21 @@ CollectiveVLayout checkCollectiveV(const CollectiveVArgs& a, int rank, int size)
   const size_t elem = reduce::dtypeSize(a.dtype), p = static_cast<size_t>(size);
   const size_t me = static_cast<size_t>(rank);
   CollectiveVLayout v;
-  // A layout from the caller's arrays; returns the elements it spans.
-  auto layout = [&](const char* countsName, const size_t* counts, const char* displsName,
-                    const size_t* displs, std::vector<size_t>& outCounts,
-                    std::vector<size_t>& outDispls) {
-    if (!counts) fail(priocclInvalidArgument, what, countsName, " is null");
-    outCounts.assign(counts, counts + p);
-    outDispls.resize(p);
-    size_t extent = 0, next = 0;
-    for (size_t b = 0; b < p; ++b) {
-      size_t d = displs ? displs[b] : next;
-      if (counts[b] > SIZE_MAX / elem || d > SIZE_MAX / elem - counts[b])
-        fail(priocclInvalidArgument, what, countsName, "[", b, "] = ", counts[b], " from ",
-             displs ? displsName : "packed displacement ", displs ? concat("[", b, "] = ") : "", d,
-             " of ", reduce::dtypeName(a.dtype), " overflows the address space");
-      outDispls[b] = d;
-      next = d + counts[b];
-      extent = std::max(extent, next);
-    }
-    return extent;
-  };
-  // Blocks that are written must not overlap one another.
-  auto disjoint = [&](const char* name, const std::vector<size_t>& counts,
-                      const std::vector<size_t>& displs) {
-    std::vector<size_t> order(p);
-    for (size_t b = 0; b < p; ++b) order[b] = b;
-    std::sort(order.begin(), order.end(),
-              [&](size_t x, size_t y) { return displs[x] < displs[y]; });
-    size_t end = 0, endBlock = 0;
-    for (size_t b : order) {
-      if (counts[b] == 0) continue;
-      if (displs[b] < end)
-        fail(priocclInvalidArgument, what, "blocks ", endBlock, " and ", b, " of ", name,
-             " overlap (each rank's block must have a place of its own)");
-      end = displs[b] + counts[b];
-      endBlock = b;
-    }
-  };
   if (kind == Kind::kAllGatherV) {
-    v.recvElems =
-        layout("recvcounts", a.recvCounts, "displs", a.recvDispls, v.recvCounts, v.recvDispls);
-    disjoint("recvbuf", v.recvCounts, v.recvDispls);
+    v.recvElems = layoutOf(what, a.dtype, p, "recvcounts", a.recvCounts, "displs", a.recvDispls,
+                           v.recvCounts, v.recvDispls);
+    requireDisjoint(what, "recvbuf", v.recvCounts, v.recvDispls);
     v.sendElems = v.recvCounts[me];
   } else if (kind == Kind::kReduceScatterV) {
-    v.sendElems = layout("recvcounts", a.recvCounts, "", nullptr, v.sendCounts, v.sendDispls);
+    v.sendElems = layoutOf(what, a.dtype, p, "recvcounts", a.recvCounts, "", nullptr, v.sendCounts,
+                           v.sendDispls);
     v.recvElems = v.sendCounts[me];
   } else {
-    v.sendElems =
-        layout("sendcounts", a.sendCounts, "sdispls", a.sendDispls, v.sendCounts, v.sendDispls);
-    v.recvElems =
-        layout("recvcounts", a.recvCounts, "rdispls", a.recvDispls, v.recvCounts, v.recvDispls);
-    disjoint("recvbuf", v.recvCounts, v.recvDispls);
+    v.sendElems = layoutOf(what, a.dtype, p, "sendcounts", a.sendCounts, "sdispls", a.sendDispls,
+                           v.sendCounts, v.sendDispls);
+    v.recvElems = layoutOf(what, a.dtype, p, "recvcounts", a.recvCounts, "rdispls", a.recvDispls,
+                           v.recvCounts, v.recvDispls);
+    requireDisjoint(what, "recvbuf", v.recvCounts, v.recvDispls);
     if (v.sendCounts[me] != v.recvCounts[me])
       fail(priocclInvalidArgument, what, "sendcounts[", me, "] = ", v.sendCounts[me],
            " but recvcounts[", me, "] = ", v.recvCounts[me],
