@@ -1,18 +1,13 @@
-// The C++ API: Communicator, Request and the op's completion state.
-#include <algorithm>
-#include <array>
+// The C++ API: Communicator and Request over CommImpl (creation, agreement, submission).
 #include <atomic>
-#include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <vector>
 
-#include "algo/registry.h"
+#include "algo/select.h"
 #include "api/calibration.h"
 #include "api/clock_sync.h"
 #include "api/device_stager.h"
@@ -119,10 +114,9 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     const uint64_t shape = shape::takeNext();  // taken first: a failing call must not leave it
     const CollectiveExtents x =
         checkCollective({kind, send, recv, count, dtype, root}, rank_, size_);
-    const bool rooted = kind == Kind::kBroadcast || kind == Kind::kReduce;
     auto state = makeOp(x.send, x.recv, count, dtype, kind == Kind::kBroadcast ? priocclSum : op);
     state->kind = kind;
-    state->root = rooted ? root : -1;
+    state->root = x.root;
     state->layout = shape;  // compared across ranks (Announce::layout)
     return submitCollective(state, priority, key, callerWaits, {x.sendBytes, x.recvBytes, false});
   }

@@ -61,7 +61,7 @@ CollectiveExtents checkCollective(const CollectiveArgs& a, int rank, int size) {
          : kind == Kind::kAllToAll      ? "an all-to-all is never in place"
                                         : "the same pointer",
          ")");
-  return {send, recv, reads ? sendBytes : 0, writes ? recvBytes : 0};
+  return {send, recv, reads ? sendBytes : 0, writes ? recvBytes : 0, rooted ? a.root : -1};
 }
 
 namespace {

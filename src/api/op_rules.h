@@ -37,6 +37,7 @@ struct CollectiveExtents {
   const void* send = nullptr;
   void* recv = nullptr;
   size_t sendBytes = 0, recvBytes = 0;
+  int root = -1;  // a broadcast's or reduce's root; -1 for the other kinds
 };
 
 CollectiveExtents checkCollective(const CollectiveArgs& args, int rank, int size);

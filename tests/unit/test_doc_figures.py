@@ -7,7 +7,6 @@ the code fails here until the document follows; figures nobody checks (line coun
 written at all."""
 import os
 import re
-import sys
 import unittest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))

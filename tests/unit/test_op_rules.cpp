@@ -51,6 +51,7 @@ TEST(CollectiveRules, ExtentsOfEveryKind) {
         checkCollective({c.kind, send.data(), recv.data(), 4, priocclFloat32, -1}, 1, kSize);
     EXPECT_EQ(x.sendBytes, c.sendBytes) << kindName(c.kind);
     EXPECT_EQ(x.recvBytes, c.recvBytes) << kindName(c.kind);
+    EXPECT_EQ(x.root, -1) << kindName(c.kind);
     EXPECT_EQ(x.send, send.data());
     EXPECT_EQ(x.recv, recv.data());
   }
@@ -67,6 +68,7 @@ TEST(CollectiveRules, OnlyTheRootReadsABroadcastAndWritesAReduce) {
   CollectiveExtents b = checkCollective(
       {Kind::kBroadcast, reinterpret_cast<void*>(0x10), recv.data(), 8, priocclFloat64, 2}, 1,
       kSize);
+  EXPECT_EQ(b.root, 2);
   EXPECT_EQ(b.send, nullptr);
   EXPECT_EQ(b.sendBytes, 0u);
   EXPECT_EQ(b.recvBytes, 64u);
