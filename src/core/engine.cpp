@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "common/log.h"
 #include "core/stand_in.h"
@@ -74,9 +75,23 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
     exited_ = true;
     exitCv_.notify_all();
   });
+  // Nobody may be waiting when a round sticks in a transport call: the user polls its requests
+  // or computes meanwhile, and the progress thread is the one stuck. A watch of its own fails the
+  // communicator then (failStuck), whichever thread holds the round; it sleeps between looks.
+  if (config_.timeoutSeconds > 0) {
+    auto period = std::chrono::milliseconds(
+        std::clamp<long>(std::lround(config_.timeoutSeconds * 1000 / 8), 20, 1000));
+    stuckWatch_ = std::make_unique<Ticker>(
+        period,
+        [this, watch = RoundWatch::Observer()]() mutable {
+          return !stuck_.load(std::memory_order_acquire) && !failedStuck(watch, nullptr);
+        },
+        "prioccl-watch");
+  }
 }
 
 Engine::~Engine() {
+  stuckWatch_.reset();  // drainAndStop watches the rounds itself
   if (!drainAndStop()) {
     // The caller did not leak the engine (as CommImpl::destroy does): wait for the call.
     log(LogLevel::kWarn, "rank ", rank_,
@@ -548,8 +563,9 @@ void Engine::failStuck(Clock::duration stuckFor, OpState* waiter) {
   } else {
     handover_.setFailed(priocclTimeout, "", doomed);  // keeps the first; takes what was queued
   }
-  // Queued ops never reached the engine; the waiter's op did, but the engine's thread cannot
-  // finish it now (and finishing twice is harmless: the first result stays).
+  handover_.collectLive(doomed);
+  // Queued ops never reached the engine; the others did, but the engine's thread cannot finish
+  // them now (and finishing twice is harmless: the first result stays).
   for (auto& op : doomed) op->finish(handover_.failCode(), handover_.failMessage());
   if (waiter) waiter->finish(handover_.failCode(), handover_.failMessage());
   handover_.wakeAll();

@@ -26,6 +26,7 @@
 
 #include "algo/select.h"
 #include "coll_backend.h"
+#include "common/ticker.h"
 #include "common/timeline.h"
 #include "core/chunk_runner.h"
 #include "core/collective_runner.h"
@@ -244,6 +245,7 @@ class Engine : private ChunkRunner::Events,
   std::shared_ptr<OpState> join_;  // this rank's join (priocclJoin) until every rank has joined
   Watchdog watchdog_;              // lost peers, stalls, timeouts (after runner_)
   std::thread thread_;
+  std::unique_ptr<Ticker> stuckWatch_;  // null: PRIOCCL_TIMEOUT_S=0 (after thread_)
 };
 
 }  // namespace prioccl::detail

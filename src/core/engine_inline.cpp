@@ -39,11 +39,13 @@ bool Engine::tryInline(const std::shared_ptr<OpState>& op) {
     failAll(e.code(), e.what());
     return false;  // submit() fails the op with the communicator
   }
-  if (!handover_.mayRunInline()) return false;
+  if (!handover_.admitInline(op)) return false;
   stats_.opSubmitted();
   op->inlined = true;
   log(LogLevel::kTrace, "rank ", rank_, ": unnamed op #", matcher_.nextUnnamed(), " inline");
   Announce a = matcher_.number(*op);
+  // A round, as the watch on stuck transport calls sees them (its first sends are posted here).
+  RoundWatch::Round round(rounds_);
   try {
     runner_.runInline(op, a);  // from here on a failure (failWith) fails the op too
   } catch (const Error& e) {

@@ -1,5 +1,7 @@
 #include "core/handover.h"
 
+#include <algorithm>
+
 #include "common/error.h"
 
 namespace prioccl::detail {
@@ -18,16 +20,37 @@ bool Handover::push(OpPtr& op, bool callerWaits) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (stopping_) fail(priocclInvalidUsage, "communicator is being destroyed");
   if (failed()) return false;
+  track(op);
   incoming_.push_back(std::move(op));
   hasIncoming_.store(true, std::memory_order_relaxed);
   if (!callerWaits && drivers_ == 0) wakeProgress();  // a driver takes it itself
   return true;
 }
 
-bool Handover::mayRunInline() {
+bool Handover::admitInline(const OpPtr& op) {
   std::lock_guard<std::mutex> lock(mutex_);
   // Ops queued by other threads come first: they were submitted before this one.
-  return !stopping_ && !failed() && incoming_.empty();
+  if (stopping_ || failed() || !incoming_.empty()) return false;
+  track(op);
+  return true;
+}
+
+void Handover::track(const OpPtr& op) {
+  live_.emplace_back(op);
+  if (live_.size() < pruneAt_) return;
+  live_.erase(std::remove_if(live_.begin(), live_.end(),
+                             [](const std::weak_ptr<OpState>& w) {
+                               OpPtr p = w.lock();
+                               return !p || p->done.load(std::memory_order_acquire);
+                             }),
+              live_.end());
+  pruneAt_ = std::max(kPruneMin, 2 * live_.size());
+}
+
+void Handover::collectLive(std::vector<OpPtr>& out) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const std::weak_ptr<OpState>& w : live_)
+    if (OpPtr p = w.lock(); p && !p->done.load(std::memory_order_acquire)) out.push_back(p);
 }
 
 void Handover::stop() {

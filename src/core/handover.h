@@ -102,10 +102,12 @@ class Handover {
   // has failed, and `op` is left to the caller; throws once stopping). `callerWaits`: the caller
   // drives progress itself, so nobody is woken.
   bool push(OpPtr& op, bool callerWaits);
-  bool mayRunInline();  // nothing queued ahead, not stopping, not failed
-  void stop();          // from now on push() throws; the progress thread returns once idle
-  void wakeAll();       // after an abort: sleeping drivers and the progress thread look again
-  void poke();          // something outside the engine changed (a staged op's input arrived)
+  // True: nothing queued ahead, not stopping, not failed; `op` may run inline (and is tracked
+  // as live, as push() tracks the ops it queues).
+  bool admitInline(const OpPtr& op);
+  void stop();     // from now on push() throws; the progress thread returns once idle
+  void wakeAll();  // after an abort: sleeping drivers and the progress thread look again
+  void poke();     // something outside the engine changed (a staged op's input arrived)
 
   // Drivers: threads blocked in wait() that run the progress loop meanwhile.
   void driverEnters();
@@ -126,6 +128,9 @@ class Handover {
 
   // The failure. The first one is what later submissions get; queued ops go to `doomed`.
   void setFailed(priocclResult_t code, const std::string& message, std::vector<OpPtr>& doomed);
+  // Appends every op submitted and not ended yet, wherever it is: for a failure declared without
+  // the progress lock (Engine::failStuck), whose stuck holder keeps the engine's own lists.
+  void collectLive(std::vector<OpPtr>& out);
   bool failed() const { return failed_.load(std::memory_order_acquire); }
   priocclResult_t failCode() const { return failCode_; }  // once failed()
   const std::string& failMessage() const { return failMessage_; }
@@ -139,6 +144,12 @@ class Handover {
   EventSleep events_;  // sleeping on the transport's descriptor, when it has one
   const std::function<bool()> armEvents_;
   std::vector<OpPtr> incoming_;
+  void track(const OpPtr& op);  // under mutex_
+  // Every op pushed or admitted inline, weakly (the engine owns them): pruned of ended ones
+  // whenever it reaches pruneAt_, twice what the last pruning left, so the cost per op is flat.
+  std::vector<std::weak_ptr<OpState>> live_;
+  size_t pruneAt_ = kPruneMin;
+  static constexpr size_t kPruneMin = 64;
   std::atomic<bool> hasIncoming_{false};  // incoming_ is not empty (read without mutex_)
   int drivers_ = 0;       // waiters driving progress now; the progress thread sleeps meanwhile
   bool napping_ = false;  // the progress thread sleeps in events_: wakeProgress() must poke it

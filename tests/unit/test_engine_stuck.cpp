@@ -96,6 +96,11 @@ struct StuckRank {
                                       prioccl::AlgoSelector(priocclAlgoRing),
                                       std::make_shared<prioccl::detail::ErrorLog>(), heartbeats);
   }
+  // A failed check leaves the call blocked: let it go, or the engine's destructor waits for it.
+  ~StuckRank() {
+    release();
+    engine.reset();
+  }
   void arm() {
     std::lock_guard<std::mutex> lock(latch.mutex);
     latch.armed = true;
@@ -208,6 +213,48 @@ TEST(EngineStuckCall, ProgressThreadFailsTheCommunicatorBehindAStuckWaiter) {
   rank.release();
   waiter.join();
   EXPECT_EQ(op->result, priocclTimeout) << op->error;
+  rank.engine.reset();
+}
+
+// The stuck thread is the progress thread, and no thread waits: the user polls its requests (as
+// fault_rank's preemption phase does) or is busy elsewhere. Nothing takes the progress lock, so
+// only the engine's own watch on its rounds can tell (once, in CI, a survivor stayed silent for
+// a minute this way). Every op not ended fails with the call's name, and its callbacks run.
+TEST(EngineStuckCall, NobodyWaitsTheEngineStillFailsEveryOpInFlight) {
+  StuckRank rank(/*heartbeats=*/false);
+  std::vector<float> a(4096, 1.0f), b(4096, 1.0f);
+  std::shared_ptr<OpState> first = allReduceOf(a), second = allReduceOf(b);
+  std::atomic<int> called{0};
+  first->callbacks.push_back([&](priocclResult_t code, const std::string&) {
+    if (code == priocclTimeout) ++called;
+  });
+  rank.engine->submit(first);
+  // In the engine's lanes: its first sends are out (rank 1 never answers, so it stays there).
+  for (auto until = Clock::now() + std::chrono::seconds(30);
+       rank.engine->counters().sendsPosted == 0 && Clock::now() < until;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_GT(rank.engine->counters().sendsPosted, 0u) << "the engine never took the op";
+  rank.arm();  // the progress thread's next poll blocks
+  ASSERT_TRUE(rank.awaitBlocked()) << "the progress thread never polled";
+  rank.engine->submit(second);  // queued behind the stuck round
+  auto t0 = Clock::now();
+  const auto deadline = t0 + std::chrono::seconds(30);
+  while (!(first->done.load() && second->done.load()) && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  double waited = secondsSince(t0);
+  ASSERT_TRUE(first->done.load() && second->done.load()) << "no op failed within 30 s";
+  EXPECT_LT(waited, 5.0);
+  EXPECT_GE(waited, 0.5);
+  for (const auto& op : {first, second}) {
+    EXPECT_EQ(op->result, priocclTimeout) << op->error;
+    EXPECT_NE(op->error.find("blocking_poll (blocking transport) has not returned"),
+              std::string::npos)
+        << op->error;
+  }
+  EXPECT_EQ(called.load(), 1);
+  EXPECT_EQ(rank.engine->asyncError(), priocclTimeout);
+  EXPECT_FALSE(rank.engine->drainAndStop());  // at once: declared already
+  rank.release();
   rank.engine.reset();
 }
 
