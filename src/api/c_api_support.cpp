@@ -16,6 +16,11 @@ HandleTable<Communicator, kCommHandle>& comms() {
   return table;
 }
 
+HandleTable<Request, kRequestHandle>& requests() {
+  static HandleTable<Request, kRequestHandle> table;
+  return table;
+}
+
 Communicator lookup(priocclComm_t comm) {
   return comms().get(comm, "comm", "is not a live communicator (destroyed or never created)");
 }
