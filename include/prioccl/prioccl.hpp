@@ -17,6 +17,7 @@ namespace prioccl {
 namespace detail {
 struct OpState;
 class CommImpl;
+struct CommAccess;  // the library's own way from a Communicator to its CommImpl (the C ABI)
 }  // namespace detail
 
 // Every failure is one of these; code() is the matching C result.
@@ -398,6 +399,7 @@ class PRIOCCL_API Communicator {
   void abort();
 
  private:
+  friend struct detail::CommAccess;
   explicit Communicator(std::shared_ptr<detail::CommImpl> impl) : impl_(std::move(impl)) {}
   detail::CommImpl& impl() const;
   std::shared_ptr<detail::CommImpl> impl_;

@@ -1,184 +1,185 @@
-// The C ABI's op entry points (collectives, send/recv, barrier, join, timeline, counters): each
-// checks what C alone can (NULL handles and outputs, enum values before C++ loads them) and calls
-// the C++ API, whose request gets a handle (c_api.cpp has the handles' lifecycle).
+// The C ABI's op entry points (collectives, send/recv, barrier, join, timeline, counters). Each
+// fills an op descriptor (api/op_rules.h) and hands it to one of three bodies below, which do
+// the C ABI's part (the request handle, a named op's key, the enums checked before anything
+// loads them) and pass it to the communicator (CommImpl::submit), as the C++ API does.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "api/c_api_support.h"
+#include "api/comm_impl.h"
 #include "api/op_rules.h"
 #include "api/shape.h"
 #include "common/error.h"
 
-namespace prioccl {
+namespace prioccl::capi {
 namespace {
 
-using capi::guarded;
-using capi::lookup;
-using capi::requireKey;
-using capi::submitAsync;
+using detail::OpDesc;
+
+// An async op: its Request gets a handle in *request (NULL on any failure).
+priocclResult_t submitOp(const char* func, priocclComm_t comm, priocclRequest_t* request,
+                         const OpDesc& d) {
+  return guarded(func, comm, [&] {
+    if (!request) detail::fail(priocclInvalidArgument, "request is NULL");
+    *request = nullptr;
+    detail::validateEnums(d.dtype, d.op);  // before the C++ side loads them as enums
+    Request r = detail::CommAccess::of(lookup(comm)).submit(d);
+    *request = reinterpret_cast<priocclRequest_t>(requests().add(std::move(r)));
+  });
+}
+
+// A named async op: a NULL key fails the call, leaving *request NULL as every failure does.
+priocclResult_t submitNamedOp(const char* func, priocclComm_t comm, priocclRequest_t* request,
+                              const char* key, OpDesc d) {
+  if (request) *request = nullptr;
+  if (!key) return guarded(func, comm, [] { detail::fail(priocclInvalidArgument, "key is NULL"); });
+  return submitOp(func, comm, request, detail::named(d, key));
+}
+
+// A blocking op: submitted and waited for (inside a group: at the group's end).
+priocclResult_t runOp(const char* func, priocclComm_t comm, const OpDesc& d) {
+  return guarded(func, comm, [&] {
+    detail::validateEnums(d.dtype, d.op);
+    detail::CommAccess::of(lookup(comm)).run(d);
+  });
+}
 
 }  // namespace
-}  // namespace prioccl
+}  // namespace prioccl::capi
 
 using namespace prioccl;
+using detail::collectiveOp;
+using detail::collectiveVOp;
+using detail::pointToPointOp;
+using Kind = detail::OpState::Kind;
+using capi::guarded;
+using capi::lookup;
 
 extern "C" {
 
 priocclResult_t priocclAllReduceAsync(const void* sendbuf, void* recvbuf, size_t count,
                                       priocclDataType_t datatype, priocclRedOp_t op, int priority,
                                       priocclComm_t comm, priocclRequest_t* request) {
-  return guarded(__func__, comm, [&] {
-    submitAsync(comm, request, datatype, op, [&](Communicator& c) {
-      return c.allReduceAsync(sendbuf, recvbuf, count, datatype, op, priority);
-    });
-  });
+  return capi::submitOp(
+      __func__, comm, request,
+      collectiveOp(Kind::kAllReduce, sendbuf, recvbuf, count, datatype, op, -1, priority));
 }
 
 priocclResult_t priocclAllReduceNamedAsync(const void* sendbuf, void* recvbuf, size_t count,
                                            priocclDataType_t datatype, priocclRedOp_t op,
                                            int priority, const char* key, priocclComm_t comm,
                                            priocclRequest_t* request) {
-  return guarded(__func__, comm, [&] {
-    requireKey(key, request);
-    submitAsync(comm, request, datatype, op, [&](Communicator& c) {
-      return c.allReduceAsync(sendbuf, recvbuf, count, datatype, op, priority, key);
-    });
-  });
+  return capi::submitNamedOp(
+      __func__, comm, request, key,
+      collectiveOp(Kind::kAllReduce, sendbuf, recvbuf, count, datatype, op, -1, priority));
 }
 
 priocclResult_t priocclBroadcastAsync(const void* sendbuff, void* recvbuff, size_t count,
                                       priocclDataType_t datatype, int root, int priority,
                                       priocclComm_t comm, priocclRequest_t* request) {
-  return guarded(__func__, comm, [&] {
-    submitAsync(comm, request, datatype, priocclSum, [&](Communicator& c) {
-      return c.broadcastAsync(sendbuff, recvbuff, count, datatype, root, priority);
-    });
-  });
+  return capi::submitOp(__func__, comm, request,
+                        collectiveOp(Kind::kBroadcast, sendbuff, recvbuff, count, datatype,
+                                     priocclSum, root, priority));
 }
 
 priocclResult_t priocclBroadcastNamedAsync(const void* sendbuff, void* recvbuff, size_t count,
                                            priocclDataType_t datatype, int root, int priority,
                                            const char* key, priocclComm_t comm,
                                            priocclRequest_t* request) {
-  return guarded(__func__, comm, [&] {
-    requireKey(key, request);
-    submitAsync(comm, request, datatype, priocclSum, [&](Communicator& c) {
-      return c.broadcastAsync(sendbuff, recvbuff, count, datatype, root, priority, key);
-    });
-  });
+  return capi::submitNamedOp(__func__, comm, request, key,
+                             collectiveOp(Kind::kBroadcast, sendbuff, recvbuff, count, datatype,
+                                          priocclSum, root, priority));
 }
 
 priocclResult_t priocclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                                  priocclDataType_t datatype, int root, priocclComm_t comm) {
-  return guarded(__func__, comm, [&] {
-    detail::validateEnums(datatype, priocclSum);
-    lookup(comm).broadcast(sendbuff, recvbuff, count, datatype, root);
-  });
+  return capi::runOp(
+      __func__, comm,
+      collectiveOp(Kind::kBroadcast, sendbuff, recvbuff, count, datatype, priocclSum, root));
 }
 
 priocclResult_t priocclReduceAsync(const void* sendbuff, void* recvbuff, size_t count,
                                    priocclDataType_t datatype, priocclRedOp_t op, int root,
                                    int priority, priocclComm_t comm, priocclRequest_t* request) {
-  return guarded(__func__, comm, [&] {
-    submitAsync(comm, request, datatype, op, [&](Communicator& c) {
-      return c.reduceAsync(sendbuff, recvbuff, count, datatype, op, root, priority);
-    });
-  });
+  return capi::submitOp(
+      __func__, comm, request,
+      collectiveOp(Kind::kReduce, sendbuff, recvbuff, count, datatype, op, root, priority));
 }
 
 priocclResult_t priocclReduceNamedAsync(const void* sendbuff, void* recvbuff, size_t count,
                                         priocclDataType_t datatype, priocclRedOp_t op, int root,
                                         int priority, const char* key, priocclComm_t comm,
                                         priocclRequest_t* request) {
-  return guarded(__func__, comm, [&] {
-    requireKey(key, request);
-    submitAsync(comm, request, datatype, op, [&](Communicator& c) {
-      return c.reduceAsync(sendbuff, recvbuff, count, datatype, op, root, priority, key);
-    });
-  });
+  return capi::submitNamedOp(
+      __func__, comm, request, key,
+      collectiveOp(Kind::kReduce, sendbuff, recvbuff, count, datatype, op, root, priority));
 }
 
 priocclResult_t priocclReduce(const void* sendbuff, void* recvbuff, size_t count,
                               priocclDataType_t datatype, priocclRedOp_t op, int root,
                               priocclComm_t comm) {
-  return guarded(__func__, comm, [&] {
-    detail::validateEnums(datatype, op);
-    lookup(comm).reduce(sendbuff, recvbuff, count, datatype, op, root);
-  });
+  return capi::runOp(__func__, comm,
+                     collectiveOp(Kind::kReduce, sendbuff, recvbuff, count, datatype, op, root));
 }
 
 priocclResult_t priocclAllGatherAsync(const void* sendbuff, void* recvbuff, size_t sendcount,
                                       priocclDataType_t datatype, int priority, priocclComm_t comm,
                                       priocclRequest_t* request) {
-  return guarded(__func__, comm, [&] {
-    submitAsync(comm, request, datatype, priocclSum, [&](Communicator& c) {
-      return c.allGatherAsync(sendbuff, recvbuff, sendcount, datatype, priority);
-    });
-  });
+  return capi::submitOp(__func__, comm, request,
+                        collectiveOp(Kind::kAllGather, sendbuff, recvbuff, sendcount, datatype,
+                                     priocclSum, -1, priority));
 }
 
 priocclResult_t priocclAllGatherNamedAsync(const void* sendbuff, void* recvbuff, size_t sendcount,
                                            priocclDataType_t datatype, int priority,
                                            const char* key, priocclComm_t comm,
                                            priocclRequest_t* request) {
-  return guarded(__func__, comm, [&] {
-    requireKey(key, request);
-    submitAsync(comm, request, datatype, priocclSum, [&](Communicator& c) {
-      return c.allGatherAsync(sendbuff, recvbuff, sendcount, datatype, priority, key);
-    });
-  });
+  return capi::submitNamedOp(__func__, comm, request, key,
+                             collectiveOp(Kind::kAllGather, sendbuff, recvbuff, sendcount, datatype,
+                                          priocclSum, -1, priority));
 }
 
 priocclResult_t priocclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                  priocclDataType_t datatype, priocclComm_t comm) {
-  return guarded(__func__, comm, [&] {
-    detail::validateEnums(datatype, priocclSum);
-    lookup(comm).allGather(sendbuff, recvbuff, sendcount, datatype);
-  });
+  return capi::runOp(
+      __func__, comm,
+      collectiveOp(Kind::kAllGather, sendbuff, recvbuff, sendcount, datatype, priocclSum, -1));
 }
 
 priocclResult_t priocclReduceScatterAsync(const void* sendbuff, void* recvbuff, size_t recvcount,
                                           priocclDataType_t datatype, priocclRedOp_t op,
                                           int priority, priocclComm_t comm,
                                           priocclRequest_t* request) {
-  return guarded(__func__, comm, [&] {
-    submitAsync(comm, request, datatype, op, [&](Communicator& c) {
-      return c.reduceScatterAsync(sendbuff, recvbuff, recvcount, datatype, op, priority);
-    });
-  });
+  return capi::submitOp(__func__, comm, request,
+                        collectiveOp(Kind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype,
+                                     op, -1, priority));
 }
 
 priocclResult_t priocclReduceScatterNamedAsync(const void* sendbuff, void* recvbuff,
                                                size_t recvcount, priocclDataType_t datatype,
                                                priocclRedOp_t op, int priority, const char* key,
                                                priocclComm_t comm, priocclRequest_t* request) {
-  return guarded(__func__, comm, [&] {
-    requireKey(key, request);
-    submitAsync(comm, request, datatype, op, [&](Communicator& c) {
-      return c.reduceScatterAsync(sendbuff, recvbuff, recvcount, datatype, op, priority, key);
-    });
-  });
+  return capi::submitNamedOp(__func__, comm, request, key,
+                             collectiveOp(Kind::kReduceScatter, sendbuff, recvbuff, recvcount,
+                                          datatype, op, -1, priority));
 }
 
 priocclResult_t priocclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                      priocclDataType_t datatype, priocclRedOp_t op,
                                      priocclComm_t comm) {
-  return guarded(__func__, comm, [&] {
-    detail::validateEnums(datatype, op);
-    lookup(comm).reduceScatter(sendbuff, recvbuff, recvcount, datatype, op);
-  });
+  return capi::runOp(
+      __func__, comm,
+      collectiveOp(Kind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, -1));
 }
 
 priocclResult_t priocclAllGatherVAsync(const void* sendbuff, void* recvbuff,
                                        const size_t* recvcounts, const size_t* displs,
                                        priocclDataType_t datatype, int priority, priocclComm_t comm,
                                        priocclRequest_t* request) {
-  return guarded(__func__, comm, [&] {
-    submitAsync(comm, request, datatype, priocclSum, [&](Communicator& c) {
-      return c.allGatherVAsync(sendbuff, recvbuff, recvcounts, displs, datatype, priority);
-    });
-  });
+  return capi::submitOp(__func__, comm, request,
+                        collectiveVOp(Kind::kAllGatherV, sendbuff, recvbuff, nullptr, nullptr,
+                                      recvcounts, displs, datatype, priocclSum, priority));
 }
 
 priocclResult_t priocclAllGatherVNamedAsync(const void* sendbuff, void* recvbuff,
@@ -186,32 +187,26 @@ priocclResult_t priocclAllGatherVNamedAsync(const void* sendbuff, void* recvbuff
                                             priocclDataType_t datatype, int priority,
                                             const char* key, priocclComm_t comm,
                                             priocclRequest_t* request) {
-  return guarded(__func__, comm, [&] {
-    requireKey(key, request);
-    submitAsync(comm, request, datatype, priocclSum, [&](Communicator& c) {
-      return c.allGatherVAsync(sendbuff, recvbuff, recvcounts, displs, datatype, priority, key);
-    });
-  });
+  return capi::submitNamedOp(__func__, comm, request, key,
+                             collectiveVOp(Kind::kAllGatherV, sendbuff, recvbuff, nullptr, nullptr,
+                                           recvcounts, displs, datatype, priocclSum, priority));
 }
 
 priocclResult_t priocclAllGatherV(const void* sendbuff, void* recvbuff, const size_t* recvcounts,
                                   const size_t* displs, priocclDataType_t datatype,
                                   priocclComm_t comm) {
-  return guarded(__func__, comm, [&] {
-    detail::validateEnums(datatype, priocclSum);
-    lookup(comm).allGatherV(sendbuff, recvbuff, recvcounts, displs, datatype);
-  });
+  return capi::runOp(__func__, comm,
+                     collectiveVOp(Kind::kAllGatherV, sendbuff, recvbuff, nullptr, nullptr,
+                                   recvcounts, displs, datatype, priocclSum));
 }
 
 priocclResult_t priocclReduceScatterVAsync(const void* sendbuff, void* recvbuff,
                                            const size_t* recvcounts, priocclDataType_t datatype,
                                            priocclRedOp_t op, int priority, priocclComm_t comm,
                                            priocclRequest_t* request) {
-  return guarded(__func__, comm, [&] {
-    submitAsync(comm, request, datatype, op, [&](Communicator& c) {
-      return c.reduceScatterVAsync(sendbuff, recvbuff, recvcounts, datatype, op, priority);
-    });
-  });
+  return capi::submitOp(__func__, comm, request,
+                        collectiveVOp(Kind::kReduceScatterV, sendbuff, recvbuff, nullptr, nullptr,
+                                      recvcounts, nullptr, datatype, op, priority));
 }
 
 priocclResult_t priocclReduceScatterVNamedAsync(const void* sendbuff, void* recvbuff,
@@ -219,21 +214,17 @@ priocclResult_t priocclReduceScatterVNamedAsync(const void* sendbuff, void* recv
                                                 priocclDataType_t datatype, priocclRedOp_t op,
                                                 int priority, const char* key, priocclComm_t comm,
                                                 priocclRequest_t* request) {
-  return guarded(__func__, comm, [&] {
-    requireKey(key, request);
-    submitAsync(comm, request, datatype, op, [&](Communicator& c) {
-      return c.reduceScatterVAsync(sendbuff, recvbuff, recvcounts, datatype, op, priority, key);
-    });
-  });
+  return capi::submitNamedOp(__func__, comm, request, key,
+                             collectiveVOp(Kind::kReduceScatterV, sendbuff, recvbuff, nullptr,
+                                           nullptr, recvcounts, nullptr, datatype, op, priority));
 }
 
 priocclResult_t priocclReduceScatterV(const void* sendbuff, void* recvbuff,
                                       const size_t* recvcounts, priocclDataType_t datatype,
                                       priocclRedOp_t op, priocclComm_t comm) {
-  return guarded(__func__, comm, [&] {
-    detail::validateEnums(datatype, op);
-    lookup(comm).reduceScatterV(sendbuff, recvbuff, recvcounts, datatype, op);
-  });
+  return capi::runOp(__func__, comm,
+                     collectiveVOp(Kind::kReduceScatterV, sendbuff, recvbuff, nullptr, nullptr,
+                                   recvcounts, nullptr, datatype, op));
 }
 
 priocclResult_t priocclAllToAllVAsync(const void* sendbuff, const size_t* sendcounts,
@@ -241,12 +232,9 @@ priocclResult_t priocclAllToAllVAsync(const void* sendbuff, const size_t* sendco
                                       const size_t* recvcounts, const size_t* rdispls,
                                       priocclDataType_t datatype, int priority, priocclComm_t comm,
                                       priocclRequest_t* request) {
-  return guarded(__func__, comm, [&] {
-    submitAsync(comm, request, datatype, priocclSum, [&](Communicator& c) {
-      return c.allToAllVAsync(sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls,
-                              datatype, priority);
-    });
-  });
+  return capi::submitOp(__func__, comm, request,
+                        collectiveVOp(Kind::kAllToAllV, sendbuff, recvbuff, sendcounts, sdispls,
+                                      recvcounts, rdispls, datatype, priocclSum, priority));
 }
 
 priocclResult_t priocclAllToAllVNamedAsync(const void* sendbuff, const size_t* sendcounts,
@@ -255,72 +243,61 @@ priocclResult_t priocclAllToAllVNamedAsync(const void* sendbuff, const size_t* s
                                            priocclDataType_t datatype, int priority,
                                            const char* key, priocclComm_t comm,
                                            priocclRequest_t* request) {
-  return guarded(__func__, comm, [&] {
-    requireKey(key, request);
-    submitAsync(comm, request, datatype, priocclSum, [&](Communicator& c) {
-      return c.allToAllVAsync(sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls,
-                              datatype, priority, key);
-    });
-  });
+  return capi::submitNamedOp(
+      __func__, comm, request, key,
+      collectiveVOp(Kind::kAllToAllV, sendbuff, recvbuff, sendcounts, sdispls, recvcounts, rdispls,
+                    datatype, priocclSum, priority));
 }
 
 priocclResult_t priocclAllToAllV(const void* sendbuff, const size_t* sendcounts,
                                  const size_t* sdispls, void* recvbuff, const size_t* recvcounts,
                                  const size_t* rdispls, priocclDataType_t datatype,
                                  priocclComm_t comm) {
-  return guarded(__func__, comm, [&] {
-    detail::validateEnums(datatype, priocclSum);
-    lookup(comm).allToAllV(sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, datatype);
-  });
+  return capi::runOp(__func__, comm,
+                     collectiveVOp(Kind::kAllToAllV, sendbuff, recvbuff, sendcounts, sdispls,
+                                   recvcounts, rdispls, datatype, priocclSum));
 }
 
 priocclResult_t priocclAllToAllAsync(const void* sendbuff, void* recvbuff, size_t count,
                                      priocclDataType_t datatype, int priority, priocclComm_t comm,
                                      priocclRequest_t* request) {
-  return guarded(__func__, comm, [&] {
-    submitAsync(comm, request, datatype, priocclSum, [&](Communicator& c) {
-      return c.allToAllAsync(sendbuff, recvbuff, count, datatype, priority);
-    });
-  });
+  return capi::submitOp(
+      __func__, comm, request,
+      collectiveOp(Kind::kAllToAll, sendbuff, recvbuff, count, datatype, priocclSum, -1, priority));
 }
 
 priocclResult_t priocclAllToAllNamedAsync(const void* sendbuff, void* recvbuff, size_t count,
                                           priocclDataType_t datatype, int priority, const char* key,
                                           priocclComm_t comm, priocclRequest_t* request) {
-  return guarded(__func__, comm, [&] {
-    requireKey(key, request);
-    submitAsync(comm, request, datatype, priocclSum, [&](Communicator& c) {
-      return c.allToAllAsync(sendbuff, recvbuff, count, datatype, priority, key);
-    });
-  });
+  return capi::submitNamedOp(
+      __func__, comm, request, key,
+      collectiveOp(Kind::kAllToAll, sendbuff, recvbuff, count, datatype, priocclSum, -1, priority));
 }
 
 priocclResult_t priocclAllToAll(const void* sendbuff, void* recvbuff, size_t count,
                                 priocclDataType_t datatype, priocclComm_t comm) {
-  return guarded(__func__, comm, [&] {
-    detail::validateEnums(datatype, priocclSum);
-    lookup(comm).allToAll(sendbuff, recvbuff, count, datatype);
-  });
+  return capi::runOp(
+      __func__, comm,
+      collectiveOp(Kind::kAllToAll, sendbuff, recvbuff, count, datatype, priocclSum, -1));
 }
 
 priocclResult_t priocclBarrierAsync(int priority, priocclComm_t comm, priocclRequest_t* request) {
-  return guarded(__func__, comm, [&] {
-    submitAsync(comm, request, priocclUint8, priocclSum,
-                [&](Communicator& c) { return c.barrierAsync(priority); });
-  });
+  return capi::submitOp(
+      __func__, comm, request,
+      collectiveOp(Kind::kBarrier, nullptr, nullptr, 0, priocclUint8, priocclSum, -1, priority));
 }
 
 priocclResult_t priocclBarrierNamedAsync(int priority, const char* key, priocclComm_t comm,
                                          priocclRequest_t* request) {
-  return guarded(__func__, comm, [&] {
-    requireKey(key, request);
-    submitAsync(comm, request, priocclUint8, priocclSum,
-                [&](Communicator& c) { return c.barrierAsync(priority, key); });
-  });
+  return capi::submitNamedOp(
+      __func__, comm, request, key,
+      collectiveOp(Kind::kBarrier, nullptr, nullptr, 0, priocclUint8, priocclSum, -1, priority));
 }
 
 priocclResult_t priocclBarrier(priocclComm_t comm) {
-  return guarded(__func__, comm, [&] { lookup(comm).barrier(); });
+  return capi::runOp(
+      __func__, comm,
+      collectiveOp(Kind::kBarrier, nullptr, nullptr, 0, priocclUint8, priocclSum, -1));
 }
 
 priocclResult_t priocclTimelineStart(priocclComm_t comm, const char* path) {
@@ -353,21 +330,15 @@ priocclResult_t priocclBcast(void* buff, size_t count, priocclDataType_t datatyp
 priocclResult_t priocclSendAsync(const void* buf, size_t count, priocclDataType_t datatype,
                                  int peer, int tag, int priority, priocclComm_t comm,
                                  priocclRequest_t* request) {
-  return guarded(__func__, comm, [&] {
-    submitAsync(comm, request, datatype, priocclSum, [&](Communicator& c) {
-      return c.sendAsync(buf, count, datatype, peer, tag, priority);
-    });
-  });
+  return capi::submitOp(__func__, comm, request,
+                        pointToPointOp(Kind::kSend, buf, count, datatype, peer, tag, priority));
 }
 
 priocclResult_t priocclRecvAsync(void* buf, size_t count, priocclDataType_t datatype, int peer,
                                  int tag, int priority, priocclComm_t comm,
                                  priocclRequest_t* request) {
-  return guarded(__func__, comm, [&] {
-    submitAsync(comm, request, datatype, priocclSum, [&](Communicator& c) {
-      return c.recvAsync(buf, count, datatype, peer, tag, priority);
-    });
-  });
+  return capi::submitOp(__func__, comm, request,
+                        pointToPointOp(Kind::kRecv, buf, count, datatype, peer, tag, priority));
 }
 
 priocclResult_t priocclGetCounters(priocclComm_t comm, priocclCounters_t* counters) {
@@ -380,10 +351,8 @@ priocclResult_t priocclGetCounters(priocclComm_t comm, priocclCounters_t* counte
 priocclResult_t priocclAllReduce(const void* sendbuf, void* recvbuf, size_t count,
                                  priocclDataType_t datatype, priocclRedOp_t op,
                                  priocclComm_t comm) {
-  return guarded(__func__, comm, [&] {
-    detail::validateEnums(datatype, op);  // before any C++ load of possibly invalid enum values
-    lookup(comm).allReduce(sendbuf, recvbuf, count, datatype, op);
-  });
+  return capi::runOp(__func__, comm,
+                     collectiveOp(Kind::kAllReduce, sendbuf, recvbuf, count, datatype, op, -1));
 }
 
 }  // extern "C"

@@ -78,24 +78,6 @@ constexpr const char* kDeadRequest =
     "is not live (already released by priocclWait, or never created)";
 HandleTable<Request, kRequestHandle>& requests();
 
-// The body of every async entry point: `submit(communicator)` returns the op's Request, which
-// gets a handle. `op`: priocclSum for ops without a reduction.
-template <typename Submit>
-void submitAsync(priocclComm_t comm, priocclRequest_t* request, const priocclDataType_t& datatype,
-                 const priocclRedOp_t& op, Submit&& submit) {
-  if (!request) detail::fail(priocclInvalidArgument, "request is NULL");
-  *request = nullptr;
-  detail::validateEnums(datatype, op);  // before any C++ load of possibly invalid enum values
-  Communicator c = lookup(comm);
-  *request = reinterpret_cast<priocclRequest_t>(requests().add(submit(c)));
-}
-
-// A named entry point's key: NULL fails the call, leaving *request NULL as every failure does.
-inline void requireKey(const char* key, priocclRequest_t* request) {
-  if (request) *request = nullptr;
-  if (!key) detail::fail(priocclInvalidArgument, "key is NULL");
-}
-
 // Every failure goes to this thread's record and, for a live communicator, to its own log.
 void record(priocclComm_t comm, const std::string& message);
 const std::string& lastError(uint64_t* serial);  // this thread's record

@@ -14,6 +14,7 @@
 
 #include "algo/select.h"
 #include "api/device_stager.h"
+#include "api/op_rules.h"
 #include "api/stream_gate.h"
 #include "common/timeline.h"
 #include "core/engine.h"
@@ -51,21 +52,13 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
     if (!engine_) failDestroyed();
   }
 
-  // A collective of one count (api/op_rules.h: which kinds, and what this rank can check alone;
-  // the other ranks' arguments are compared when the op is matched). `op` is unused by a
-  // broadcast, an all-gather and an all-to-all.
-  Request collectiveAsync(OpState::Kind kind, const void* send, void* recv, size_t count,
-                          priocclDataType_t dtype, priocclRedOp_t op, int root, int priority,
-                          const std::string* key, bool callerWaits = false);
-
-  // A v-collective (api/op_rules.h). The arrays are copied. The matching compares the counts
-  // every rank must share (a digest of them) and, for an all-to-all-v, that what each rank sends
-  // each other is what that one expects.
-  Request collectiveVAsync(OpState::Kind kind, const void* send, void* recv,
-                           const size_t* sendCounts, const size_t* sendDispls,
-                           const size_t* recvCounts, const size_t* recvDispls,
-                           priocclDataType_t dtype, priocclRedOp_t op, int priority,
-                           const std::string* key, bool callerWaits = false);
+  // Every op of the API (api/op_rules.h: its descriptor and the rules this rank can check alone;
+  // the other ranks' arguments are compared when the op is matched): checked, made, placed and
+  // handed to the engine (or to the group, or to its stream's gate). `callerWaits`: the caller
+  // waits for it at once (a blocking call), which lets a small op run inline.
+  Request submit(const OpDesc& d, bool callerWaits = false);
+  // A blocking call: submitted, then waited for (inside a group: at the group's end).
+  void run(const OpDesc& d);
 
   // Horovod's start_timeline / stop_timeline: this rank's timeline, from now on.
   std::string startTimeline(const std::string& path);
@@ -74,10 +67,6 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   // Horovod's join: blocks until every rank has joined, answering the others' ops meanwhile (the
   // engine's stand-ins); returns the last rank to join.
   int join();
-
-  // A send (buf read) or receive (buf written) of `count` elements with `peer`.
-  Request pointToPoint(OpState::Kind kind, void* buf, size_t count, priocclDataType_t dtype,
-                       int peer, int tag, int priority);
 
   // Collective over this communicator's ranks: the ranks with the same color >= 0 get a new
   // communicator over them, ordered by key; color -1 gets none (nullptr). The new one is created
@@ -96,6 +85,13 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   bool destroyed() const { return destroyed_.load(std::memory_order_acquire); }
 
  private:
+  // submit()'s three families. `shape`: the pending shape (Announce::layout).
+  Request collective(const OpDesc& d, uint64_t shape, bool callerWaits);
+  // The matching compares the counts every rank must share (a digest of them) and, for an
+  // all-to-all-v, that what each rank sends each other is what that one expects.
+  Request collectiveV(const OpDesc& d, bool callerWaits);
+  Request pointToPoint(const OpDesc& d);
+
   // The bytes an op reads at its send buffer and writes at its receive buffer (0: none), and
   // whether the receive buffer keeps bytes it does not write (gaps between blocks).
   struct Extents {
@@ -104,8 +100,8 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   };
 
   // A collective's common tail: its priority and key, then to the engine (or the group).
-  Request submitCollective(const std::shared_ptr<OpState>& state, int priority,
-                           const std::string* key, bool callerWaits, const Extents& extents);
+  Request submitCollective(const std::shared_ptr<OpState>& state, const OpDesc& d, bool callerWaits,
+                           const Extents& extents);
 
   // Device buffers: a collective backend on the device (NCCL) takes them as they are, and only
   // them; everything else runs on pinned host copies (device_stager.h), and the caller's Request
@@ -169,6 +165,11 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   // Last: destroyed first, its thread stopped while the members it reaches are still there.
   std::unique_ptr<StreamGate> streamGate_ = std::make_unique<StreamGate>(
       [this](const std::shared_ptr<OpState>& op) { handOverWaiting(op); });
+};
+
+// The C ABI's way to a Communicator's CommImpl (it fills op descriptors itself).
+struct CommAccess {
+  static CommImpl& of(const Communicator& c) { return c.impl(); }
 };
 
 }  // namespace detail

@@ -15,49 +15,59 @@
 
 namespace prioccl::detail {
 
-Request CommImpl::collectiveAsync(OpState::Kind kind, const void* send, void* recv, size_t count,
-                                  priocclDataType_t dtype, priocclRedOp_t op, int root,
-                                  int priority, const std::string* key, bool callerWaits) {
-  using Kind = OpState::Kind;
+Request CommImpl::submit(const OpDesc& d, bool callerWaits) {
   const uint64_t shape = shape::takeNext();  // taken first: a failing call must not leave it
-  validateEnums(dtype, op);                  // before they are used as enums
-  const CollectiveExtents x = checkCollective({kind, send, recv, count, dtype, root}, rank_, size_);
-  auto state = makeOp(x.send, x.recv, count, dtype, kind == Kind::kBroadcast ? priocclSum : op);
-  state->kind = kind;
-  state->root = x.root;
-  state->layout = shape;  // compared across ranks (Announce::layout)
-  return submitCollective(state, priority, key, callerWaits, {x.sendBytes, x.recvBytes, false});
+  validateEnums(d.dtype, d.op);              // before anything loads them as enums
+  switch (familyOf(d.kind)) {
+    case OpFamily::kCollectiveV:
+      return collectiveV(d, callerWaits);  // the v-kinds compare their counts instead (layout)
+    case OpFamily::kPointToPoint:
+      return pointToPoint(d);  // matched by order and count only
+    case OpFamily::kCollective:
+      break;
+  }
+  return collective(d, shape, callerWaits);
 }
 
-Request CommImpl::collectiveVAsync(OpState::Kind kind, const void* send, void* recv,
-                                   const size_t* sendCounts, const size_t* sendDispls,
-                                   const size_t* recvCounts, const size_t* recvDispls,
-                                   priocclDataType_t dtype, priocclRedOp_t op, int priority,
-                                   const std::string* key, bool callerWaits) {
+void CommImpl::run(const OpDesc& d) {
+  group::waitOrDefer(submit(d, true));
+}
+
+Request CommImpl::collective(const OpDesc& d, uint64_t shape, bool callerWaits) {
+  const CollectiveExtents x = checkCollective(d, rank_, size_);
+  auto state = makeOp(x.send, x.recv, d.count, d.dtype,
+                      d.kind == OpState::Kind::kBroadcast ? priocclSum : d.op);
+  state->kind = d.kind;
+  state->root = x.root;
+  state->layout = shape;  // compared across ranks (Announce::layout)
+  return submitCollective(state, d, callerWaits, {x.sendBytes, x.recvBytes, false});
+}
+
+Request CommImpl::collectiveV(const OpDesc& d, bool callerWaits) {
   using Kind = OpState::Kind;
-  shape::takeNext();  // the v-variants compare their counts instead (layout)
-  validateEnums(dtype, op);
-  CollectiveVLayout v = checkCollectiveV(
-      {kind, send, recv, sendCounts, sendDispls, recvCounts, recvDispls, dtype}, rank_, size_);
-  auto state = makeOp(send, recv, 0, dtype, kind == Kind::kReduceScatterV ? op : priocclSum);
-  state->kind = kind;
+  CollectiveVLayout v = checkCollectiveV(d, rank_, size_);
+  auto state =
+      makeOp(d.send, d.recv, 0, d.dtype, d.kind == Kind::kReduceScatterV ? d.op : priocclSum);
+  state->kind = d.kind;
   state->count = v.largest;
   state->sendCounts = std::move(v.sendCounts);
   state->sendDispls = std::move(v.sendDispls);
   state->recvCounts = std::move(v.recvCounts);
   state->recvDispls = std::move(v.recvDispls);
-  if (kind == Kind::kAllToAllV) {
+  if (d.kind == Kind::kAllToAllV) {
     PairTerms t = pairTerms(rank_, state->sendCounts, state->recvCounts);
     state->pairDigest = t.digest;
     state->pairCount = t.count;
     state->pairWhere = t.where;
   } else {
-    state->layout = layoutDigest(kind == Kind::kAllGatherV ? state->recvCounts : state->sendCounts);
+    state->layout =
+        layoutDigest(d.kind == Kind::kAllGatherV ? state->recvCounts : state->sendCounts);
   }
-  const size_t elem = reduce::dtypeSize(dtype);
+  const size_t elem = reduce::dtypeSize(d.dtype);
   // Blocks may leave gaps in the receive buffer, which a staged copy must carry unchanged.
-  return submitCollective(state, priority, key, callerWaits,
-                          {v.sendElems * elem, v.recvElems * elem, kind != Kind::kReduceScatterV});
+  return submitCollective(
+      state, d, callerWaits,
+      {v.sendElems * elem, v.recvElems * elem, d.kind != Kind::kReduceScatterV});
 }
 
 int CommImpl::join() {
@@ -69,20 +79,20 @@ int CommImpl::join() {
     fail(priocclInvalidUsage,
          "join: not available with PRIOCCL_TRANSPORT=nccl (a joined rank answers the others' "
          "ops from host buffers, which NCCL cannot take)");
-  static const std::string kJoinKey = "prioccl.join";
+  OpDesc d =
+      named(collectiveOp(OpState::Kind::kJoin, nullptr, nullptr, 0, priocclUint8), "prioccl.join");
   auto state = makeOp(nullptr, nullptr, 0, priocclUint8, priocclSum);
-  state->kind = OpState::Kind::kJoin;
-  submitCollective(state, 0, &kJoinKey, true, Extents()).wait();
+  state->kind = d.kind;
+  submitCollective(state, d, true, Extents()).wait();
   return state->root;  // written before the op finished
 }
 
-Request CommImpl::submitCollective(const std::shared_ptr<OpState>& state, int priority,
-                                   const std::string* key, bool callerWaits,
-                                   const Extents& extents) {
-  state->priority = priority;
-  if (key) {
+Request CommImpl::submitCollective(const std::shared_ptr<OpState>& state, const OpDesc& d,
+                                   bool callerWaits, const Extents& extents) {
+  state->priority = d.priority;
+  if (d.named) {
     state->named = true;
-    state->key = *key;
+    state->key = std::string(d.key);
   }
   state->errorLog = errors_;
   std::shared_ptr<OpState> user = placeBuffers(*state, extents);
@@ -142,33 +152,23 @@ std::shared_ptr<OpState> CommImpl::placeBuffers(OpState& op, const Extents& exte
   return user;
 }
 
-Request CommImpl::pointToPoint(OpState::Kind kind, void* buf, size_t count, priocclDataType_t dtype,
-                               int peer, int tag, int priority) {
-  shape::takeNext();  // point-to-point ops are matched by order and count only
-  validateEnums(dtype, priocclSum);
-  const char* what = kind == OpState::Kind::kSend ? "send" : "recv";
-  size_t elem = reduce::dtypeSize(dtype);
-  if (count > SIZE_MAX / elem)
-    fail(priocclInvalidArgument, what, ": count ", count, " overflows the address space");
-  if (count > 0 && !buf) fail(priocclInvalidArgument, what, ": buf is null with count ", count);
-  if (peer < 0 || peer >= size_ || peer == rank_)
-    fail(priocclInvalidArgument, what, ": peer ", peer, " is not another rank (this is rank ",
-         rank_, " of ", size_, ")");
-  auto state = makeOp(buf, buf, count, dtype, priocclSum);
-  state->kind = kind;
-  state->peer = peer;
-  state->tag = tag;
-  state->priority = priority;
+Request CommImpl::pointToPoint(const OpDesc& d) {
+  checkPointToPoint(d, rank_, size_);
+  const bool sending = d.kind == OpState::Kind::kSend;
+  auto state = makeOp(d.send, d.recv, d.count, d.dtype, priocclSum);
+  state->kind = d.kind;
+  state->peer = d.peer;
+  state->tag = d.tag;
+  state->priority = d.priority;
   state->errorLog = errors_;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     requireLive();
-    if (tag < 0 || tag >= engine_->pointToPointTags())
-      fail(priocclInvalidArgument, what, ": tag ", tag, " is not in 0..",
+    if (d.tag < 0 || d.tag >= engine_->pointToPointTags())
+      fail(priocclInvalidArgument, sending ? "send" : "recv", ": tag ", d.tag, " is not in 0..",
            engine_->pointToPointTags() - 1);
   }
-  const size_t bytes = count * elem;
-  const bool sending = kind == OpState::Kind::kSend;
+  const size_t bytes = d.count * reduce::dtypeSize(d.dtype);
   std::shared_ptr<OpState> user = placeBuffers(*state, {sending ? bytes : 0, sending ? 0 : bytes});
   std::lock_guard<std::mutex> lock(mutex_);
   requireLive();

@@ -12,7 +12,12 @@
 
 namespace prioccl {
 
+using detail::collectiveOp;
+using detail::collectiveVOp;
 using detail::fail;
+using detail::named;
+using detail::pointToPointOp;
+using Kind = detail::OpState::Kind;
 
 // ---- Communicator ----
 
@@ -93,189 +98,183 @@ void Communicator::recordError(const std::string& message) const {
 
 Request Communicator::allReduceAsync(const void* sendbuf, void* recvbuf, size_t count,
                                      priocclDataType_t datatype, priocclRedOp_t op, int priority) {
-  return impl().collectiveAsync(detail::OpState::Kind::kAllReduce, sendbuf, recvbuf, count,
-                                datatype, op, -1, priority, nullptr);
+  return impl().submit(
+      collectiveOp(Kind::kAllReduce, sendbuf, recvbuf, count, datatype, op, -1, priority));
 }
 
 Request Communicator::allReduceAsync(const void* sendbuf, void* recvbuf, size_t count,
                                      priocclDataType_t datatype, priocclRedOp_t op, int priority,
                                      const std::string& key) {
-  return impl().collectiveAsync(detail::OpState::Kind::kAllReduce, sendbuf, recvbuf, count,
-                                datatype, op, -1, priority, &key);
+  return impl().submit(named(
+      collectiveOp(Kind::kAllReduce, sendbuf, recvbuf, count, datatype, op, -1, priority), key));
 }
 
 Request Communicator::broadcastAsync(const void* sendbuf, void* recvbuf, size_t count,
                                      priocclDataType_t datatype, int root, int priority) {
-  return impl().collectiveAsync(detail::OpState::Kind::kBroadcast, sendbuf, recvbuf, count,
-                                datatype, priocclSum, root, priority, nullptr);
+  return impl().submit(collectiveOp(Kind::kBroadcast, sendbuf, recvbuf, count, datatype, priocclSum,
+                                    root, priority));
 }
 
 Request Communicator::broadcastAsync(const void* sendbuf, void* recvbuf, size_t count,
                                      priocclDataType_t datatype, int root, int priority,
                                      const std::string& key) {
-  return impl().collectiveAsync(detail::OpState::Kind::kBroadcast, sendbuf, recvbuf, count,
-                                datatype, priocclSum, root, priority, &key);
+  return impl().submit(named(
+      collectiveOp(Kind::kBroadcast, sendbuf, recvbuf, count, datatype, priocclSum, root, priority),
+      key));
 }
 
 Request Communicator::reduceAsync(const void* sendbuf, void* recvbuf, size_t count,
                                   priocclDataType_t datatype, priocclRedOp_t op, int root,
                                   int priority) {
-  return impl().collectiveAsync(detail::OpState::Kind::kReduce, sendbuf, recvbuf, count, datatype,
-                                op, root, priority, nullptr);
+  return impl().submit(
+      collectiveOp(Kind::kReduce, sendbuf, recvbuf, count, datatype, op, root, priority));
 }
 
 Request Communicator::reduceAsync(const void* sendbuf, void* recvbuf, size_t count,
                                   priocclDataType_t datatype, priocclRedOp_t op, int root,
                                   int priority, const std::string& key) {
-  return impl().collectiveAsync(detail::OpState::Kind::kReduce, sendbuf, recvbuf, count, datatype,
-                                op, root, priority, &key);
+  return impl().submit(named(
+      collectiveOp(Kind::kReduce, sendbuf, recvbuf, count, datatype, op, root, priority), key));
 }
 
 void Communicator::reduce(const void* sendbuf, void* recvbuf, size_t count,
                           priocclDataType_t datatype, priocclRedOp_t op, int root) {
-  detail::group::waitOrDefer(impl().collectiveAsync(detail::OpState::Kind::kReduce, sendbuf,
-                                                    recvbuf, count, datatype, op, root, 0, nullptr,
-                                                    true));
+  impl().run(collectiveOp(Kind::kReduce, sendbuf, recvbuf, count, datatype, op, root));
 }
 
 Request Communicator::allGatherAsync(const void* sendbuf, void* recvbuf, size_t sendcount,
                                      priocclDataType_t datatype, int priority) {
-  return impl().collectiveAsync(detail::OpState::Kind::kAllGather, sendbuf, recvbuf, sendcount,
-                                datatype, priocclSum, -1, priority, nullptr);
+  return impl().submit(collectiveOp(Kind::kAllGather, sendbuf, recvbuf, sendcount, datatype,
+                                    priocclSum, -1, priority));
 }
 
 Request Communicator::allGatherAsync(const void* sendbuf, void* recvbuf, size_t sendcount,
                                      priocclDataType_t datatype, int priority,
                                      const std::string& key) {
-  return impl().collectiveAsync(detail::OpState::Kind::kAllGather, sendbuf, recvbuf, sendcount,
-                                datatype, priocclSum, -1, priority, &key);
+  return impl().submit(named(collectiveOp(Kind::kAllGather, sendbuf, recvbuf, sendcount, datatype,
+                                          priocclSum, -1, priority),
+                             key));
 }
 
 void Communicator::allGather(const void* sendbuf, void* recvbuf, size_t sendcount,
                              priocclDataType_t datatype) {
-  detail::group::waitOrDefer(impl().collectiveAsync(detail::OpState::Kind::kAllGather, sendbuf,
-                                                    recvbuf, sendcount, datatype, priocclSum, -1, 0,
-                                                    nullptr, true));
+  impl().run(collectiveOp(Kind::kAllGather, sendbuf, recvbuf, sendcount, datatype, priocclSum, -1));
 }
 
 Request Communicator::reduceScatterAsync(const void* sendbuf, void* recvbuf, size_t recvcount,
                                          priocclDataType_t datatype, priocclRedOp_t op,
                                          int priority) {
-  return impl().collectiveAsync(detail::OpState::Kind::kReduceScatter, sendbuf, recvbuf, recvcount,
-                                datatype, op, -1, priority, nullptr);
+  return impl().submit(
+      collectiveOp(Kind::kReduceScatter, sendbuf, recvbuf, recvcount, datatype, op, -1, priority));
 }
 
 Request Communicator::reduceScatterAsync(const void* sendbuf, void* recvbuf, size_t recvcount,
                                          priocclDataType_t datatype, priocclRedOp_t op,
                                          int priority, const std::string& key) {
-  return impl().collectiveAsync(detail::OpState::Kind::kReduceScatter, sendbuf, recvbuf, recvcount,
-                                datatype, op, -1, priority, &key);
+  return impl().submit(named(
+      collectiveOp(Kind::kReduceScatter, sendbuf, recvbuf, recvcount, datatype, op, -1, priority),
+      key));
 }
 
 void Communicator::reduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount,
                                  priocclDataType_t datatype, priocclRedOp_t op) {
-  detail::group::waitOrDefer(impl().collectiveAsync(detail::OpState::Kind::kReduceScatter, sendbuf,
-                                                    recvbuf, recvcount, datatype, op, -1, 0,
-                                                    nullptr, true));
+  impl().run(collectiveOp(Kind::kReduceScatter, sendbuf, recvbuf, recvcount, datatype, op, -1));
 }
 
 Request Communicator::allToAllAsync(const void* sendbuf, void* recvbuf, size_t count,
                                     priocclDataType_t datatype, int priority) {
-  return impl().collectiveAsync(detail::OpState::Kind::kAllToAll, sendbuf, recvbuf, count, datatype,
-                                priocclSum, -1, priority, nullptr);
+  return impl().submit(
+      collectiveOp(Kind::kAllToAll, sendbuf, recvbuf, count, datatype, priocclSum, -1, priority));
 }
 
 Request Communicator::allToAllAsync(const void* sendbuf, void* recvbuf, size_t count,
                                     priocclDataType_t datatype, int priority,
                                     const std::string& key) {
-  return impl().collectiveAsync(detail::OpState::Kind::kAllToAll, sendbuf, recvbuf, count, datatype,
-                                priocclSum, -1, priority, &key);
+  return impl().submit(named(
+      collectiveOp(Kind::kAllToAll, sendbuf, recvbuf, count, datatype, priocclSum, -1, priority),
+      key));
 }
 
 void Communicator::allToAll(const void* sendbuf, void* recvbuf, size_t count,
                             priocclDataType_t datatype) {
-  detail::group::waitOrDefer(impl().collectiveAsync(detail::OpState::Kind::kAllToAll, sendbuf,
-                                                    recvbuf, count, datatype, priocclSum, -1, 0,
-                                                    nullptr, true));
+  impl().run(collectiveOp(Kind::kAllToAll, sendbuf, recvbuf, count, datatype, priocclSum, -1));
 }
 
 Request Communicator::allGatherVAsync(const void* sendbuf, void* recvbuf, const size_t* recvcounts,
                                       const size_t* displs, priocclDataType_t datatype,
                                       int priority) {
-  return impl().collectiveVAsync(detail::OpState::Kind::kAllGatherV, sendbuf, recvbuf, nullptr,
-                                 nullptr, recvcounts, displs, datatype, priocclSum, priority,
-                                 nullptr);
+  return impl().submit(collectiveVOp(Kind::kAllGatherV, sendbuf, recvbuf, nullptr, nullptr,
+                                     recvcounts, displs, datatype, priocclSum, priority));
 }
 
 Request Communicator::allGatherVAsync(const void* sendbuf, void* recvbuf, const size_t* recvcounts,
                                       const size_t* displs, priocclDataType_t datatype,
                                       int priority, const std::string& key) {
-  return impl().collectiveVAsync(detail::OpState::Kind::kAllGatherV, sendbuf, recvbuf, nullptr,
-                                 nullptr, recvcounts, displs, datatype, priocclSum, priority, &key);
+  return impl().submit(named(collectiveVOp(Kind::kAllGatherV, sendbuf, recvbuf, nullptr, nullptr,
+                                           recvcounts, displs, datatype, priocclSum, priority),
+                             key));
 }
 
 void Communicator::allGatherV(const void* sendbuf, void* recvbuf, const size_t* recvcounts,
                               const size_t* displs, priocclDataType_t datatype) {
-  detail::group::waitOrDefer(impl().collectiveVAsync(detail::OpState::Kind::kAllGatherV, sendbuf,
-                                                     recvbuf, nullptr, nullptr, recvcounts, displs,
-                                                     datatype, priocclSum, 0, nullptr, true));
+  impl().run(collectiveVOp(Kind::kAllGatherV, sendbuf, recvbuf, nullptr, nullptr, recvcounts,
+                           displs, datatype, priocclSum));
 }
 
 Request Communicator::reduceScatterVAsync(const void* sendbuf, void* recvbuf,
                                           const size_t* recvcounts, priocclDataType_t datatype,
                                           priocclRedOp_t op, int priority) {
-  return impl().collectiveVAsync(detail::OpState::Kind::kReduceScatterV, sendbuf, recvbuf, nullptr,
-                                 nullptr, recvcounts, nullptr, datatype, op, priority, nullptr);
+  return impl().submit(collectiveVOp(Kind::kReduceScatterV, sendbuf, recvbuf, nullptr, nullptr,
+                                     recvcounts, nullptr, datatype, op, priority));
 }
 
 Request Communicator::reduceScatterVAsync(const void* sendbuf, void* recvbuf,
                                           const size_t* recvcounts, priocclDataType_t datatype,
                                           priocclRedOp_t op, int priority, const std::string& key) {
-  return impl().collectiveVAsync(detail::OpState::Kind::kReduceScatterV, sendbuf, recvbuf, nullptr,
-                                 nullptr, recvcounts, nullptr, datatype, op, priority, &key);
+  return impl().submit(named(collectiveVOp(Kind::kReduceScatterV, sendbuf, recvbuf, nullptr,
+                                           nullptr, recvcounts, nullptr, datatype, op, priority),
+                             key));
 }
 
 void Communicator::reduceScatterV(const void* sendbuf, void* recvbuf, const size_t* recvcounts,
                                   priocclDataType_t datatype, priocclRedOp_t op) {
-  detail::group::waitOrDefer(impl().collectiveVAsync(detail::OpState::Kind::kReduceScatterV,
-                                                     sendbuf, recvbuf, nullptr, nullptr, recvcounts,
-                                                     nullptr, datatype, op, 0, nullptr, true));
+  impl().run(collectiveVOp(Kind::kReduceScatterV, sendbuf, recvbuf, nullptr, nullptr, recvcounts,
+                           nullptr, datatype, op));
 }
 
 Request Communicator::allToAllVAsync(const void* sendbuf, const size_t* sendcounts,
                                      const size_t* sdispls, void* recvbuf, const size_t* recvcounts,
                                      const size_t* rdispls, priocclDataType_t datatype,
                                      int priority) {
-  return impl().collectiveVAsync(detail::OpState::Kind::kAllToAllV, sendbuf, recvbuf, sendcounts,
-                                 sdispls, recvcounts, rdispls, datatype, priocclSum, priority,
-                                 nullptr);
+  return impl().submit(collectiveVOp(Kind::kAllToAllV, sendbuf, recvbuf, sendcounts, sdispls,
+                                     recvcounts, rdispls, datatype, priocclSum, priority));
 }
 
 Request Communicator::allToAllVAsync(const void* sendbuf, const size_t* sendcounts,
                                      const size_t* sdispls, void* recvbuf, const size_t* recvcounts,
                                      const size_t* rdispls, priocclDataType_t datatype,
                                      int priority, const std::string& key) {
-  return impl().collectiveVAsync(detail::OpState::Kind::kAllToAllV, sendbuf, recvbuf, sendcounts,
-                                 sdispls, recvcounts, rdispls, datatype, priocclSum, priority,
-                                 &key);
+  return impl().submit(named(collectiveVOp(Kind::kAllToAllV, sendbuf, recvbuf, sendcounts, sdispls,
+                                           recvcounts, rdispls, datatype, priocclSum, priority),
+                             key));
 }
 
 void Communicator::allToAllV(const void* sendbuf, const size_t* sendcounts, const size_t* sdispls,
                              void* recvbuf, const size_t* recvcounts, const size_t* rdispls,
                              priocclDataType_t datatype) {
-  detail::group::waitOrDefer(impl().collectiveVAsync(
-      detail::OpState::Kind::kAllToAllV, sendbuf, recvbuf, sendcounts, sdispls, recvcounts, rdispls,
-      datatype, priocclSum, 0, nullptr, true));
+  impl().run(collectiveVOp(Kind::kAllToAllV, sendbuf, recvbuf, sendcounts, sdispls, recvcounts,
+                           rdispls, datatype, priocclSum));
 }
 
 Request Communicator::barrierAsync(int priority) {
-  return impl().collectiveAsync(detail::OpState::Kind::kBarrier, nullptr, nullptr, 0, priocclUint8,
-                                priocclSum, -1, priority, nullptr);
+  return impl().submit(
+      collectiveOp(Kind::kBarrier, nullptr, nullptr, 0, priocclUint8, priocclSum, -1, priority));
 }
 
 Request Communicator::barrierAsync(int priority, const std::string& key) {
-  return impl().collectiveAsync(detail::OpState::Kind::kBarrier, nullptr, nullptr, 0, priocclUint8,
-                                priocclSum, -1, priority, &key);
+  return impl().submit(named(
+      collectiveOp(Kind::kBarrier, nullptr, nullptr, 0, priocclUint8, priocclSum, -1, priority),
+      key));
 }
 
 std::string Communicator::startTimeline(const std::string& path) {
@@ -291,29 +290,22 @@ int Communicator::join() {
 }
 
 void Communicator::barrier() {
-  detail::group::waitOrDefer(impl().collectiveAsync(detail::OpState::Kind::kBarrier, nullptr,
-                                                    nullptr, 0, priocclUint8, priocclSum, -1, 0,
-                                                    nullptr, true));
+  impl().run(collectiveOp(Kind::kBarrier, nullptr, nullptr, 0, priocclUint8, priocclSum, -1));
 }
 
 void Communicator::broadcast(const void* sendbuf, void* recvbuf, size_t count,
                              priocclDataType_t datatype, int root) {
-  detail::group::waitOrDefer(impl().collectiveAsync(detail::OpState::Kind::kBroadcast, sendbuf,
-                                                    recvbuf, count, datatype, priocclSum, root, 0,
-                                                    nullptr, true));
+  impl().run(collectiveOp(Kind::kBroadcast, sendbuf, recvbuf, count, datatype, priocclSum, root));
 }
 
 Request Communicator::sendAsync(const void* buf, size_t count, priocclDataType_t datatype, int peer,
                                 int tag, int priority) {
-  // The engine only reads a send's buffer.
-  return impl().pointToPoint(detail::OpState::Kind::kSend, const_cast<void*>(buf), count, datatype,
-                             peer, tag, priority);
+  return impl().submit(pointToPointOp(Kind::kSend, buf, count, datatype, peer, tag, priority));
 }
 
 Request Communicator::recvAsync(void* buf, size_t count, priocclDataType_t datatype, int peer,
                                 int tag, int priority) {
-  return impl().pointToPoint(detail::OpState::Kind::kRecv, buf, count, datatype, peer, tag,
-                             priority);
+  return impl().submit(pointToPointOp(Kind::kRecv, buf, count, datatype, peer, tag, priority));
 }
 
 priocclCounters_t Communicator::counters() const {
@@ -322,9 +314,7 @@ priocclCounters_t Communicator::counters() const {
 
 void Communicator::allReduce(const void* sendbuf, void* recvbuf, size_t count,
                              priocclDataType_t datatype, priocclRedOp_t op) {
-  detail::group::waitOrDefer(impl().collectiveAsync(detail::OpState::Kind::kAllReduce, sendbuf,
-                                                    recvbuf, count, datatype, op, -1, 0, nullptr,
-                                                    true));
+  impl().run(collectiveOp(Kind::kAllReduce, sendbuf, recvbuf, count, datatype, op, -1));
 }
 
 void Communicator::abort() {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "common/error.h"
@@ -16,7 +17,88 @@ void validateEnums(const priocclDataType_t& dtype, const priocclRedOp_t& op) {
     fail(priocclInvalidArgument, "invalid reduction op ", enumBits(op));
 }
 
-CollectiveExtents checkCollective(const CollectiveArgs& a, int rank, int size) {
+namespace {
+// The enums are copied as bytes: from the C ABI they may hold any value until validateEnums has
+// read them, and loading such a value as an enum is undefined (UBSan's enum check).
+void copyEnums(OpDesc& d, const priocclDataType_t& dtype, const priocclRedOp_t& op) {
+  std::memcpy(&d.dtype, &dtype, sizeof dtype);
+  std::memcpy(&d.op, &op, sizeof op);
+}
+}  // namespace
+
+OpDesc collectiveOp(OpState::Kind kind, const void* send, void* recv, size_t count,
+                    const priocclDataType_t& dtype, const priocclRedOp_t& op, int root,
+                    int priority) {
+  OpDesc d;
+  d.kind = kind;
+  d.send = send;
+  d.recv = recv;
+  d.count = count;
+  copyEnums(d, dtype, op);
+  d.root = root;
+  d.priority = priority;
+  return d;
+}
+
+OpDesc collectiveVOp(OpState::Kind kind, const void* send, void* recv, const size_t* sendCounts,
+                     const size_t* sendDispls, const size_t* recvCounts, const size_t* recvDispls,
+                     const priocclDataType_t& dtype, const priocclRedOp_t& op, int priority) {
+  OpDesc d;
+  d.kind = kind;
+  d.send = send;
+  d.recv = recv;
+  d.sendCounts = sendCounts;
+  d.sendDispls = sendDispls;
+  d.recvCounts = recvCounts;
+  d.recvDispls = recvDispls;
+  copyEnums(d, dtype, op);
+  d.priority = priority;
+  return d;
+}
+
+OpDesc pointToPointOp(OpState::Kind kind, const void* buf, size_t count,
+                      const priocclDataType_t& dtype, int peer, int tag, int priority) {
+  OpDesc d;
+  d.kind = kind;
+  d.send = buf;
+  d.recv = const_cast<void*>(buf);  // written by a receive only; a send's caller gave it const
+  d.count = count;
+  const priocclRedOp_t none = priocclSum;
+  copyEnums(d, dtype, none);
+  d.peer = peer;
+  d.tag = tag;
+  d.priority = priority;
+  return d;
+}
+
+OpFamily familyOf(OpState::Kind kind) {
+  using Kind = OpState::Kind;
+  switch (kind) {
+    case Kind::kAllGatherV:
+    case Kind::kReduceScatterV:
+    case Kind::kAllToAllV:
+      return OpFamily::kCollectiveV;
+    case Kind::kSend:
+    case Kind::kRecv:
+      return OpFamily::kPointToPoint;
+    default:
+      return OpFamily::kCollective;
+  }
+}
+
+void checkPointToPoint(const OpDesc& d, int rank, int size) {
+  const char* what = d.kind == OpState::Kind::kSend ? "send" : "recv";
+  const size_t elem = reduce::dtypeSize(d.dtype);
+  if (d.count > SIZE_MAX / elem)
+    fail(priocclInvalidArgument, what, ": count ", d.count, " overflows the address space");
+  if (d.count > 0 && !d.send)
+    fail(priocclInvalidArgument, what, ": buf is null with count ", d.count);
+  if (d.peer < 0 || d.peer >= size || d.peer == rank)
+    fail(priocclInvalidArgument, what, ": peer ", d.peer, " is not another rank (this is rank ",
+         rank, " of ", size, ")");
+}
+
+CollectiveExtents checkCollective(const OpDesc& a, int rank, int size) {
   using Kind = OpState::Kind;
   const Kind kind = a.kind;
   const bool broadcast = kind == Kind::kBroadcast, reduceOp = kind == Kind::kReduce;
@@ -108,7 +190,7 @@ void requireDisjoint(const std::string& what, const char* name, const std::vecto
 
 }  // namespace
 
-CollectiveVLayout checkCollectiveV(const CollectiveVArgs& a, int rank, int size) {
+CollectiveVLayout checkCollectiveV(const OpDesc& a, int rank, int size) {
   using Kind = OpState::Kind;
   const Kind kind = a.kind;
   const std::string what = concat(kindName(kind), ": ");

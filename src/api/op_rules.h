@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string_view>
 #include <vector>
 
 #include "core/op.h"
@@ -17,17 +18,56 @@ namespace prioccl::detail {
 // possibly invalid enum values from the C ABI).
 void validateEnums(const priocclDataType_t& dtype, const priocclRedOp_t& op);
 
-// A collective of one count: an all-reduce, a broadcast from `root`, a reduce to `root`, an
-// all-gather (count: each rank's), a reduce-scatter (count: each rank's result), an all-to-all
-// (count: each block's; never in place) or a barrier (count 0).
-struct CollectiveArgs {
+// One op as an entry point describes it, C and C++ alike, before any check: the fields its kind
+// does not use keep their defaults. Made by the functions below, one per family of kinds.
+struct OpDesc {
   OpState::Kind kind = OpState::Kind::kAllReduce;
   const void* send = nullptr;
   void* recv = nullptr;
-  size_t count = 0;
+  size_t count = 0;  // one-count kinds, send and recv
+  // v-kinds: per-rank counts and displacements (null displacements: packed blocks).
+  const size_t* sendCounts = nullptr;
+  const size_t* sendDispls = nullptr;
+  const size_t* recvCounts = nullptr;
+  const size_t* recvDispls = nullptr;
+  // May hold values outside their enums (from the C ABI) until validateEnums has read them.
   priocclDataType_t dtype = priocclFloat32;
-  int root = -1;  // broadcast and reduce only
+  priocclRedOp_t op = priocclSum;  // the reducing kinds only
+  int root = -1;                   // broadcast and reduce
+  int peer = -1, tag = 0;          // send and recv
+  int priority = 0;
+  bool named = false;
+  std::string_view key;  // a named op's name: every rank submits it under the same one
 };
+
+// A collective of one count: an all-reduce, a broadcast from `root`, a reduce to `root`, an
+// all-gather (count: each rank's), a reduce-scatter (count: each rank's result), an all-to-all
+// (count: each block's; never in place) or a barrier (count 0). `op` is ignored by the kinds
+// that do not reduce, `root` by those without one.
+OpDesc collectiveOp(OpState::Kind kind, const void* send, void* recv, size_t count,
+                    const priocclDataType_t& dtype, const priocclRedOp_t& op = priocclSum,
+                    int root = -1, int priority = 0);
+// A v-collective (per-rank counts, MPI's semantics): an all-gather-v (recvCounts, recvDispls;
+// sendbuf holds recvCounts[rank] elements), a reduce-scatter-v (sendbuf holds the blocks of
+// recvCounts, packed; recvbuf gets recvCounts[rank]) or an all-to-all-v (all four). Every count
+// array holds `size` entries.
+OpDesc collectiveVOp(OpState::Kind kind, const void* send, void* recv, const size_t* sendCounts,
+                     const size_t* sendDispls, const size_t* recvCounts, const size_t* recvDispls,
+                     const priocclDataType_t& dtype, const priocclRedOp_t& op = priocclSum,
+                     int priority = 0);
+// A send (buf read) or a receive (buf written) of `count` elements with `peer`.
+OpDesc pointToPointOp(OpState::Kind kind, const void* buf, size_t count,
+                      const priocclDataType_t& dtype, int peer, int tag, int priority);
+// `d` as a named op.
+inline OpDesc named(OpDesc d, std::string_view key) {
+  d.named = true;
+  d.key = key;
+  return d;
+}
+
+// Which check an op's kind takes: checkCollective, checkCollectiveV, or the point-to-point rules.
+enum class OpFamily { kCollective, kCollectiveV, kPointToPoint };
+OpFamily familyOf(OpState::Kind kind);
 
 // What this rank reads and writes. As NCCL's: only a broadcast's root reads its send buffer, only
 // a reduce's root writes its receive buffer; the others' buffers are ignored (null here, and 0
@@ -40,22 +80,8 @@ struct CollectiveExtents {
   int root = -1;  // a broadcast's or reduce's root; -1 for the other kinds
 };
 
-CollectiveExtents checkCollective(const CollectiveArgs& args, int rank, int size);
-
-// A v-collective (per-rank counts, MPI's semantics): an all-gather-v (recvCounts, recvDispls;
-// sendbuf holds recvCounts[rank] elements), a reduce-scatter-v (sendbuf holds the blocks of
-// recvCounts, packed; recvbuf gets recvCounts[rank]) or an all-to-all-v (all four). Null
-// displacements mean packed blocks; every count array holds `size` entries.
-struct CollectiveVArgs {
-  OpState::Kind kind = OpState::Kind::kAllGatherV;
-  const void* send = nullptr;
-  void* recv = nullptr;
-  const size_t* sendCounts = nullptr;
-  const size_t* sendDispls = nullptr;
-  const size_t* recvCounts = nullptr;
-  const size_t* recvDispls = nullptr;
-  priocclDataType_t dtype = priocclFloat32;
-};
+// The rules of a one-count collective.
+CollectiveExtents checkCollective(const OpDesc& d, int rank, int size);
 
 // The layout copied from the caller's arrays (OpState's fields of the same names: an all-gather-v
 // fills recv*, a reduce-scatter-v send* with the blocks of recvcounts, an all-to-all-v both), the
@@ -65,6 +91,11 @@ struct CollectiveVLayout {
   size_t sendElems = 0, recvElems = 0, largest = 0;
 };
 
-CollectiveVLayout checkCollectiveV(const CollectiveVArgs& args, int rank, int size);
+// The rules of a v-collective.
+CollectiveVLayout checkCollectiveV(const OpDesc& d, int rank, int size);
+
+// The rules of a send or receive with this rank's own arguments (the tag's range is the
+// engine's: CommImpl checks it).
+void checkPointToPoint(const OpDesc& d, int rank, int size);
 
 }  // namespace prioccl::detail

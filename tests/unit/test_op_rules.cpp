@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -30,11 +31,11 @@ std::string refusal(F check) {
   return "";
 }
 
-std::string refuse(const CollectiveArgs& a, int rank = 1) {
+std::string refuse(const OpDesc& a, int rank = 1) {
   return refusal([&] { checkCollective(a, rank, kSize); });
 }
 
-std::string refuseV(const CollectiveVArgs& a, int rank = 1) {
+std::string refuseV(const OpDesc& a, int rank = 1) {
   return refusal([&] { checkCollectiveV(a, rank, kSize); });
 }
 
@@ -47,8 +48,9 @@ TEST(CollectiveRules, ExtentsOfEveryKind) {
   // count 4 floats: blocked kinds read or write 4 blocks of 16 bytes.
   for (Case c : {Case{Kind::kAllReduce, 16, 16}, Case{Kind::kAllGather, 16, 64},
                  Case{Kind::kReduceScatter, 64, 16}, Case{Kind::kAllToAll, 64, 64}}) {
-    CollectiveExtents x =
-        checkCollective({c.kind, send.data(), recv.data(), 4, priocclFloat32, -1}, 1, kSize);
+    CollectiveExtents x = checkCollective(
+        collectiveOp(c.kind, send.data(), recv.data(), 4, priocclFloat32, priocclSum, -1), 1,
+        kSize);
     EXPECT_EQ(x.sendBytes, c.sendBytes) << kindName(c.kind);
     EXPECT_EQ(x.recvBytes, c.recvBytes) << kindName(c.kind);
     EXPECT_EQ(x.root, -1) << kindName(c.kind);
@@ -57,7 +59,8 @@ TEST(CollectiveRules, ExtentsOfEveryKind) {
   }
   // A barrier and empty ops need no buffers.
   for (Kind k : {Kind::kBarrier, Kind::kAllReduce, Kind::kAllGather, Kind::kAllToAll}) {
-    CollectiveExtents x = checkCollective({k, nullptr, nullptr, 0, priocclInt8, -1}, 0, kSize);
+    CollectiveExtents x = checkCollective(
+        collectiveOp(k, nullptr, nullptr, 0, priocclInt8, priocclSum, -1), 0, kSize);
     EXPECT_EQ(x.sendBytes + x.recvBytes, 0u) << kindName(k);
   }
 }
@@ -65,53 +68,65 @@ TEST(CollectiveRules, ExtentsOfEveryKind) {
 TEST(CollectiveRules, OnlyTheRootReadsABroadcastAndWritesAReduce) {
   std::vector<double> send(8), recv(8);
   // Not the root: the other buffer is ignored, whatever it is.
-  CollectiveExtents b = checkCollective(
-      {Kind::kBroadcast, reinterpret_cast<void*>(0x10), recv.data(), 8, priocclFloat64, 2}, 1,
-      kSize);
+  CollectiveExtents b =
+      checkCollective(collectiveOp(Kind::kBroadcast, reinterpret_cast<void*>(0x10), recv.data(), 8,
+                                   priocclFloat64, priocclSum, 2),
+                      1, kSize);
   EXPECT_EQ(b.root, 2);
   EXPECT_EQ(b.send, nullptr);
   EXPECT_EQ(b.sendBytes, 0u);
   EXPECT_EQ(b.recvBytes, 64u);
-  CollectiveExtents r =
-      checkCollective({Kind::kReduce, send.data(), nullptr, 8, priocclFloat64, 2}, 1, kSize);
+  CollectiveExtents r = checkCollective(
+      collectiveOp(Kind::kReduce, send.data(), nullptr, 8, priocclFloat64, priocclSum, 2), 1,
+      kSize);
   EXPECT_EQ(r.recv, nullptr);
   EXPECT_EQ(r.recvBytes, 0u);
   EXPECT_EQ(r.sendBytes, 64u);
   // The root needs them.
-  EXPECT_EQ(refuse({Kind::kBroadcast, nullptr, recv.data(), 8, priocclFloat64, 1}),
+  EXPECT_EQ(refuse(collectiveOp(Kind::kBroadcast, nullptr, recv.data(), 8, priocclFloat64,
+                                priocclSum, 1)),
             "broadcast: sendbuf is null with count 8 on the root");
-  EXPECT_EQ(refuse({Kind::kReduce, send.data(), nullptr, 8, priocclFloat64, 1}),
-            "reduce: recvbuf is null with count 8 on the root");
+  EXPECT_EQ(
+      refuse(collectiveOp(Kind::kReduce, send.data(), nullptr, 8, priocclFloat64, priocclSum, 1)),
+      "reduce: recvbuf is null with count 8 on the root");
   // In place on the root: one buffer.
-  checkCollective({Kind::kBroadcast, recv.data(), recv.data(), 8, priocclFloat64, 1}, 1, kSize);
+  checkCollective(
+      collectiveOp(Kind::kBroadcast, recv.data(), recv.data(), 8, priocclFloat64, priocclSum, 1), 1,
+      kSize);
 }
 
 TEST(CollectiveRules, RootsOutsideTheCommunicatorAreRefused) {
   std::vector<int> buf(4);
   for (int root : {-1, kSize, 1000})
     for (Kind k : {Kind::kBroadcast, Kind::kReduce})
-      EXPECT_EQ(refuse({k, buf.data(), buf.data(), 4, priocclInt32, root}),
+      EXPECT_EQ(refuse(collectiveOp(k, buf.data(), buf.data(), 4, priocclInt32, priocclSum, root)),
                 std::string(kindName(k)) + ": root " + std::to_string(root) +
                     " is not a rank of this communicator (4 ranks)");
 }
 
 TEST(CollectiveRules, NullBuffersWithACountAreRefused) {
   std::vector<float> buf(16);
-  EXPECT_EQ(refuse({Kind::kAllReduce, buf.data(), nullptr, 3, priocclFloat32, -1}),
+  EXPECT_EQ(refuse(collectiveOp(Kind::kAllReduce, buf.data(), nullptr, 3, priocclFloat32,
+                                priocclSum, -1)),
             "recvbuf is null with count 3");
-  EXPECT_EQ(refuse({Kind::kAllReduce, nullptr, buf.data(), 3, priocclFloat32, -1}),
+  EXPECT_EQ(refuse(collectiveOp(Kind::kAllReduce, nullptr, buf.data(), 3, priocclFloat32,
+                                priocclSum, -1)),
             "sendbuf is null with count 3");
-  EXPECT_EQ(refuse({Kind::kAllGather, nullptr, buf.data(), 3, priocclFloat32, -1}),
+  EXPECT_EQ(refuse(collectiveOp(Kind::kAllGather, nullptr, buf.data(), 3, priocclFloat32,
+                                priocclSum, -1)),
             "allgather: sendbuf is null with count 3");
-  EXPECT_EQ(refuse({Kind::kAllToAll, buf.data(), nullptr, 3, priocclFloat32, -1}),
-            "alltoall: recvbuf is null with count 3");
+  EXPECT_EQ(
+      refuse(collectiveOp(Kind::kAllToAll, buf.data(), nullptr, 3, priocclFloat32, priocclSum, -1)),
+      "alltoall: recvbuf is null with count 3");
 }
 
 TEST(CollectiveRules, CountsBeyondTheAddressSpaceAreRefused) {
   std::vector<float> buf(4);
-  EXPECT_EQ(refuse({Kind::kAllReduce, buf.data(), buf.data(), SIZE_MAX / 2, priocclFloat32, -1}),
+  EXPECT_EQ(refuse(collectiveOp(Kind::kAllReduce, buf.data(), buf.data(), SIZE_MAX / 2,
+                                priocclFloat32, priocclSum, -1)),
             "count " + std::to_string(SIZE_MAX / 2) + " of float32 overflows the address space");
-  EXPECT_NE(refuse({Kind::kAllGather, buf.data(), buf.data(), SIZE_MAX / 2, priocclInt8, -1})
+  EXPECT_NE(refuse(collectiveOp(Kind::kAllGather, buf.data(), buf.data(), SIZE_MAX / 2, priocclInt8,
+                                priocclSum, -1))
                 .find("per rank (4 ranks) overflows the address space"),
             std::string::npos);
 }
@@ -122,23 +137,29 @@ TEST(CollectiveRules, InPlaceFormsAndOverlaps) {
   const int rank = 2;
   // In place: the same pointer; an all-gather's send at this rank's block of recv; a
   // reduce-scatter's recv at this rank's block of send.
-  checkCollective({Kind::kAllReduce, b, b, 8, priocclInt64, -1}, rank, kSize);
-  checkCollective({Kind::kAllGather, b + 8 * rank, b, 8, priocclInt64, -1}, rank, kSize);
-  checkCollective({Kind::kReduceScatter, b, b + 8 * rank, 8, priocclInt64, -1}, rank, kSize);
+  checkCollective(collectiveOp(Kind::kAllReduce, b, b, 8, priocclInt64, priocclSum, -1), rank,
+                  kSize);
+  checkCollective(collectiveOp(Kind::kAllGather, b + 8 * rank, b, 8, priocclInt64, priocclSum, -1),
+                  rank, kSize);
+  checkCollective(
+      collectiveOp(Kind::kReduceScatter, b, b + 8 * rank, 8, priocclInt64, priocclSum, -1), rank,
+      kSize);
   // Overlaps that are none of those.
-  EXPECT_EQ(refuse({Kind::kAllReduce, b + 1, b, 8, priocclInt64, -1}, rank),
+  EXPECT_EQ(refuse(collectiveOp(Kind::kAllReduce, b + 1, b, 8, priocclInt64, priocclSum, -1), rank),
             "sendbuf and recvbuf overlap without being in place (the same pointer)");
-  EXPECT_EQ(refuse({Kind::kAllGather, b + 8, b, 8, priocclInt64, -1}, rank),
+  EXPECT_EQ(refuse(collectiveOp(Kind::kAllGather, b + 8, b, 8, priocclInt64, priocclSum, -1), rank),
             "allgather: sendbuf and recvbuf overlap without being in place (sendbuf at this "
             "rank's block of recvbuf)");
-  EXPECT_EQ(refuse({Kind::kReduceScatter, b, b + 8, 8, priocclInt64, -1}, rank),
-            "reducescatter: sendbuf and recvbuf overlap without being in place (recvbuf at this "
-            "rank's block of sendbuf)");
-  EXPECT_EQ(refuse({Kind::kAllToAll, b, b, 8, priocclInt64, -1}, rank),
+  EXPECT_EQ(
+      refuse(collectiveOp(Kind::kReduceScatter, b, b + 8, 8, priocclInt64, priocclSum, -1), rank),
+      "reducescatter: sendbuf and recvbuf overlap without being in place (recvbuf at this "
+      "rank's block of sendbuf)");
+  EXPECT_EQ(refuse(collectiveOp(Kind::kAllToAll, b, b, 8, priocclInt64, priocclSum, -1), rank),
             "alltoall: sendbuf and recvbuf overlap without being in place (an all-to-all is "
             "never in place)");
   // Disjoint buffers side by side are fine.
-  checkCollective({Kind::kAllToAll, b, b + 32, 8, priocclInt64, -1}, rank, kSize);
+  checkCollective(collectiveOp(Kind::kAllToAll, b, b + 32, 8, priocclInt64, priocclSum, -1), rank,
+                  kSize);
 }
 
 TEST(CollectiveRules, EnumsOutsideTheirDeclaredValuesAreRefused) {
@@ -152,9 +173,10 @@ TEST(CollectiveRules, EnumsOutsideTheirDeclaredValuesAreRefused) {
 TEST(CollectiveVRules, PackedLayoutsAndExtents) {
   std::vector<float> send(32), recv(32);
   const size_t counts[kSize] = {1, 2, 3, 4};
-  CollectiveVLayout g = checkCollectiveV({Kind::kAllGatherV, send.data(), recv.data(), nullptr,
-                                          nullptr, counts, nullptr, priocclFloat32},
-                                         2, kSize);
+  CollectiveVLayout g =
+      checkCollectiveV(collectiveVOp(Kind::kAllGatherV, send.data(), recv.data(), nullptr, nullptr,
+                                     counts, nullptr, priocclFloat32),
+                       2, kSize);
   EXPECT_EQ(g.recvCounts, (std::vector<size_t>{1, 2, 3, 4}));
   EXPECT_EQ(g.recvDispls, (std::vector<size_t>{0, 1, 3, 6}));
   EXPECT_TRUE(g.sendCounts.empty());
@@ -162,9 +184,10 @@ TEST(CollectiveVRules, PackedLayoutsAndExtents) {
   EXPECT_EQ(g.sendElems, 3u);
   EXPECT_EQ(g.largest, 4u);
 
-  CollectiveVLayout rs = checkCollectiveV({Kind::kReduceScatterV, send.data(), recv.data(), nullptr,
-                                           nullptr, counts, nullptr, priocclFloat32},
-                                          3, kSize);
+  CollectiveVLayout rs =
+      checkCollectiveV(collectiveVOp(Kind::kReduceScatterV, send.data(), recv.data(), nullptr,
+                                     nullptr, counts, nullptr, priocclFloat32),
+                       3, kSize);
   EXPECT_EQ(rs.sendCounts, (std::vector<size_t>{1, 2, 3, 4}));
   EXPECT_EQ(rs.sendDispls, (std::vector<size_t>{0, 1, 3, 6}));
   EXPECT_TRUE(rs.recvCounts.empty());
@@ -172,8 +195,9 @@ TEST(CollectiveVRules, PackedLayoutsAndExtents) {
   EXPECT_EQ(rs.recvElems, 4u);
 
   const size_t sc[kSize] = {2, 0, 1, 5}, rc[kSize] = {3, 0, 4, 1}, rd[kSize] = {20, 0, 10, 0};
-  CollectiveVLayout a = checkCollectiveV(
-      {Kind::kAllToAllV, send.data(), recv.data(), sc, nullptr, rc, rd, priocclFloat32}, 1, kSize);
+  CollectiveVLayout a = checkCollectiveV(collectiveVOp(Kind::kAllToAllV, send.data(), recv.data(),
+                                                       sc, nullptr, rc, rd, priocclFloat32),
+                                         1, kSize);
   EXPECT_EQ(a.sendDispls, (std::vector<size_t>{0, 2, 2, 3}));
   EXPECT_EQ(a.recvDispls, (std::vector<size_t>{20, 0, 10, 0}));
   EXPECT_EQ(a.sendElems, 8u);
@@ -184,34 +208,34 @@ TEST(CollectiveVRules, PackedLayoutsAndExtents) {
 TEST(CollectiveVRules, BadLayoutsAreRefused) {
   std::vector<float> send(64), recv(64);
   const size_t counts[kSize] = {1, 2, 3, 4};
-  EXPECT_EQ(refuseV({Kind::kAllGatherV, send.data(), recv.data(), nullptr, nullptr, nullptr,
-                     nullptr, priocclFloat32}),
+  EXPECT_EQ(refuseV(collectiveVOp(Kind::kAllGatherV, send.data(), recv.data(), nullptr, nullptr,
+                                  nullptr, nullptr, priocclFloat32)),
             "allgatherv: recvcounts is null");
-  EXPECT_EQ(refuseV({Kind::kAllToAllV, send.data(), recv.data(), nullptr, nullptr, counts, nullptr,
-                     priocclFloat32}),
+  EXPECT_EQ(refuseV(collectiveVOp(Kind::kAllToAllV, send.data(), recv.data(), nullptr, nullptr,
+                                  counts, nullptr, priocclFloat32)),
             "alltoallv: sendcounts is null");
   const size_t overlapping[kSize] = {0, 2, 4, 6};  // block 1 (2 elements at 2) runs into block 2
   const size_t wide[kSize] = {2, 3, 2, 2};
-  EXPECT_EQ(refuseV({Kind::kAllGatherV, send.data(), recv.data(), nullptr, nullptr, wide,
-                     overlapping, priocclFloat32}),
+  EXPECT_EQ(refuseV(collectiveVOp(Kind::kAllGatherV, send.data(), recv.data(), nullptr, nullptr,
+                                  wide, overlapping, priocclFloat32)),
             "allgatherv: blocks 1 and 2 of recvbuf overlap (each rank's block must have a place "
             "of its own)");
   const size_t huge[kSize] = {1, SIZE_MAX / 2, 1, 1};
-  EXPECT_NE(refuseV({Kind::kReduceScatterV, send.data(), recv.data(), nullptr, nullptr, huge,
-                     nullptr, priocclFloat32})
+  EXPECT_NE(refuseV(collectiveVOp(Kind::kReduceScatterV, send.data(), recv.data(), nullptr, nullptr,
+                                  huge, nullptr, priocclFloat32))
                 .find("reducescatterv: recvcounts[1] = " + std::to_string(SIZE_MAX / 2) +
                       " from packed displacement 1 of float32 overflows the address space"),
             std::string::npos);
   const size_t sc[kSize] = {1, 2, 1, 1}, rc[kSize] = {1, 3, 1, 1};
-  EXPECT_EQ(refuseV({Kind::kAllToAllV, send.data(), recv.data(), sc, nullptr, rc, nullptr,
-                     priocclFloat32}),
+  EXPECT_EQ(refuseV(collectiveVOp(Kind::kAllToAllV, send.data(), recv.data(), sc, nullptr, rc,
+                                  nullptr, priocclFloat32)),
             "alltoallv: sendcounts[1] = 2 but recvcounts[1] = 3: what this rank sends itself "
             "must be what it expects from itself");
-  EXPECT_EQ(refuseV({Kind::kAllGatherV, nullptr, recv.data(), nullptr, nullptr, counts, nullptr,
-                     priocclFloat32}),
+  EXPECT_EQ(refuseV(collectiveVOp(Kind::kAllGatherV, nullptr, recv.data(), nullptr, nullptr, counts,
+                                  nullptr, priocclFloat32)),
             "allgatherv: sendbuf is null with 2 elements to send");
-  EXPECT_EQ(refuseV({Kind::kReduceScatterV, send.data(), nullptr, nullptr, nullptr, counts, nullptr,
-                     priocclFloat32}),
+  EXPECT_EQ(refuseV(collectiveVOp(Kind::kReduceScatterV, send.data(), nullptr, nullptr, nullptr,
+                                  counts, nullptr, priocclFloat32)),
             "reducescatterv: recvbuf is null with 2 elements to receive");
 }
 
@@ -221,18 +245,71 @@ TEST(CollectiveVRules, InPlaceFormsAndOverlaps) {
   const size_t counts[kSize] = {1, 2, 3, 4};  // packed displacements 0, 1, 3, 6
   // In place: an all-gather-v's send at displs[rank] of recv, a reduce-scatter-v's recv at this
   // rank's block of send.
-  checkCollectiveV({Kind::kAllGatherV, b + 3, b, nullptr, nullptr, counts, nullptr, priocclFloat32},
-                   2, kSize);
   checkCollectiveV(
-      {Kind::kReduceScatterV, b, b + 3, nullptr, nullptr, counts, nullptr, priocclFloat32}, 2,
-      kSize);
-  EXPECT_EQ(
-      refuseV({Kind::kAllGatherV, b + 2, b, nullptr, nullptr, counts, nullptr, priocclFloat32}, 2),
-      "allgatherv: sendbuf and recvbuf overlap without being in place (sendbuf at "
-      "displs[rank] of recvbuf)");
-  EXPECT_EQ(refuseV({Kind::kAllToAllV, b, b, counts, nullptr, counts, nullptr, priocclFloat32}, 2),
+      collectiveVOp(Kind::kAllGatherV, b + 3, b, nullptr, nullptr, counts, nullptr, priocclFloat32),
+      2, kSize);
+  checkCollectiveV(collectiveVOp(Kind::kReduceScatterV, b, b + 3, nullptr, nullptr, counts, nullptr,
+                                 priocclFloat32),
+                   2, kSize);
+  EXPECT_EQ(refuseV(collectiveVOp(Kind::kAllGatherV, b + 2, b, nullptr, nullptr, counts, nullptr,
+                                  priocclFloat32),
+                    2),
+            "allgatherv: sendbuf and recvbuf overlap without being in place (sendbuf at "
+            "displs[rank] of recvbuf)");
+  EXPECT_EQ(refuseV(collectiveVOp(Kind::kAllToAllV, b, b, counts, nullptr, counts, nullptr,
+                                  priocclFloat32),
+                    2),
             "alltoallv: sendbuf and recvbuf overlap without being in place (an all-to-all is "
             "never in place)");
+}
+
+TEST(OpDescriptors, CarryEnumsOutsideTheirValuesToValidateEnumsUnloaded) {
+  // As the C ABI passes them: any bits. The descriptor copies them as bytes; validateEnums reads
+  // them the same way and refuses (under UBSan a load as an enum would fail the test).
+  int32_t badType = 99, badOp = -1;
+  priocclDataType_t dtype;
+  priocclRedOp_t op;
+  std::memcpy(&dtype, &badType, sizeof dtype);
+  std::memcpy(&op, &badOp, sizeof op);
+  float x = 0;
+  OpDesc d = collectiveOp(Kind::kAllReduce, &x, &x, 1, dtype, priocclSum, -1, 3);
+  EXPECT_EQ(refusal([&] { validateEnums(d.dtype, d.op); }), "invalid datatype 99");
+  d = collectiveOp(Kind::kAllReduce, &x, &x, 1, priocclFloat32, op);
+  EXPECT_EQ(refusal([&] { validateEnums(d.dtype, d.op); }), "invalid reduction op -1");
+  d = named(collectiveOp(Kind::kBroadcast, &x, &x, 1, priocclFloat32, priocclSum, 2, 7), "w");
+  EXPECT_TRUE(d.named);
+  EXPECT_EQ(d.key, "w");
+  EXPECT_EQ(d.root, 2);
+  EXPECT_EQ(d.priority, 7);
+}
+
+TEST(OpDescriptors, EveryKindHasItsFamily) {
+  EXPECT_EQ(familyOf(Kind::kAllReduce), OpFamily::kCollective);
+  EXPECT_EQ(familyOf(Kind::kBarrier), OpFamily::kCollective);
+  EXPECT_EQ(familyOf(Kind::kJoin), OpFamily::kCollective);
+  EXPECT_EQ(familyOf(Kind::kAllGatherV), OpFamily::kCollectiveV);
+  EXPECT_EQ(familyOf(Kind::kReduceScatterV), OpFamily::kCollectiveV);
+  EXPECT_EQ(familyOf(Kind::kAllToAllV), OpFamily::kCollectiveV);
+  EXPECT_EQ(familyOf(Kind::kSend), OpFamily::kPointToPoint);
+  EXPECT_EQ(familyOf(Kind::kRecv), OpFamily::kPointToPoint);
+}
+
+TEST(PointToPointRules, PeersCountsAndBuffers) {
+  std::vector<double> buf(4);
+  auto refuseP2P = [](const OpDesc& d) { return refusal([&] { checkPointToPoint(d, 1, kSize); }); };
+  EXPECT_EQ(refuseP2P(pointToPointOp(Kind::kSend, buf.data(), 4, priocclFloat64, 0, 0, 0)), "");
+  EXPECT_EQ(refuseP2P(pointToPointOp(Kind::kRecv, nullptr, 0, priocclFloat64, 3, 0, 0)), "");
+  EXPECT_EQ(refuseP2P(pointToPointOp(Kind::kSend, buf.data(), 4, priocclFloat64, 1, 0, 0)),
+            "send: peer 1 is not another rank (this is rank 1 of 4)");
+  EXPECT_EQ(refuseP2P(pointToPointOp(Kind::kRecv, buf.data(), 4, priocclFloat64, 4, 0, 0)),
+            "recv: peer 4 is not another rank (this is rank 1 of 4)");
+  EXPECT_EQ(refuseP2P(pointToPointOp(Kind::kRecv, buf.data(), 4, priocclFloat64, -1, 0, 0)),
+            "recv: peer -1 is not another rank (this is rank 1 of 4)");
+  EXPECT_EQ(refuseP2P(pointToPointOp(Kind::kSend, nullptr, 4, priocclFloat64, 0, 0, 0)),
+            "send: buf is null with count 4");
+  EXPECT_EQ(
+      refuseP2P(pointToPointOp(Kind::kRecv, buf.data(), SIZE_MAX / 4, priocclFloat64, 0, 0, 0)),
+      "recv: count " + std::to_string(SIZE_MAX / 4) + " overflows the address space");
 }
 
 }  // namespace
