@@ -359,7 +359,7 @@ void ChunkRunner::finishChunk(Slot& slot) {
     op.staging->resultDone(first * elem,
                            (std::min(first + live.chunkCount, op.count) - first) * elem);
   }
-  if (!agreement && live.finished()) events_.opDone(*live.op);
+  if (!agreement && live.finished()) events_.opEnded(*live.op);
 }
 
 void ChunkRunner::runInline(std::shared_ptr<OpState> op, const Announce& announce) {

@@ -40,7 +40,7 @@ class ChunkRunner {
     virtual ~Events() = default;
     // `op`'s agreement chunk has finished: its verdict decides what becomes of the op.
     virtual void agreementDone(const AgreementChunk& agreement, std::shared_ptr<OpState> op) = 0;
-    virtual void opDone(OpState& op) = 0;  // every data chunk of `op` has finished
+    virtual void opEnded(OpState& op) = 0;  // every data chunk of `op` has finished
   };
 
   // Unnamed ops up to this size ride in their agreement messages when recursive doubling or

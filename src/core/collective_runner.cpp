@@ -203,7 +203,7 @@ bool CollectiveRunner::poll(Clock::time_point now) {
     if (++live.done < live.chunks) continue;
     std::shared_ptr<OpState> op = std::move(live.op);
     ops_.erase(e.op);
-    events_.opDone(*op);
+    events_.opEnded(*op);
   }
   return true;
 }

@@ -42,7 +42,7 @@ class CollectiveRunner {
   class Events {
    public:
     virtual ~Events() = default;
-    virtual void opDone(OpState& op) = 0;  // every launch of `op` has completed
+    virtual void opEnded(OpState& op) = 0;  // every launch of `op` has completed
   };
 
   CollectiveRunner(CollBackend& backend, const Config& config, bool coordinator, OpStats& stats,
@@ -62,7 +62,7 @@ class CollectiveRunner {
   // Launches queued entries, in order, while fewer than kInFlight are in flight and their ops
   // are known here; true when it launched any.
   bool launch();
-  // Polls the backend; finished ops go to Events::opDone. True when any launch completed.
+  // Polls the backend; finished ops go to Events::opEnded. True when any launch completed.
   bool poll(Clock::time_point now);
 
   bool empty() const { return ops_.empty(); }

@@ -357,11 +357,11 @@ bool Engine::takeSubmissions() {
   } clear{fresh};
   for (auto& op : fresh) {
     if (join_ && !op->pointToPoint()) {  // it takes part in the others' ops, not its own
-      end(*op, priocclInvalidUsage,
-          concat(kindName(op->kind), " ", describeOp(*op, matcher_.nextUnnamed()),
-                 " submitted on rank ", rank_,
-                 " after its join (priocclJoin): a joined rank submits no collective until "
-                 "every rank has joined"));
+      endOp(*op, priocclInvalidUsage,
+            concat(kindName(op->kind), " ", describeOp(*op, matcher_.nextUnnamed()),
+                   " submitted on rank ", rank_,
+                   " after its join (priocclJoin): a joined rank submits no collective until "
+                   "every rank has joined"));
       continue;
     }
     if (op->kind == OpState::Kind::kJoin) join_ = op;
@@ -474,7 +474,7 @@ void Engine::onCompletion(const Completion& c, Clock::time_point done) {
   if (control_.onCompletion(p, c, done, &from, &notice)) failFromPeer(from, notice);
 }
 
-void Engine::finishOp(OpState& op, priocclResult_t code, const std::string& message) {
+void Engine::endOp(OpState& op, priocclResult_t code, const std::string& message) {
   stats_.opEnded(code == priocclSuccess);
   op.ended = true;
   ended_.push_back({op.shared_from_this(), code, message});
@@ -519,7 +519,7 @@ void Engine::failWith(priocclResult_t code, const std::string& full, const Abort
   matcher_.clear(doomed);
   join_.reset();
   for (auto& op : doomed)
-    if (op && !op->ended) finishOp(*op, code, full);
+    if (op && !op->ended) endOp(*op, code, full);
 }
 
 bool Engine::lockUnlessStuck(std::unique_lock<std::timed_mutex>& lock, OpState* waiter) {

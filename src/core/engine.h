@@ -173,7 +173,7 @@ class Engine : private ChunkRunner::Events,
   void agreementDone(const AgreementChunk& agreement, std::shared_ptr<OpState> op) override {
     matcher_.concluded(agreement, std::move(op), *this);
   }
-  void opDone(OpState& op) override { finishOp(op, priocclSuccess, ""); }
+  void opEnded(OpState& op) override { endOp(op, priocclSuccess, ""); }
   void join(uint32_t lane, std::shared_ptr<OpState> op) override {
     // Decided by the coordinator; the backend runs the kinds it has (v-variants: step machines).
     if (collectives_ && lane == kNamedLane && CollectiveRunner::runs(op->kind))
@@ -182,11 +182,9 @@ class Engine : private ChunkRunner::Events,
       runner_.add(lane, std::move(op));
   }
   void matched(const OpState& op) override { stats_.matched(op, Clock::now()); }
-  void end(OpState& op, priocclResult_t code, const std::string& message) override {
-    finishOp(op, code, message);
-  }
-  // Counts the op as ended; finish() runs after the progress lock is released.
-  void finishOp(OpState& op, priocclResult_t code, const std::string& message);
+  // The engine is done with `op` (OpState::ended; OpMatcher::Sink): counted, and its result
+  // published (OpState::finish) once the progress lock is released.
+  void endOp(OpState& op, priocclResult_t code, const std::string& message) override;
   // The algorithm of a collective, settled once from arguments every rank agrees on.
   void settleAlgorithm(OpState& op) const;
   // While this rank has joined: an op the coordinator answered for it (d.filled) runs as a

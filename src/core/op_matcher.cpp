@@ -201,7 +201,7 @@ std::string OpMatcher::verdict(const OpState& op, const AgreementChunk& agreemen
 void OpMatcher::admit(std::shared_ptr<OpState> op, Negotiator& negotiator, Sink& sink) {
   if (op->pointToPoint()) {  // matched by order per lane
     if (op->count == 0) {
-      sink.end(*op, priocclSuccess, "");
+      sink.endOp(*op, priocclSuccess, "");
       return;
     }
     numberPointToPoint(*op);
@@ -222,9 +222,9 @@ void OpMatcher::apply(const Decision& d, Sink& sink) {
   std::shared_ptr<OpState> op = decided(d, &mismatch);
   sink.matched(*op);
   if (!mismatch.empty())
-    sink.end(*op, priocclInvalidUsage, mismatch);
+    sink.endOp(*op, priocclInvalidUsage, mismatch);
   else if (op->count == 0)  // matched, nothing to move
-    sink.end(*op, priocclSuccess, "");
+    sink.endOp(*op, priocclSuccess, "");
   else
     sink.join(kNamedLane, std::move(op));
 }
@@ -234,11 +234,11 @@ void OpMatcher::concluded(const AgreementChunk& agreement, std::shared_ptr<OpSta
   std::shared_ptr<OpState> moves;
   sink.matched(*op);
   if (std::string mismatch = verdict(*op, agreement); !mismatch.empty()) {
-    sink.end(*op, priocclInvalidUsage, mismatch);
+    sink.endOp(*op, priocclInvalidUsage, mismatch);
   } else {
     settle(*op, agreement.verdict().a);
     if (agreement.dataDone() || op->count == 0)
-      sink.end(*op, priocclSuccess, "");
+      sink.endOp(*op, priocclSuccess, "");
     else
       moves = op;
   }

@@ -48,7 +48,7 @@ class OpMatcher {
     virtual void join(uint32_t lane, std::shared_ptr<OpState> op) = 0;
     virtual void matched(const OpState& op) = 0;  // every rank agrees on its identity now
     // The op ends here: a mismatch, or nothing to move.
-    virtual void end(OpState& op, priocclResult_t code, const std::string& message) = 0;
+    virtual void endOp(OpState& op, priocclResult_t code, const std::string& message) = 0;
   };
 
   // A submitted op (a collective's algorithm settled) takes its way: a point-to-point op joins

@@ -177,7 +177,7 @@ class NullBackend : public prioccl::CollBackend {
 };
 
 struct Ignore : CollectiveRunner::Events {
-  void opDone(OpState&) override {}
+  void opEnded(OpState&) override {}
 };
 
 // A rank that is not the coordinator follows the launch list with three decided ops (seq 0-2: a

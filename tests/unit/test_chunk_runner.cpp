@@ -41,7 +41,7 @@ class Rank final : public ChunkRunner::Events {
   void agreementDone(const AgreementChunk&, std::shared_ptr<OpState>) override {
     ADD_FAILURE() << "no agreement runs in these tests";
   }
-  void opDone(OpState& op) override {
+  void opEnded(OpState& op) override {
     done.push_back(&op);
     chunksAtDone.push_back(stats_.snapshot().chunksCompleted);
   }

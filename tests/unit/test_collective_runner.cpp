@@ -51,7 +51,7 @@ class FakeBackend : public CollBackend {
 };
 
 struct Done : CollectiveRunner::Events {
-  void opDone(OpState& op) override { done.push_back(op.globalSeq); }
+  void opEnded(OpState& op) override { done.push_back(op.globalSeq); }
   std::vector<uint64_t> done;
 };
 

@@ -130,7 +130,7 @@ struct RecordingSink : OpMatcher::Sink {
     events.push_back({'j', op.get(), lane, priocclSuccess});
   }
   void matched(const OpState& op) override { events.push_back({'m', &op, 0, priocclSuccess}); }
-  void end(OpState& op, priocclResult_t code, const std::string&) override {
+  void endOp(OpState& op, priocclResult_t code, const std::string&) override {
     events.push_back({'e', &op, 0, code});
   }
   std::vector<Event> events;
