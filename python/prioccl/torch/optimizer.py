@@ -67,7 +67,6 @@ from prioccl import _lib
 from prioccl.torch import _malloc
 from prioccl.torch.compression import Compression
 
-_MODES = ("sync", "p3", "lagged", "delayed")
 _LEAST_URGENT = 2 ** 31 - 1
 _FLOAT32 = prioccl._TORCH_TYPES["torch.float32"]  # priocclFloat32, the only dtype lagged mode takes
 _OPS = {prioccl.Sum: "Sum", prioccl.Prod: "Prod", prioccl.Min: "Min", prioccl.Max: "Max",
@@ -209,27 +208,19 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     for kw, value in (("p3_gate_bytes", p3_gate_bytes), ("fusion_bytes", fusion_bytes)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ArgumentError(f"{kw} must be an int >= 0, not {value!r}")
-    if mode not in _MODES:
-        raise ArgumentError(f"mode must be one of {_MODES}, not {mode!r}")
-    if mode in ("lagged", "delayed"):
-        what = None
-        if compression is not Compression.none:
-            what = "compression (its fused all-reduce is float32)"
-        elif process_set is not None:
-            what = "process_set (its fused ops run on the global communicator)"
-        elif mode == "delayed" and op != prioccl.Average:
-            what = "an op other than Average (SSD-SGD averages)"
-        elif mode == "delayed" and predivide != 1.0:
-            what = "gradient_predivide_factor (the average is taken inside SSD-SGD's op)"
-        elif mode == "delayed" and groups is not None:
-            what = "groups (its all-reduces are one per param group)"
-        if what:
-            raise ArgumentError(f"mode={mode!r} does not support {what}")
-    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
-               dict(_DistributedOptimizer.__dict__))
+    mode_class = _MODE_CLASSES.get(mode) if isinstance(mode, str) else None
+    if mode_class is None:
+        raise ArgumentError(f"mode must be one of {tuple(_MODE_CLASSES)}, not {mode!r}")
+    why = mode_class._refusal(compression, process_set, op, predivide, groups, model)
+    if why:
+        raise ArgumentError(why if why.startswith("mode=") else
+                            f"mode={mode!r} does not support {why}")
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,), _methods_of(mode_class))
+    options = {"switch_decay": switch_decay, "k": k, "alpha": alpha, "beta": beta,
+               "local_lr": local_lr, "p3_gate_bytes": p3_gate_bytes}
     return cls(optimizer, named_parameters, compression, backward_passes_per_step, op, predivide,
-               groups, bool(sparse_as_dense), process_set, mode, model, warmup_steps,
-               switch_decay, k, alpha, beta, local_lr, p3_gate_bytes, fusion_bytes)
+               groups, bool(sparse_as_dense), process_set, model, warmup_steps, fusion_bytes,
+               options)
 
 
 def _caller_level():
@@ -249,13 +240,21 @@ def _check_passes(passes):
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
-    """The methods mixed into a subclass of the wrapped optimizer's class."""
+    """The methods mixed into a subclass of the wrapped optimizer's class: alone, mode "sync".
+    Each other mode is a subclass that overrides what it does differently (_MODE_CLASSES); the
+    factory mixes one mode's methods in (_methods_of)."""
+
+    mode = "sync"
+    _auto_groups = True  # consecutive dense gradients fused into groups (fusion_bytes)
+
+    @staticmethod
+    def _refusal(compression, process_set, op, predivide, groups, model):
+        """Why this mode cannot take DistributedOptimizer's arguments, or None."""
+        return None
+
 
     def __init__(self, optimizer, named_parameters, compression, passes, op, predivide, groups,
-                 sparse_as_dense, process_set, mode, model, warmup_steps, switch_decay, k, alpha,
-                 beta, local_lr, p3_gate_bytes=256 << 10, fusion_bytes=1 << 20):
-        if mode == "p3" and model is None:
-            raise ArgumentError("mode='p3' needs model= (its forward order sets priorities)")
+                 sparse_as_dense, process_set, model, warmup_steps, fusion_bytes, options):
         if warmup_steps < 0:
             raise ArgumentError(f"warmup_steps must be >= 0, not {warmup_steps}")
         prioccl._require()
@@ -264,7 +263,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # every hyper-parameter) and then its state (momentum buffers, ...).
         super(self.__class__, self).__init__(optimizer.param_groups)
         self.state.update(optimizer.state)
-        self.mode = mode
         self.op = op
         self.backward_passes_per_step = passes
         self.gradient_predivide_factor = predivide
@@ -298,18 +296,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # sparse gradient splits on one rank only would fuse differently there, and the ops
         # would wait for each other until the timeout instead of failing at once.
         known = model is not None or sparse_as_dense
-        self._make_groups(groups, fusion_bytes if mode != "delayed" and known else 0)
+        self._make_groups(groups, fusion_bytes if self._auto_groups and known else 0)
         self._register_grad_hooks()
-        if mode == "p3":
-            self._ready_hyper = None  # the hyper-parameters of the step that produced them
-            self._recorded = False
-            self._zero_after_apply = None  # zero_grad() came while updates were pending
-            self._gate_bytes = p3_gate_bytes
-            self._register_forward_hooks(model)
-        if mode == "lagged":
-            self._setup_lagged(switch_decay)
-        if mode == "delayed":
-            self._setup_delayed(k, alpha, beta, local_lr)
+        self._setup_mode(model=model, **options)
+
+    def _setup_mode(self, **options):
+        """The mode's own state, after the common one (options: model= and the mode's keywords)."""
 
     def _set_names(self, named_parameters):
         """Horovod's checks: (name, tensor) pairs, unique names, every parameter of the optimizer
@@ -418,11 +410,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _communicating(self):
         """Whether gradients are all-reduced one by one now (sync, p3, lagged's warm-up)."""
-        if self._local_only:
-            return False
-        return self.mode in ("sync", "p3") or (self.mode == "lagged" and self._steps < self._warmup)
+        return not self._local_only
 
     def zero_grad(self, set_to_none=False):
+        self._zero_grad_checks()
+        self._base().zero_grad(set_to_none=set_to_none)
+
+    def _zero_grad_checks(self):
         if self._communicating() and any(self._passes.values()):
             raise prioccl.PriocclError(
                 "optimizer.zero_grad() was called after loss.backward() but before "
@@ -430,25 +424,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 "flight or pending (Horovod forbids this too); call synchronize() first")
         self._reset_counts()
         self._synchronized = False
-        if self.mode != "p3" or not self._ready:
-            self._base().zero_grad(set_to_none=set_to_none)
-            return
-        # P3: gradients still waiting for their module's forward are zeroed after their update.
-        for g in self.param_groups:
-            for p in g["params"]:
-                if p not in self._ready and p.grad is not None:
-                    if set_to_none:
-                        p.grad = None
-                    else:
-                        p.grad.detach_()
-                        p.grad.zero_()
-        self._zero_after_apply = "none" if set_to_none else "zero"
 
     def load_state_dict(self, state_dict):
         """Finishes what is in flight (and p3's pending updates), forgets the accumulated passes
         (as Horovod), then loads. Call it between steps."""
-        if self.mode == "p3" and self._ready:
-            self._apply(list(self._ready))
         self._wait(list(self._handles))
         self._reset_counts()
         self._synchronized = False
@@ -459,34 +438,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if closure is not None:
             raise prioccl.PriocclError("closures are not supported")
         self._steps += 1
-        if self.mode == "sync" or (self.mode == "lagged" and self._steps <= self._warmup):
-            self._finish_step(wait=True)
-            if self.mode == "lagged":
-                self._step_with_switch_decay()
-            else:
-                return self._base().step()
-        elif self.mode == "p3":
-            # Updates of the previous step whose module did not run in this forward: now, with
-            # that step's hyper-parameters, before their gradients are reduced again.
-            if self._ready:
-                self._apply(list(self._ready))
-            self._finish_step(wait=False)
-            # Updates happen in the next forward, module by module, with this step's
-            # hyper-parameters; parameters no forward uses (or all, before the first forward has
-            # recorded the order) are updated now.
-            self._ready = set(self._order)
-            self._ready_hyper = [{k: v for k, v in g.items() if k != "params"}
-                                 for g in self.param_groups]
-            unhooked = [p for p in self._order if p not in self._hooked]
-            if unhooked:
-                self._apply(unhooked)
-        elif self.mode == "lagged":
-            self._reset_counts()
-            self._lagged_step()
-        else:
-            self._reset_counts()
-            self._delayed_step()
-        return None
+        return self._step()
+
+    def _step(self):
+        self._finish_step(wait=True)
+        return self._base().step()
 
     def _finish_step(self, wait):
         """The reduction part of step() in sync, p3 and lagged's warm-up (Horovod's rules)."""
@@ -505,16 +461,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def synchronize(self):
         """Finishes this step's gradients (p.grad then holds the reduced gradient) and applies
         every pending update: see the module's docstring."""
-        if self.mode == "p3" and self._ready:
-            self._apply(list(self._ready))
         if self._communicating():
             self._complete(wait=True)
             self._synchronized = True
-        if self.mode == "lagged" and self._lagged:
-            self._lagged_flush()
-        if self.mode == "delayed":
-            for handle, _, _ in self._delayed:
-                prioccl._check(self._L.priocclDelayedFlush(handle), "delayed flush")
 
     @contextlib.contextmanager
     def skip_synchronize(self):
@@ -698,6 +647,84 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             values = values / ranks
         p.grad = torch.sparse_coo_tensor(all_idx[keep].t(), values, tuple(p.shape)).coalesce()
 
+    def close(self):
+        """Applies what is pending (synchronize()) and releases the mode's resources."""
+        try:
+            if self._lagged or self._delayed or self._handles or self._ready:
+                self.synchronize()
+        finally:
+            for h in self._hooks:
+                h.remove()
+            self._hooks = []
+            if self._lagged:
+                self._L.priocclLaggedDestroy(self._lagged)
+                self._lagged = None
+            for handle, _, _ in self._delayed:
+                self._L.priocclDelayedDestroy(handle)
+            self._delayed = []
+
+
+class _P3(_DistributedOptimizer):
+    """mode="p3": priorities from the forward order; updates applied in the next forward."""
+
+    mode = "p3"
+
+    @staticmethod
+    def _refusal(compression, process_set, op, predivide, groups, model):
+        if model is None:
+            return "mode='p3' needs model= (its forward order sets priorities)"
+        return None
+
+    def _setup_mode(self, model, p3_gate_bytes, **_):
+        self._ready_hyper = None  # the hyper-parameters of the step that produced them
+        self._recorded = False
+        self._zero_after_apply = None  # zero_grad() came while updates were pending
+        self._gate_bytes = p3_gate_bytes
+        self._register_forward_hooks(model)
+
+    def zero_grad(self, set_to_none=False):
+        self._zero_grad_checks()
+        if not self._ready:
+            self._base().zero_grad(set_to_none=set_to_none)
+            return
+        # P3: gradients still waiting for their module's forward are zeroed after their update.
+        for g in self.param_groups:
+            for p in g["params"]:
+                if p not in self._ready and p.grad is not None:
+                    if set_to_none:
+                        p.grad = None
+                    else:
+                        p.grad.detach_()
+                        p.grad.zero_()
+        self._zero_after_apply = "none" if set_to_none else "zero"
+
+    def load_state_dict(self, state_dict):
+        if self._ready:
+            self._apply(list(self._ready))
+        _DistributedOptimizer.load_state_dict(self, state_dict)
+
+    def _step(self):
+        # Updates of the previous step whose module did not run in this forward: now, with
+        # that step's hyper-parameters, before their gradients are reduced again.
+        if self._ready:
+            self._apply(list(self._ready))
+        self._finish_step(wait=False)
+        # Updates happen in the next forward, module by module, with this step's
+        # hyper-parameters; parameters no forward uses (or all, before the first forward has
+        # recorded the order) are updated now.
+        self._ready = set(self._order)
+        self._ready_hyper = [{k: v for k, v in g.items() if k != "params"}
+                             for g in self.param_groups]
+        unhooked = [p for p in self._order if p not in self._hooked]
+        if unhooked:
+            self._apply(unhooked)
+        return None
+
+    def synchronize(self):
+        if self._ready:
+            self._apply(list(self._ready))
+        _DistributedOptimizer.synchronize(self)
+
     def _apply(self, params):
         """Waits for these parameters' gradients and runs the optimizer on them alone, with the
         hyper-parameters of the step() that produced them."""
@@ -813,6 +840,77 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             for i, (module, _) in enumerate(group):
                 self._apply_at[module] = [p for _, params in group[i:] for p in params]
 
+
+class _Fused(_DistributedOptimizer):
+    """What lagged and delayed share: one flat float32 buffer and fused ops on the global
+    communicator."""
+
+    @staticmethod
+    def _refusal(compression, process_set, op, predivide, groups, model):
+        if compression is not Compression.none:
+            return "compression (its fused all-reduce is float32)"
+        if process_set is not None:
+            return "process_set (its fused ops run on the global communicator)"
+        return None
+
+    def _apply_flat_grads(self):
+        if self.gradient_predivide_factor != 1.0:
+            self._flat.mul_(self.gradient_predivide_factor)
+        at = 0
+        for _, p in self._named:
+            n = p.numel()
+            chunk = self._flat[at:at + n].view_as(p).to(p.device)  # a copy for CUDA parameters
+            self._learn_sparse(p)
+            if p in self._sparse_known:  # the optimizer (SparseAdam, ...) expects a sparse one
+                sparse = chunk.to_sparse(self._sparse_known[p])  # on p's device, as chunk
+                p.grad = sparse if sparse._nnz() else None
+            elif p.grad is None:
+                p.grad = chunk.clone()
+            else:
+                p.grad.copy_(chunk)
+            at += n
+        self._step_with_switch_decay()
+
+    def _flatten_into(self, flat, tensors, named=None):
+        """The fused modes' flat gradient; sparse gradients are made dense (the fused op is)."""
+        at = 0
+        for _, p in (named if named is not None else self._named):
+            n = p.numel()
+            t = tensors(p)
+            if t is None:
+                flat[at:at + n].zero_()
+            else:
+                if t.is_sparse:
+                    t = t.to_dense()
+                flat[at:at + n].copy_(t.reshape(-1))
+            at += n
+
+
+class _Lagged(_Fused):
+    """mode="lagged": the last batch's gradient all-reduced in one fused op over the next step."""
+
+    mode = "lagged"
+
+    def _setup_mode(self, switch_decay, **_):
+        self._setup_lagged(switch_decay)
+
+    def _communicating(self):
+        return not self._local_only and self._steps < self._warmup
+
+    def _step(self):
+        if self._steps <= self._warmup:
+            self._finish_step(wait=True)
+            self._step_with_switch_decay()
+        else:
+            self._reset_counts()
+            self._lagged_step()
+        return None
+
+    def synchronize(self):
+        _DistributedOptimizer.synchronize(self)
+        if self._lagged:
+            self._lagged_flush()
+
     # -- lagged --
     def _setup_lagged(self, switch_decay):
         self._L = prioccl._L
@@ -879,37 +977,38 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if has.value:
             self._apply_flat_grads()
 
-    def _apply_flat_grads(self):
-        if self.gradient_predivide_factor != 1.0:
-            self._flat.mul_(self.gradient_predivide_factor)
-        at = 0
-        for _, p in self._named:
-            n = p.numel()
-            chunk = self._flat[at:at + n].view_as(p).to(p.device)  # a copy for CUDA parameters
-            self._learn_sparse(p)
-            if p in self._sparse_known:  # the optimizer (SparseAdam, ...) expects a sparse one
-                sparse = chunk.to_sparse(self._sparse_known[p])  # on p's device, as chunk
-                p.grad = sparse if sparse._nnz() else None
-            elif p.grad is None:
-                p.grad = chunk.clone()
-            else:
-                p.grad.copy_(chunk)
-            at += n
-        self._step_with_switch_decay()
 
-    def _flatten_into(self, flat, tensors, named=None):
-        """The fused modes' flat gradient; sparse gradients are made dense (the fused op is)."""
-        at = 0
-        for _, p in (named if named is not None else self._named):
-            n = p.numel()
-            t = tensors(p)
-            if t is None:
-                flat[at:at + n].zero_()
-            else:
-                if t.is_sparse:
-                    t = t.to_dense()
-                flat[at:at + n].copy_(t.reshape(-1))
-            at += n
+class _Delayed(_Fused):
+    """mode="delayed": SSD-SGD's delayed averages with GLU local updates in between."""
+
+    mode = "delayed"
+    _auto_groups = False  # its all-reduces are one per param group
+
+    @staticmethod
+    def _refusal(compression, process_set, op, predivide, groups, model):
+        why = _Fused._refusal(compression, process_set, op, predivide, groups, model)
+        if why is None and op != prioccl.Average:
+            why = "an op other than Average (SSD-SGD averages)"
+        elif why is None and predivide != 1.0:
+            why = "gradient_predivide_factor (the average is taken inside SSD-SGD's op)"
+        elif why is None and groups is not None:
+            why = "groups (its all-reduces are one per param group)"
+        return why
+
+    def _setup_mode(self, k, alpha, beta, local_lr, **_):
+        self._setup_delayed(k, alpha, beta, local_lr)
+
+    def _communicating(self):
+        return False
+
+    def _step(self):
+        self._reset_counts()
+        self._delayed_step()
+        return None
+
+    def synchronize(self):
+        for handle, _, _ in self._delayed:
+            prioccl._check(self._L.priocclDelayedFlush(handle), "delayed flush")
 
     # -- delayed --
     def _setup_delayed(self, k, alpha, beta, local_lr):
@@ -962,18 +1061,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                                       ctypes.byref(synced)), "delayed step")
         self.last_step_synced = bool(synced.value)
 
-    def close(self):
-        """Applies what is pending (synchronize()) and releases the mode's resources."""
-        try:
-            if self._lagged or self._delayed or self._handles or self._ready:
-                self.synchronize()
-        finally:
-            for h in self._hooks:
-                h.remove()
-            self._hooks = []
-            if self._lagged:
-                self._L.priocclLaggedDestroy(self._lagged)
-                self._lagged = None
-            for handle, _, _ in self._delayed:
-                self._L.priocclDelayedDestroy(handle)
-            self._delayed = []
+_MODE_CLASSES = {c.mode: c for c in (_DistributedOptimizer, _P3, _Lagged, _Delayed)}
+
+
+def _methods_of(mode_class):
+    """The attributes a mode class and its bases up to torch's Optimizer define, the most
+    derived winning: what the wrapped optimizer's subclass gets."""
+    methods = {}
+    for c in reversed(mode_class.__mro__[:mode_class.__mro__.index(torch.optim.Optimizer)]):
+        methods.update({k: v for k, v in c.__dict__.items() if k not in ("__dict__", "__weakref__")})
+    return methods
