@@ -163,6 +163,10 @@ PRIOCCL_API priocclResult_t priocclGetVersion(int* version);
 #define PRIOCCL_FEATURE_CUDA 2 /* device (CUDA) buffers, staged over the host transports */
 #define PRIOCCL_FEATURE_NCCL 4 /* PRIOCCL_TRANSPORT=nccl */
 PRIOCCL_API priocclResult_t priocclGetBuildFeatures(int* features);
+/* The value of one of this header's enumerators or integer macros by its name ("priocclFloat32",
+ * "priocclSum", "PRIOCCL_FEATURE_NCCL"): for bindings that cannot read the header. An unknown
+ * name is priocclInvalidArgument. */
+PRIOCCL_API priocclResult_t priocclGetConstant(const char* name, int* value);
 
 /* All ranks of MPI_COMM_WORLD; initialises MPI (MPI_THREAD_MULTIPLE) if the caller has not. */
 PRIOCCL_API priocclResult_t priocclCommInitWorld(priocclComm_t* comm);

@@ -26,7 +26,7 @@ import threading
 import time
 import zlib
 
-from . import _lib, _tensors
+from . import _constants, _lib, _tensors
 from ._errors import PriocclError
 
 __all__ = ["init", "shutdown", "abort", "is_initialized", "rank", "size", "local_rank",
@@ -41,12 +41,16 @@ __all__ = ["init", "shutdown", "abort", "is_initialized", "rank", "size", "local
            "add_process_set", "remove_process_set", "Sum", "Prod", "Min", "Max", "Average",
            "build_features", "FEATURE_UCX", "FEATURE_CUDA", "FEATURE_NCCL"]
 
-# priocclRedOp_t values (NCCL's numbering).
-Sum, Prod, Max, Min, Average = 0, 1, 2, 3, 4
-_OP_NAMES = {Sum: "Sum", Prod: "Prod", Max: "Max", Min: "Min", Average: "Average"}
+# The library loads with the package, as Horovod's does: its constants (priocclRedOp_t values,
+# data types, feature bits) are read from it, never restated here (_constants.py).
+_L = _lib.load()
+_C = _lib.constants
+Sum, Prod, Max, Min, Average = (_C[_constants.OPS[n]] for n in ("Sum", "Prod", "Max", "Min",
+                                                                "Average"))
+_OP_NAMES = {_C[c]: name for name, c in _constants.OPS.items()}
+_tensors.NUMPY_TYPES.update({k: _C[c] for k, c in _constants.NUMPY_DTYPES.items()})
+_tensors.TORCH_TYPES.update({k: _C[c] for k, c in _constants.TORCH_DTYPES.items()})
 
-
-_L = None
 _comm = None  # the communicator over every rank (global_process_set's)
 _hosts = None  # (local_rank, local_size, cross_rank, cross_size, homogeneous), found at init
 
@@ -170,11 +174,9 @@ def remove_process_set(process_set):
 def init(comm=None, process_sets=None):
     """Creates the communicator over all ranks (MPI_COMM_WORLD; or comm, an mpi4py communicator)
     and registers process_sets (a list of ProcessSet). Idempotent."""
-    global _L, _comm, _hosts
+    global _comm, _hosts
     if _comm is not None:
         return
-    if _L is None:
-        _L = _lib.load()
     handle = ctypes.c_void_p()
     if comm is None:
         _check(_L.priocclCommInitWorld(ctypes.byref(handle)), "init")
@@ -319,12 +321,13 @@ def mpi_threads_supported():
 # as uint8 (its bytes are 0 or 1), int16 as bytes where nothing is computed and through int32
 # where something is (see _Kind).
 _NUMPY_TYPES, _TORCH_TYPES = _tensors.NUMPY_TYPES, _tensors.TORCH_TYPES
-_UINT8, _INT32, _INT64 = 1, 2, 4
+_UINT8, _INT32, _INT64 = (_C[n] for n in ("priocclUint8", "priocclInt32", "priocclInt64"))
 # Codes beyond the library's, used only in the Python layer's own shape/dtype agreement.
 _INT16_CODE, _BOOL_CODE = 101, 102
 _DTYPE_NAMES = {code: name for name, code in _NUMPY_TYPES.items()}
-_DTYPE_NAMES.update({9: "bfloat16", _INT16_CODE: "int16", _BOOL_CODE: "bool"})
-_FLOAT_CODES = {6, 7, 8, 9}
+_DTYPE_NAMES.update({_C["priocclBfloat16"]: "bfloat16", _INT16_CODE: "int16", _BOOL_CODE: "bool"})
+_FLOAT_CODES = {_C[n] for n in ("priocclFloat16", "priocclFloat32", "priocclFloat64",
+                                "priocclBfloat16")}
 
 
 def _dtype_name(t):
@@ -369,16 +372,14 @@ def _buffer(t, writable=True):
     return ptr, count, code
 
 
-FEATURE_UCX, FEATURE_CUDA, FEATURE_NCCL = 1, 2, 4  # priocclGetBuildFeatures' bits
+FEATURE_UCX, FEATURE_CUDA, FEATURE_NCCL = (_C[n] for n in _constants.FLAGS)  # GetBuildFeatures
 _features = None
 
 
 def build_features():
     """What the loaded library was built with: FEATURE_UCX | FEATURE_CUDA | FEATURE_NCCL bits."""
-    global _L, _features
+    global _features
     if _features is None:
-        if _L is None:
-            _L = _lib.load()
         bits = ctypes.c_int()
         _check(_L.priocclGetBuildFeatures(ctypes.byref(bits)), "build_features")
         _features = bits.value

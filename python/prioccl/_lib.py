@@ -5,6 +5,8 @@ import os
 import sysconfig
 from pathlib import Path
 
+from . import _constants
+
 c_int_p = ctypes.POINTER(ctypes.c_int)
 c_void_pp = ctypes.POINTER(ctypes.c_void_p)
 c_size_t_p = ctypes.POINTER(ctypes.c_size_t)  # the v-collectives' count/displacement arrays
@@ -44,6 +46,9 @@ def _candidates():
     yield "libprioccl.so.1"
 
 
+constants = {}  # the library's constants by C name (_constants.py), once load() has run
+
+
 def load():
     """The library, loaded RTLD_GLOBAL: Open MPI's plugins resolve MPI's symbols through it.
     Sets loaded_path; the OSError, when nothing loads, names every place tried."""
@@ -64,6 +69,8 @@ def load():
             continue
         _declare(lib)
         loaded_path = path
+        global constants
+        constants = _constants.read(lib, path)
         return lib
     raise OSError("cannot load libprioccl.so (build it with scripts/build.sh, or set "
                   "PRIOCCL_LIBRARY to its path); tried: " + "; ".join(errors))

@@ -4,13 +4,11 @@ division, scaling) is written here once per kind, instead of a type test in ever
 
 from ._errors import PriocclError
 
-# priocclDataType_t values (NCCL's numbering) by dtype name. The C library has no int16 or bool:
-# the core maps those onto its own codes (see _code in __init__).
-NUMPY_TYPES = {"int8": 0, "uint8": 1, "int32": 2, "uint32": 3, "int64": 4, "uint64": 5,
-               "float16": 6, "float32": 7, "float64": 8}
-TORCH_TYPES = {"torch.int8": 0, "torch.uint8": 1, "torch.int32": 2, "torch.uint32": 3,
-               "torch.int64": 4, "torch.uint64": 5, "torch.float16": 6, "torch.float32": 7,
-               "torch.float64": 8, "torch.bfloat16": 9}
+# priocclDataType_t values by dtype name, read from the library when the package loads it
+# (prioccl/__init__, _constants.py). The library has no int16 or bool: the core maps those onto
+# its own codes (see _code in __init__).
+NUMPY_TYPES = {}
+TORCH_TYPES = {}
 
 
 class _NumpyArrays:

@@ -68,7 +68,7 @@ from prioccl.torch import _malloc
 from prioccl.torch.compression import Compression
 
 _LEAST_URGENT = 2 ** 31 - 1
-_FLOAT32 = prioccl._TORCH_TYPES["torch.float32"]  # priocclFloat32, the only dtype lagged mode takes
+_FLOAT32 = prioccl._C["priocclFloat32"]  # the only dtype lagged mode takes
 _OPS = {prioccl.Sum: "Sum", prioccl.Prod: "Prod", prioccl.Min: "Min", prioccl.Max: "Max",
         prioccl.Average: "Average"}
 
