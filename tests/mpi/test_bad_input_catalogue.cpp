@@ -373,32 +373,22 @@ TEST_F(Catalogue, CommQueriesAndDestroy) {
 
 // ---- All-reduce ------------------------------------------------------------------------------
 
+// Each entry point's arguments once each (that the entry passes them where they belong); the
+// rules' variants (every dtype's overflow bound, every bad enum value, both overlaps) are the
+// argument rules' own unit test's (tests/unit/test_op_rules.cpp), which needs no MPI.
 TEST_F(Catalogue, AllReduceBlocking) {
   priocclComm_t dead = deadComm();
   const auto f32 = priocclFloat32;
   const auto sum = priocclSum;
   BAD_CASE(priocclAllReduce(nullptr, buf, 4, f32, sum, comm), priocclInvalidArgument, "sendbuf");
   BAD_CASE(priocclAllReduce(buf, nullptr, 4, f32, sum, comm), priocclInvalidArgument, "recvbuf");
-  BAD_CASE(priocclAllReduce(nullptr, nullptr, 4, f32, sum, comm), priocclInvalidArgument, "buf");
   BAD_CASE(priocclAllReduce(buf, buf, 4, rawEnum<priocclDataType_t>(priocclNumTypes), sum, comm),
-           priocclInvalidArgument, "datatype");
-  BAD_CASE(priocclAllReduce(buf, buf, 4, rawEnum<priocclDataType_t>(-1), sum, comm),
-           priocclInvalidArgument, "datatype");
-  BAD_CASE(priocclAllReduce(buf, buf, 4, rawEnum<priocclDataType_t>(INT_MIN), sum, comm),
            priocclInvalidArgument, "datatype");
   BAD_CASE(priocclAllReduce(buf, buf, 4, f32, rawEnum<priocclRedOp_t>(priocclNumOps), comm),
            priocclInvalidArgument, "op");
-  BAD_CASE(priocclAllReduce(buf, buf, 4, f32, rawEnum<priocclRedOp_t>(-1), comm),
-           priocclInvalidArgument, "op");
   BAD_CASE(priocclAllReduce(buf, buf + 1, 4, f32, sum, comm), priocclInvalidArgument, "overlap");
-  BAD_CASE(priocclAllReduce(buf + 1, buf, 4, f32, sum, comm), priocclInvalidArgument, "overlap");
-  BAD_CASE(priocclAllReduce(buf, buf, SIZE_MAX, f32, sum, comm), priocclInvalidArgument, "count");
   BAD_CASE(priocclAllReduce(buf, buf, SIZE_MAX / 4 + 1, f32, sum, comm), priocclInvalidArgument,
            "count");
-  BAD_CASE(priocclAllReduce(buf, buf, SIZE_MAX / 8 + 1, priocclFloat64, sum, comm),
-           priocclInvalidArgument, "count");
-  BAD_CASE(priocclAllReduce(buf, buf, SIZE_MAX / 2 + 1, priocclBfloat16, sum, comm),
-           priocclInvalidArgument, "count");
   BAD_CASE(priocclAllReduce(buf, buf, 4, f32, sum, nullptr), priocclInvalidArgument, "comm");
   BAD_CASE(priocclAllReduce(buf, buf, 4, f32, sum, dead), priocclInvalidUsage, "comm");
   // Null buffers are fine with count 0.
@@ -458,7 +448,6 @@ TEST_F(Catalogue, Broadcast) {
   for (const char* key : {static_cast<const char*>(nullptr), k}) {
     BAD_CASE(broadcastAsync(buf, buf, 4, f32, -1, key, comm), priocclInvalidArgument, "root");
     BAD_CASE(broadcastAsync(buf, buf, 4, f32, size_, key, comm), priocclInvalidArgument, "root");
-    BAD_CASE(broadcastAsync(buf, buf, 4, f32, INT_MIN, key, comm), priocclInvalidArgument, "root");
     BAD_CASE(broadcastAsync(buf, nullptr, 4, f32, 0, key, comm), priocclInvalidArgument, "recvbuf");
     BAD_CASE(broadcastAsync(buf, buf, 4, rawEnum<priocclDataType_t>(42), 0, key, comm),
              priocclInvalidArgument, "datatype");

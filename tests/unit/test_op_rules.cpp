@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -261,6 +262,62 @@ TEST(CollectiveVRules, InPlaceFormsAndOverlaps) {
                     2),
             "alltoallv: sendbuf and recvbuf overlap without being in place (an all-to-all is "
             "never in place)");
+}
+
+TEST(CollectiveRules, OverflowBoundsOfEveryElementSize) {
+  std::vector<double> buf(4);
+  for (priocclDataType_t t :
+       {priocclFloat16, priocclBfloat16, priocclFloat32, priocclInt64, priocclFloat64}) {
+    const size_t elem = t == priocclFloat16 || t == priocclBfloat16 ? 2
+                        : t == priocclFloat32                       ? 4
+                                                                    : 8;
+    // The first count past the bound, and the largest. (1-byte elements have no such bound:
+    // SIZE_MAX of them is SIZE_MAX bytes.)
+    const std::vector<size_t> counts{SIZE_MAX / elem + 1, SIZE_MAX};
+    for (size_t count : counts) {
+      EXPECT_NE(refuse(collectiveOp(Kind::kAllReduce, buf.data(), buf.data(), count, t))
+                    .find("overflows the address space"),
+                std::string::npos)
+          << count << " elements of " << elem << " bytes";
+    }
+  }
+}
+
+TEST(CollectiveRules, BothOverlapsAreRefused) {
+  std::vector<float> buf(16);
+  float* b = buf.data();
+  EXPECT_NE(refuse(collectiveOp(Kind::kAllReduce, b, b + 1, 4, priocclFloat32)).find("overlap"),
+            std::string::npos);
+  EXPECT_NE(refuse(collectiveOp(Kind::kAllReduce, b + 1, b, 4, priocclFloat32)).find("overlap"),
+            std::string::npos);
+  EXPECT_NE(refuse(collectiveOp(Kind::kAllReduce, nullptr, nullptr, 4, priocclFloat32)).find("buf"),
+            std::string::npos);
+}
+
+TEST(CollectiveRules, EveryBadEnumBoundIsRefused) {
+  for (int bad : {static_cast<int>(priocclNumTypes), -1, INT_MIN, INT_MAX, 42})
+    EXPECT_EQ(refusal([&] {
+                priocclDataType_t t;
+                std::memcpy(&t, &bad, sizeof t);
+                validateEnums(t, priocclSum);
+              }),
+              "invalid datatype " + std::to_string(bad));
+  for (int bad : {static_cast<int>(priocclNumOps), -1, INT_MIN, 9})
+    EXPECT_EQ(refusal([&] {
+                priocclRedOp_t o;
+                std::memcpy(&o, &bad, sizeof o);
+                validateEnums(priocclFloat32, o);
+              }),
+              "invalid reduction op " + std::to_string(bad));
+}
+
+TEST(CollectiveRules, RootsFarOutsideAreRefused) {
+  std::vector<float> buf(4);
+  for (int root : {INT_MIN, -1, kSize, INT_MAX})
+    for (Kind k : {Kind::kBroadcast, Kind::kReduce})
+      EXPECT_NE(refuse(collectiveOp(k, buf.data(), buf.data(), 4, priocclFloat32, priocclSum, root))
+                    .find("root " + std::to_string(root) + " is not a rank"),
+                std::string::npos);
 }
 
 TEST(OpDescriptors, CarryEnumsOutsideTheirValuesToValidateEnumsUnloaded) {
