@@ -1,6 +1,6 @@
 """The library's constants (data types, reduction ops, flags), read from the library itself
 (priocclGetConstant) when it loads, as Horovod reads its own from its library: the package names
-them and never restates a value. unit.constants checks that every name here is in prioccl.h."""
+them and never restates a value. python.constants checks that every name here is in prioccl.h."""
 
 from ._errors import PriocclError
 

@@ -1,6 +1,6 @@
 // priocclGetConstant: prioccl.h's enumerators and integer flags by name, for bindings that cannot
 // read the header (the Python package reads its data types, reduction ops and flags here rather
-// than restating them). unit.constants checks that it
+// than restating them). python.constants checks that it
 // names every one (a name not in the header does not compile).
 #include <cstring>
 

@@ -10,12 +10,15 @@
 //      before_submit | mid_op (every kind: the victim dies once it has sent an eighth of its
 //      share, or when its own part is over)
 // Output: the victim prints "KILL <unix time>" just before dying; each survivor prints
-// "SURVIVOR rank=R code=C at=<unix time> later=<code of a later op> destroy_s=<s> msg=<error>".
+// "SURVIVOR rank=R code=C at=<unix time> later=<code of a later op> destroy_s=<s> data=D
+// msg=<error>" (D: ok or bad for an all-reduce that completed, whether it holds the whole sum;
+// - otherwise).
 // Survivors leave together (a file each in DIR): mpirun aborts the job when the first one exits
 // without MPI_Finalize, which they cannot call with a rank dead.
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -175,6 +178,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   double at = unixNow();
+  // A pending all-reduce that completed despite the death (its part no longer needed the victim:
+  // the other host's ranks of a hierarchical one, once the hosts have exchanged) must hold the
+  // whole sum: every rank's ones.
+  const char* data = "-";
+  if (code == priocclSuccess && allReduce && phase != "lagged_flush") {  // in place on big
+    const float want = static_cast<float>(comm.size());
+    data = std::all_of(big.begin(), big.end(), [&](float v) { return v == want; }) ? "ok" : "bad";
+  }
   // A later op fails at once; destroying the failed communicator waits for nothing.
   priocclResult_t later = priocclSuccess;
   try {
@@ -186,8 +197,9 @@ int main(int argc, char** argv) {
   comm.destroy();
   double destroySeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("SURVIVOR rank=%d code=%d at=%.3f later=%d destroy_s=%.3f msg=%s\n", rank,
-              static_cast<int>(code), at, static_cast<int>(later), destroySeconds, message.c_str());
+  std::printf("SURVIVOR rank=%d code=%d at=%.3f later=%d destroy_s=%.3f data=%s msg=%s\n", rank,
+              static_cast<int>(code), at, static_cast<int>(later), destroySeconds, data,
+              message.c_str());
   std::fflush(stdout);
   if (!sync.empty()) {
     namespace fs = std::filesystem;

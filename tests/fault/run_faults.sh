@@ -102,18 +102,24 @@ for cell in "${cells[@]}"; do
     # Per survivor: seconds from the kill to its error, its codes, its destroy time.
     # A survivor's pending op may complete (code 0) where its part did not need the victim any
     # more: mid op (e.g. a broadcast leaf that had its data, or an MPI collective's rank whose
-    # exchanges were done), or in a send/recv ring away from the victim's neighbours. Its later
-    # op (a collective) must fail all the same.
+    # exchanges were done), in a send/recv ring away from the victim's neighbours, or on another
+    # host than the victim's once a hierarchical all-reduce is past the hosts' exchange. Its later
+    # op (a collective) must fail all the same, and a completed all-reduce must hold the whole sum
+    # (fault_rank's data=ok).
     read -r n_late n_wrong n_done max_s max_destroy < <(awk -v k="$kill_at" -v lim=$((timeout + 5)) \
-      -v op="$op" -v phase="$phase" -v victim="$victim" -v np="$np" '
+      -v op="$op" -v phase="$phase" -v victim="$victim" -v np="$np" -v per_host="$per_host" '
       /^SURVIVOR / {
         for (i = 2; i <= NF; ++i) { split($i, kv, "="); v[kv[1]] = kv[2] }
+        # ... or, on emulated hosts, a rank on another host than the victim in the all-gather
+        # phase: the last step of a hierarchical all-reduce is within each host.
         free = v["code"] == 0 && (phase == "mid_op" || (op == "send_recv" &&
-               v["rank"] != (victim + 1) % np && v["rank"] != (victim + np - 1) % np))
+               v["rank"] != (victim + 1) % np && v["rank"] != (victim + np - 1) % np) ||
+               (per_host > 0 && phase == "all_gather" &&
+                int(v["rank"] / per_host) != int(victim / per_host)))
         done += free
         d = v["at"] - k; if (!free && d > max) max = d
         if (!free && d > lim) late++
-        if ((v["code"] == 0 && !free) || v["later"] == 0) bad++
+        if ((v["code"] == 0 && !free) || v["later"] == 0 || v["data"] == "bad") bad++
         if (v["destroy_s"] > dmax) dmax = v["destroy_s"]
         if (v["destroy_s"] > 5) late++
       }
