@@ -7,9 +7,7 @@
 #include <string>
 
 #include "api/c_api_support.h"
-#include "api/op_rules.h"
 #include "api/params.h"
-#include "api/shape.h"
 #include "common/error.h"
 #include "core/op.h"
 #include "device/device_memory.h"

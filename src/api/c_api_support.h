@@ -8,7 +8,6 @@
 #include <string>
 #include <unordered_map>
 
-#include "api/op_rules.h"
 #include "common/error.h"
 #include "prioccl/prioccl.hpp"
 

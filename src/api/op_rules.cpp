@@ -18,56 +18,50 @@ void validateEnums(const priocclDataType_t& dtype, const priocclRedOp_t& op) {
 }
 
 namespace {
-// The enums are copied as bytes: from the C ABI they may hold any value until validateEnums has
-// read them, and loading such a value as an enum is undefined (UBSan's enum check).
-void copyEnums(OpDesc& d, const priocclDataType_t& dtype, const priocclRedOp_t& op) {
+// What every op has: its kind, buffers, enums and priority. The enums are copied as bytes: from the
+// C ABI they may hold any value until validateEnums has read them, and loading such a value as an
+// enum is undefined (UBSan's enum check).
+OpDesc opOf(OpState::Kind kind, const void* send, void* recv, const priocclDataType_t& dtype,
+            const priocclRedOp_t& op, int priority) {
+  OpDesc d;
+  d.kind = kind;
+  d.send = send;
+  d.recv = recv;
   std::memcpy(&d.dtype, &dtype, sizeof dtype);
   std::memcpy(&d.op, &op, sizeof op);
+  d.priority = priority;
+  return d;
 }
 }  // namespace
 
 OpDesc collectiveOp(OpState::Kind kind, const void* send, void* recv, size_t count,
                     const priocclDataType_t& dtype, const priocclRedOp_t& op, int root,
                     int priority) {
-  OpDesc d;
-  d.kind = kind;
-  d.send = send;
-  d.recv = recv;
+  OpDesc d = opOf(kind, send, recv, dtype, op, priority);
   d.count = count;
-  copyEnums(d, dtype, op);
   d.root = root;
-  d.priority = priority;
   return d;
 }
 
 OpDesc collectiveVOp(OpState::Kind kind, const void* send, void* recv, const size_t* sendCounts,
                      const size_t* sendDispls, const size_t* recvCounts, const size_t* recvDispls,
                      const priocclDataType_t& dtype, const priocclRedOp_t& op, int priority) {
-  OpDesc d;
-  d.kind = kind;
-  d.send = send;
-  d.recv = recv;
+  OpDesc d = opOf(kind, send, recv, dtype, op, priority);
   d.sendCounts = sendCounts;
   d.sendDispls = sendDispls;
   d.recvCounts = recvCounts;
   d.recvDispls = recvDispls;
-  copyEnums(d, dtype, op);
-  d.priority = priority;
   return d;
 }
 
 OpDesc pointToPointOp(OpState::Kind kind, const void* buf, size_t count,
                       const priocclDataType_t& dtype, int peer, int tag, int priority) {
-  OpDesc d;
-  d.kind = kind;
-  d.send = buf;
-  d.recv = const_cast<void*>(buf);  // written by a receive only; a send's caller gave it const
-  d.count = count;
   const priocclRedOp_t none = priocclSum;
-  copyEnums(d, dtype, none);
+  // recv: written by a receive only; a send's caller gave the buffer const.
+  OpDesc d = opOf(kind, buf, const_cast<void*>(buf), dtype, none, priority);
+  d.count = count;
   d.peer = peer;
   d.tag = tag;
-  d.priority = priority;
   return d;
 }
 
