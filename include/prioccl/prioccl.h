@@ -26,6 +26,7 @@ extern "C" {
 
 typedef struct priocclComm* priocclComm_t;
 typedef struct priocclRequest* priocclRequest_t;
+typedef struct priocclRows* priocclRows_t;
 
 /* Result codes, data types and reduction ops carry NCCL's numeric values (nccl.h 2.x), so code
  * ported from NCCL that casts or stores them keeps its meaning. prioccl's own additions take
@@ -165,7 +166,7 @@ PRIOCCL_API priocclResult_t priocclGetVersion(int* version);
 PRIOCCL_API priocclResult_t priocclGetBuildFeatures(int* features);
 /* The value of one of this header's enumerators or integer macros by its name ("priocclFloat32",
  * "priocclSum", "PRIOCCL_FEATURE_NCCL"): for bindings that cannot read the header. An unknown
- * name is priocclInvalidArgument. */
+ * name is priocclInvalidArgument. PRIOCCL_ROWS_FAILED, a size_t, reads as -1. */
 PRIOCCL_API priocclResult_t priocclGetConstant(const char* name, int* value);
 
 /* All ranks of MPI_COMM_WORLD; initialises MPI (MPI_THREAD_MULTIPLE) if the caller has not. */
@@ -375,6 +376,45 @@ PRIOCCL_API priocclResult_t priocclAllToAllVNamedAsync(
     const void* sendbuff, const size_t* sendcounts, const size_t* sdispls, void* recvbuff,
     const size_t* recvcounts, const size_t* rdispls, priocclDataType_t datatype, int priority,
     const char* key, priocclComm_t comm, priocclRequest_t* request);
+/* The ragged collectives (Horovod's allgather, and alltoall with splits): each rank knows only its
+ * own first dimension; the rows from every rank are learned inside the op, so there is no size
+ * exchange to wait for first. Rows hold rowCount elements; rowCount, the datatype and the shape
+ * given to priocclShapeNext (the dimensions after the first) must agree on every rank, else every
+ * rank fails the op. The result is held by the library in *result: read it with priocclRowsGet
+ * once the request has finished, release it with priocclRowsFree (the request is waited for and
+ * released as any other). Host memory only; not with PRIOCCL_TRANSPORT=nccl.
+ * PRIOCCL_ROWS_FAILED as rows (as every sendRows entry): this rank failed before the op and takes
+ * part without data, so that every rank fails it, naming this one, instead of waiting for it. */
+#define PRIOCCL_ROWS_FAILED ((size_t)-1)
+/* All-gather: this rank's `rows` rows; the result holds every rank's, in rank order. */
+PRIOCCL_API priocclResult_t priocclAllGatherRowsAsync(const void* sendbuff, size_t rows,
+                                                      size_t rowCount, priocclDataType_t datatype,
+                                                      int priority, priocclComm_t comm,
+                                                      priocclRows_t* result,
+                                                      priocclRequest_t* request);
+PRIOCCL_API priocclResult_t priocclAllGatherRowsNamedAsync(
+    const void* sendbuff, size_t rows, size_t rowCount, priocclDataType_t datatype, int priority,
+    const char* key, priocclComm_t comm, priocclRows_t* result, priocclRequest_t* request);
+/* All-to-all: sendRows[j] rows go to rank j (sendbuff holds them packed in rank order); the
+ * result holds the rows from every rank, in rank order. */
+PRIOCCL_API priocclResult_t priocclAllToAllRowsAsync(const void* sendbuff, const size_t* sendRows,
+                                                     size_t rowCount, priocclDataType_t datatype,
+                                                     int priority, priocclComm_t comm,
+                                                     priocclRows_t* result,
+                                                     priocclRequest_t* request);
+PRIOCCL_API priocclResult_t priocclAllToAllRowsNamedAsync(const void* sendbuff,
+                                                          const size_t* sendRows, size_t rowCount,
+                                                          priocclDataType_t datatype, int priority,
+                                                          const char* key, priocclComm_t comm,
+                                                          priocclRows_t* result,
+                                                          priocclRequest_t* request);
+/* A ragged op's result, once its request has finished successfully (else the op's error, or
+ * priocclInvalidUsage while it runs): *data (valid until priocclRowsFree), *bytes, and
+ * rowsByRank[k] = the rows from rank k (the communicator's size entries). Any of the three may be
+ * NULL. */
+PRIOCCL_API priocclResult_t priocclRowsGet(priocclRows_t result, const void** data, size_t* bytes,
+                                           size_t* rowsByRank);
+PRIOCCL_API priocclResult_t priocclRowsFree(priocclRows_t result);
 /* Barrier: returns (completes) on a rank once every rank has called it. */
 PRIOCCL_API priocclResult_t priocclBarrier(priocclComm_t comm);
 /* Horovod's join, for ranks with uneven work: blocks until every rank has joined and sets

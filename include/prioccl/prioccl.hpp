@@ -16,6 +16,7 @@ namespace prioccl {
 
 namespace detail {
 struct OpState;
+struct RowsResult;
 class CommImpl;
 struct CommAccess;  // the library's own way from a Communicator to its CommImpl (the C ABI)
 }  // namespace detail
@@ -219,6 +220,27 @@ class PRIOCCL_API Request {
   std::shared_ptr<detail::OpState> state_;
 };
 
+// The result of a ragged op (Communicator::allGatherRowsAsync, allToAllRowsAsync), which the
+// library holds: the rows from every rank, packed in rank order. Readable once the op's request
+// has finished successfully (before that, or after a failure, data() throws); valid while any copy
+// of this object lives, whatever becomes of the request.
+class PRIOCCL_API Rows {
+ public:
+  Rows() = default;
+  bool valid() const noexcept { return op_ != nullptr; }
+  const void* data() const;
+  size_t bytes() const;
+  const std::vector<size_t>& rows() const;  // the rows from each rank
+
+ private:
+  friend class detail::CommImpl;
+  Rows(std::shared_ptr<detail::OpState> op, std::shared_ptr<const detail::RowsResult> result)
+      : op_(std::move(op)), result_(std::move(result)) {}
+  const detail::RowsResult& ready() const;  // throws unless the op finished successfully
+  std::shared_ptr<detail::OpState> op_;
+  std::shared_ptr<const detail::RowsResult> result_;
+};
+
 // Where a rank sits among the communicator's hosts (ranks grouped as the library detected them:
 // shared memory and hostname, or PRIOCCL_HOST_ID), known without an op: Horovod's local and
 // cross ranks.
@@ -355,6 +377,25 @@ class PRIOCCL_API Communicator {
   void allToAllV(const void* sendbuf, const size_t* sendcounts, const size_t* sdispls,
                  void* recvbuf, const size_t* recvcounts, const size_t* rdispls,
                  priocclDataType_t datatype);
+  // Ragged all-gather (Horovod's allgather): this rank gives `rows` rows of `rowCount` elements;
+  // the rows may differ between ranks, rowCount, the datatype and the shape given to shapeNext()
+  // (the dimensions after the first) may not. The rows of each rank are learned inside the op
+  // (no exchange to wait for first); the result is the library's, in *result. Host memory only.
+  // rows = PRIOCCL_ROWS_FAILED: this rank failed before the op and takes part so that every rank
+  // fails it (naming this rank) rather than wait.
+  Request allGatherRowsAsync(const void* sendbuf, size_t rows, size_t rowCount,
+                             priocclDataType_t datatype, Rows* result, int priority = 0);
+  Request allGatherRowsAsync(const void* sendbuf, size_t rows, size_t rowCount,
+                             priocclDataType_t datatype, Rows* result, int priority,
+                             const std::string& key);
+  // Ragged all-to-all (Horovod's alltoall with splits): sendRows[j] rows of rowCount elements go
+  // to rank j, packed in rank order; *result gets the rows from every rank, in rank order
+  // (Rows::rows: how many from each). PRIOCCL_ROWS_FAILED in every sendRows entry: as above.
+  Request allToAllRowsAsync(const void* sendbuf, const size_t* sendRows, size_t rowCount,
+                            priocclDataType_t datatype, Rows* result, int priority = 0);
+  Request allToAllRowsAsync(const void* sendbuf, const size_t* sendRows, size_t rowCount,
+                            priocclDataType_t datatype, Rows* result, int priority,
+                            const std::string& key);
   // Barrier: completes on a rank once every rank has submitted it. Scheduled by priority like the
   // others; a named barrier matches by key.
   Request barrierAsync(int priority = 0);

@@ -561,35 +561,38 @@ def _free_name(key, what):
     del _inflight[key]
 
 
-def _submit(what, name, unnamed, named, tensors=(), ps=None, finish=None, shape=None):
+def _submit(what, name, unnamed, named, tensors=(), ps=None, finish=None, shape=None,
+            shape_next=None):
     """Runs the C call (named(key, req); unnamed(req) where there is no named one) in process set
     ps; returns the _Op. A name already in flight in the same process set is an error (Horovod's
     rule), unless that op has finished. `shape`: the tensor's, which every rank's must equal
-    (priocclShapeNext; a 1-D shape says no more than the count, and is not sent)."""
+    (priocclShapeNext; a 1-D shape says no more than the count, and is not sent). `shape_next`:
+    what goes to priocclShapeNext instead, where that is not the shape (a ragged op's rows)."""
     _require()
     ps = ps or global_process_set
     if _orphans:
         _reap()
     if shape is not None:
         shape = tuple(int(d) for d in shape)
+    dims = shape if shape_next is None else tuple(int(d) for d in shape_next)
     key = None if name is None else (ps.process_set_id, str(name))
     with _lock:  # the name check and the registration as one step
         if named is None:
-            return _submit_locked(what, key, shape, unnamed, (), tensors, finish, ps)
+            return _submit_locked(what, key, shape, dims, unnamed, (), tensors, finish, ps)
         name_c = _NONAME if key is None else key[1].encode()
-        return _submit_locked(what, key, shape, named, (name_c,), tensors, finish, ps)
+        return _submit_locked(what, key, shape, dims, named, (name_c,), tensors, finish, ps)
 
 
-def _submit_locked(what, key, shape, call, args, tensors, finish, ps):
+def _submit_locked(what, key, shape, dims, call, args, tensors, finish, ps):
     """Under _lock: one op's submission and its books. Frees its name (_free_name), gives the
-    library its shape (priocclShapeNext: this thread's next call takes it; a 1-D shape says no
+    library the dims (priocclShapeNext: this thread's next call takes them; one dimension says no
     more than the count, and is not sent), runs call(*args, request) and keeps the _Op in _ops
     (and _inflight by name) until it is completed. Returns the _Op."""
     op = _Op(ctypes.c_void_p(), tensors, key, what, shape, finish, ps)
     if key is not None:
         _free_name(key, what)
-    if shape is not None and len(shape) != 1:
-        result = _L.priocclShapeNext((ctypes.c_int64 * len(shape))(*shape), len(shape))
+    if dims is not None and len(dims) != 1:
+        result = _L.priocclShapeNext((ctypes.c_int64 * len(dims))(*dims), len(dims))
         if result:
             _check(result, op.what, ps._comm)
     result = call(*args, ctypes.byref(op.request))
@@ -851,7 +854,8 @@ def _submit_batch(tensors, names, priorities, op, ps, ops):
         ptr = t.data_ptr()
         args = (ptr, ptr, t.numel(), _codes[t.dtype], op, priority,
                 _NONAME if key is None else key[1].encode(), comm)
-        ops.append(_submit_locked("allreduce", key, t.shape, named, args, (t,), None, ps))
+        ops.append(_submit_locked("allreduce", key, t.shape, t.shape, named, args, (t,), None,
+                                  ps))
 
 
 def grouped_allreduce_async_(tensors, op=Average, priority=0, name=None, process_set=None,
@@ -1069,12 +1073,91 @@ def _int_tensor(like, values):
     return _tensors.kind_of(like).int64s(values)
 
 
+_ROWS_FAILED = _C[_constants.ROWS_FAILED] % (1 << 64)  # (size_t)-1, which the library reads as -1
+
+
+class _RowsResult:
+    """A ragged op's result, held by the library (priocclRowsGet) until take() or this object's
+    end frees it (priocclRowsFree)."""
+
+    __slots__ = ("handle",)
+
+    def __init__(self):
+        self.handle = ctypes.c_void_p()
+
+    def __del__(self):
+        if self.handle and _L is not None:  # _L is None at interpreter exit
+            _L.priocclRowsFree(self.handle)
+            self.handle = ctypes.c_void_p()
+
+    def take(self, like, p, what):
+        """(the rows from every rank as a new tensor of `like`'s kind, dtype and trailing
+        dimensions; the rows from each rank)."""
+        data, nbytes, rows = ctypes.c_void_p(), ctypes.c_size_t(), (ctypes.c_size_t * p)()
+        _check(_L.priocclRowsGet(self.handle, ctypes.byref(data), ctypes.byref(nbytes), rows), what)
+        total = sum(rows)
+        flat = _new_empty(like, total * _rows(like))
+        if nbytes.value:
+            ctypes.memmove(_buffer(flat)[0], data.value, nbytes.value)
+        self.__del__()
+        return _reshape_rows(flat, like, total), list(rows)
+
+
+def _rows_op(what, tensor, name, priority, ps, unnamed, named, rows_of):
+    """A ragged op (allgather, alltoall with splits) in one library call: the library learns every
+    rank's rows inside the op. `unnamed(send, rows, row, code, result, request)` and
+    `named(..., key, ...)` are its C calls; `rows_of(first)` gives this rank's rows argument from
+    its first dimension, or raises. A rank that fails here still takes part, with
+    PRIOCCL_ROWS_FAILED, so that every rank raises (its own error here, the others' naming it).
+    Returns (the _Op, its _RowsResult)."""
+    local = None
+    try:
+        (row, _, _), (s_ptr, _, code), shape = _describe(tensor)
+        first = shape[0] if shape else 1
+        rows = rows_of(first)
+        row *= _factor(tensor)
+        # The dimensions after the first, which must agree (priocclShapeNext; one is not sent:
+        # the elements per row say as much).
+        dims = shape[1:] if len(shape) > 2 else (row,)
+    except PriocclError as e:
+        local, s_ptr, rows, row, code, dims, shape = e, None, rows_of(None), 0, _UINT8, (0,), None
+    result = _RowsResult()
+    handle = ctypes.byref(result.handle)
+    comm = ps._comm
+    op = _submit(what, name,
+                 lambda r: unnamed(s_ptr, rows, row, code, priority, comm, handle, r),
+                 lambda k, r: named(s_ptr, rows, row, code, priority, k, comm, handle, r),
+                 (tensor, rows, result), ps, shape=shape, shape_next=dims)
+    if local is not None:
+        try:  # fails on every rank, this one too: done at once
+            _complete(op)
+        except PriocclError:
+            pass
+        raise local
+    return op, result
+
+
 def allgather_async(tensor, priority=0, name=None, process_set=None):
     """Starts gathering every rank's `tensor`, concatenated along the first dimension in rank
     order (a new tensor from synchronize()). The first dimension may differ between ranks; the
-    others and the dtype must not (every rank then raises PriocclError). Exchanging the sizes
-    first blocks until every rank has called this (named `name` + ".sizes" when named)."""
+    others and the dtype must not (every rank then raises PriocclError). One library op: the
+    rows of each rank are learned inside it, so this never waits for the other ranks."""
     ps = _target(process_set, "allgather")
+    if _collectives_on_device() or _tensors.kind_of(tensor).on_device(tensor):
+        return _allgather_exchanged(tensor, priority, name, ps)
+    failed = _ROWS_FAILED
+    op, result = _rows_op("allgather", tensor, name, priority, ps, _L.priocclAllGatherRowsAsync,
+                          _L.priocclAllGatherRowsNamedAsync,
+                          lambda first: failed if first is None else first)
+    h = Handle(op, None)
+    h._then = lambda _: result.take(tensor, ps.size(), "allgather")[0]
+    return h
+
+
+def _allgather_exchanged(tensor, priority, name, ps):
+    """allgather of CUDA tensors: the rows are exchanged first (a blocking all-gather, named
+    `name` + ".sizes" when named), then gathered by an all-gather-v into a tensor on the device
+    (the ragged op's result is host memory)."""
     local = None
     try:
         mine, (s_ptr, count, code), shape = _describe(tensor)
@@ -1188,8 +1271,9 @@ def alltoall_async(tensor, splits=None, priority=0, name=None, return_received_s
 
     synchronize() returns the result, or (result, received_splits) with
     return_received_splits=True: the rows received from each rank, an int64 tensor of the input's
-    kind. With splits, the splits are exchanged first, which blocks until every rank has called
-    this (named `name` + ".splits" when named)."""
+    kind. With splits, one library op learns the rows each rank receives inside it (CUDA tensors:
+    the splits are exchanged first, which blocks until every rank has called this, named
+    `name` + ".splits" when named)."""
     ps = _target(process_set, "alltoall")
     p = ps.size()
     comm = ps._comm
@@ -1209,6 +1293,23 @@ def alltoall_async(tensor, splits=None, priority=0, name=None, return_received_s
                      (tensor, out), ps, shape=shape)
         result = (out, _int_tensor(tensor, [shape[0] // p] * p)) if return_received_splits else out
         return Handle(op, result)
+    if not (_collectives_on_device() or _tensors.kind_of(tensor).on_device(tensor)):
+        def send_rows(first):
+            if first is None:
+                return _sizes([_ROWS_FAILED] * p)
+            if not tensor.shape:
+                raise PriocclError("alltoall: the tensor needs a first dimension to split")
+            return _sizes(_parse_splits(splits, p, first))
+        op, result = _rows_op("alltoall", tensor, name, priority, ps, _L.priocclAllToAllRowsAsync,
+                              _L.priocclAllToAllRowsNamedAsync, send_rows)
+        h = Handle(op, None)
+
+        def take(_):
+            out, got = result.take(tensor, p, "alltoall")
+            return (out, _int_tensor(tensor, got)) if return_received_splits else out
+        h._then = take
+        return h
+    # CUDA tensors: the splits are exchanged first (the ragged op's result is host memory).
     local = None
     try:
         mine, (s_ptr, count, code), shape = _describe(tensor)

@@ -16,12 +16,14 @@ TORCH_DTYPES = dict({f"torch.{k}": v for k, v in NUMPY_DTYPES.items()},
 OPS = {"Sum": "priocclSum", "Prod": "priocclProd", "Max": "priocclMax", "Min": "priocclMin",
        "Average": "priocclAvg"}
 FLAGS = ("PRIOCCL_FEATURE_UCX", "PRIOCCL_FEATURE_CUDA", "PRIOCCL_FEATURE_NCCL")
+# A ragged op's rows from a rank that failed before it ((size_t)-1, read as the int -1).
+ROWS_FAILED = "PRIOCCL_ROWS_FAILED"
 
 
 def names():
     """Every C name the package asks the library for."""
     return sorted(set(NUMPY_DTYPES.values()) | set(TORCH_DTYPES.values()) | set(OPS.values())
-                  | set(FLAGS))
+                  | set(FLAGS) | {ROWS_FAILED})
 
 
 def read(lib, path):

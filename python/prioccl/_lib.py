@@ -108,6 +108,15 @@ def _declare(lib):
                                                c_void_pp]),
         "priocclAllToAllAsync": (R, [v, v, sz, i, i, v, c_void_pp]),
         "priocclAllToAllNamedAsync": (R, [v, v, sz, i, i, ctypes.c_char_p, v, c_void_pp]),
+        # The ragged collectives: the result is the library's (priocclRows_t), read after the op.
+        "priocclAllGatherRowsAsync": (R, [v, sz, sz, i, i, v, c_void_pp, c_void_pp]),
+        "priocclAllGatherRowsNamedAsync": (R, [v, sz, sz, i, i, ctypes.c_char_p, v, c_void_pp,
+                                               c_void_pp]),
+        "priocclAllToAllRowsAsync": (R, [v, c_size_t_p, sz, i, i, v, c_void_pp, c_void_pp]),
+        "priocclAllToAllRowsNamedAsync": (R, [v, c_size_t_p, sz, i, i, ctypes.c_char_p, v,
+                                              c_void_pp, c_void_pp]),
+        "priocclRowsGet": (R, [v, c_void_pp, c_size_t_p, c_size_t_p]),
+        "priocclRowsFree": (R, [v]),
         # The v-collectives: per-rank counts/displacements as arrays of nranks size_t (None for
         # displacements = packed blocks).
         "priocclAllGatherV": (R, [v, v, c_size_t_p, c_size_t_p, i, v]),

@@ -61,6 +61,10 @@ class _NumpyArrays:
     def storage(t):
         return t
 
+    @staticmethod
+    def on_device(t):  # noqa: ARG004 - arrays live in host memory
+        return False
+
 
 class _TorchTensors:
     types = TORCH_TYPES
@@ -112,6 +116,10 @@ class _TorchTensors:
     @staticmethod
     def storage(t):
         return t.data  # a Parameter's storage, not autograd's
+
+    @staticmethod
+    def on_device(t):
+        return t.device.type == "cuda"
 
 
 NUMPY, TORCH = _NumpyArrays(), _TorchTensors()

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "api/c_api_support.h"
 #include "api/comm_impl.h"
@@ -45,6 +46,23 @@ priocclResult_t runOp(const char* func, priocclComm_t comm, const OpDesc& d) {
   });
 }
 
+// A ragged op (api/ragged.h): its Request and its result get handles (both NULL on failure).
+priocclResult_t submitRowsOp(const char* func, priocclComm_t comm, priocclRows_t* result,
+                             priocclRequest_t* request, const OpDesc& d) {
+  if (result) *result = nullptr;
+  return guarded(func, comm, [&] {
+    if (!request) detail::fail(priocclInvalidArgument, "request is NULL");
+    *request = nullptr;
+    if (!result) detail::fail(priocclInvalidArgument, "result is NULL");
+    if (d.named && d.key.data() == nullptr) detail::fail(priocclInvalidArgument, "key is NULL");
+    detail::validateEnums(d.dtype, d.op);
+    Rows rows;
+    Request r = detail::CommAccess::of(lookup(comm)).submitRows(d, &rows);
+    *request = reinterpret_cast<priocclRequest_t>(requests().add(std::move(r)));
+    *result = reinterpret_cast<priocclRows_t>(rowsResults().add(std::move(rows)));
+  });
+}
+
 }  // namespace
 }  // namespace prioccl::capi
 
@@ -52,6 +70,7 @@ using namespace prioccl;
 using detail::collectiveOp;
 using detail::collectiveVOp;
 using detail::pointToPointOp;
+using detail::rowsOp;
 using Kind = detail::OpState::Kind;
 using capi::guarded;
 using capi::lookup;
@@ -198,6 +217,61 @@ priocclResult_t priocclAllGatherV(const void* sendbuff, void* recvbuff, const si
   return capi::runOp(__func__, comm,
                      collectiveVOp(Kind::kAllGatherV, sendbuff, recvbuff, nullptr, nullptr,
                                    recvcounts, displs, datatype, priocclSum));
+}
+
+priocclResult_t priocclAllGatherRowsAsync(const void* sendbuff, size_t rows, size_t rowCount,
+                                          priocclDataType_t datatype, int priority,
+                                          priocclComm_t comm, priocclRows_t* result,
+                                          priocclRequest_t* request) {
+  return capi::submitRowsOp(
+      __func__, comm, result, request,
+      rowsOp(Kind::kAllGatherV, sendbuff, rows, nullptr, rowCount, datatype, priority));
+}
+
+priocclResult_t priocclAllGatherRowsNamedAsync(const void* sendbuff, size_t rows, size_t rowCount,
+                                               priocclDataType_t datatype, int priority,
+                                               const char* key, priocclComm_t comm,
+                                               priocclRows_t* result, priocclRequest_t* request) {
+  return capi::submitRowsOp(__func__, comm, result, request,
+                            detail::named(rowsOp(Kind::kAllGatherV, sendbuff, rows, nullptr,
+                                                 rowCount, datatype, priority),
+                                          key ? std::string_view(key) : std::string_view()));
+}
+
+priocclResult_t priocclAllToAllRowsAsync(const void* sendbuff, const size_t* sendRows,
+                                         size_t rowCount, priocclDataType_t datatype, int priority,
+                                         priocclComm_t comm, priocclRows_t* result,
+                                         priocclRequest_t* request) {
+  return capi::submitRowsOp(
+      __func__, comm, result, request,
+      rowsOp(Kind::kAllToAllV, sendbuff, 0, sendRows, rowCount, datatype, priority));
+}
+
+priocclResult_t priocclAllToAllRowsNamedAsync(const void* sendbuff, const size_t* sendRows,
+                                              size_t rowCount, priocclDataType_t datatype,
+                                              int priority, const char* key, priocclComm_t comm,
+                                              priocclRows_t* result, priocclRequest_t* request) {
+  return capi::submitRowsOp(
+      __func__, comm, result, request,
+      detail::named(rowsOp(Kind::kAllToAllV, sendbuff, 0, sendRows, rowCount, datatype, priority),
+                    key ? std::string_view(key) : std::string_view()));
+}
+
+priocclResult_t priocclRowsGet(priocclRows_t result, const void** data, size_t* bytes,
+                               size_t* rowsByRank) {
+  return guarded(__func__, nullptr, [&] {
+    Rows r = capi::rowsResults().get(result, "result", capi::kDeadRows);
+    const void* at = r.data();  // throws unless the op finished successfully
+    if (data) *data = at;
+    if (bytes) *bytes = r.bytes();
+    if (rowsByRank)
+      for (size_t k = 0; k < r.rows().size(); ++k) rowsByRank[k] = r.rows()[k];
+  });
+}
+
+priocclResult_t priocclRowsFree(priocclRows_t result) {
+  return guarded(__func__, nullptr,
+                 [&] { capi::rowsResults().release(result, "result", capi::kDeadRows); });
 }
 
 priocclResult_t priocclReduceScatterVAsync(const void* sendbuff, void* recvbuff,

@@ -21,6 +21,11 @@ HandleTable<Request, kRequestHandle>& requests() {
   return table;
 }
 
+HandleTable<Rows, kRowsHandle>& rowsResults() {
+  static HandleTable<Rows, kRowsHandle> table;
+  return table;
+}
+
 Communicator lookup(priocclComm_t comm) {
   return comms().get(comm, "comm", "is not a live communicator (destroyed or never created)");
 }

@@ -15,7 +15,7 @@ namespace prioccl::capi {
 
 // Handle kinds: an id's low bits, so that handles of different kinds never share a value.
 constexpr uintptr_t kCommHandle = 1, kRequestHandle = 2, kLaggedHandle = 3, kDelayedHandle = 4,
-                    kGateHandle = 5;
+                    kGateHandle = 5, kRowsHandle = 6;
 constexpr int kKindBits = 3;
 
 // Ids are never reused.
@@ -76,6 +76,11 @@ Communicator lookup(priocclComm_t comm);  // throws unless live
 constexpr const char* kDeadRequest =
     "is not live (already released by priocclWait, or never created)";
 HandleTable<Request, kRequestHandle>& requests();
+
+// The results of ragged ops (priocclRowsGet, priocclRowsFree).
+constexpr const char* kDeadRows =
+    "is not live (already released by priocclRowsFree, or never created)";
+HandleTable<Rows, kRowsHandle>& rowsResults();
 
 // Every failure goes to this thread's record and, for a live communicator, to its own log.
 void record(priocclComm_t comm, const std::string& message);

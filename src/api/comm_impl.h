@@ -59,6 +59,9 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   Request submit(const OpDesc& d, bool callerWaits = false);
   // A blocking call: submitted, then waited for (inside a group: at the group's end).
   void run(const OpDesc& d);
+  // A ragged op (rowsOp; api/ragged.h): the exchange of rows, then the v-collective it plans,
+  // whose result goes to *result. The Request is the second op's.
+  Request submitRows(const OpDesc& d, Rows* result);
 
   // Horovod's start_timeline / stop_timeline: this rank's timeline, from now on.
   std::string startTimeline(const std::string& path);
@@ -84,6 +87,16 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   // Read on every call of the API: no lock (the calls that use the engine check again under it).
   bool destroyed() const { return destroyed_.load(std::memory_order_acquire); }
 
+  // The bytes an op reads at its send buffer and writes at its receive buffer (0: none), and
+  // whether the receive buffer keeps bytes it does not write (gaps between blocks).
+  struct Extents {
+    size_t send = 0, recv = 0;
+    bool gaps = false;
+  };
+
+  // A v-collective's layout, checked (checkCollectiveV), into `state`; returns its extents.
+  static Extents fillCollectiveV(OpState& state, const OpDesc& d, int rank, int size);
+
  private:
   // submit()'s three families. `shape`: the pending shape (Announce::layout).
   Request collective(const OpDesc& d, uint64_t shape, bool callerWaits);
@@ -91,13 +104,6 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   // all-to-all-v, that what each rank sends each other is what that one expects.
   Request collectiveV(const OpDesc& d, bool callerWaits);
   Request pointToPoint(const OpDesc& d);
-
-  // The bytes an op reads at its send buffer and writes at its receive buffer (0: none), and
-  // whether the receive buffer keeps bytes it does not write (gaps between blocks).
-  struct Extents {
-    size_t send = 0, recv = 0;
-    bool gaps = false;
-  };
 
   // A collective's common tail: its priority and key, then to the engine (or the group).
   Request submitCollective(const std::shared_ptr<OpState>& state, const OpDesc& d, bool callerWaits,

@@ -114,7 +114,8 @@ priocclCounters_t CommImpl::counters() {
 
 void CommImpl::abort() {
   streamGate_->failAll(priocclInvalidUsage,
-                       "the communicator was aborted while the op waited for its stream");
+                       "the communicator was aborted while the op waited to enter it (for its "
+                       "stream, or for the sizes of a ragged op)");
   std::lock_guard<std::mutex> lock(mutex_);  // keeps the engine alive meanwhile
   if (engine_) engine_->abort();
 }
@@ -125,8 +126,9 @@ void CommImpl::destroy() {
   if (!destroyed() && !streamGate_->drain(kStreamDrainLimit))
     streamGate_->failAll(
         priocclInvalidUsage,
-        concat("the communicator was destroyed while the op waited for the work "
-               "queued on its stream before it, unfinished after ",
+        concat("the communicator was destroyed while the op waited to enter it (for the work "
+               "queued on its stream before it, or for the sizes of a ragged op), unfinished "
+               "after ",
                std::chrono::duration_cast<std::chrono::seconds>(kStreamDrainLimit).count(), " s"));
   std::unique_ptr<Engine> engine;
   {

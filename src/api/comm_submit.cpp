@@ -3,6 +3,7 @@
 // gate, and the hand-off to the engine.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/comm_impl.h"
@@ -44,30 +45,32 @@ Request CommImpl::collective(const OpDesc& d, uint64_t shape, bool callerWaits) 
 }
 
 Request CommImpl::collectiveV(const OpDesc& d, bool callerWaits) {
+  auto state = makeOp(d.send, d.recv, 0, d.dtype,
+                      d.kind == OpState::Kind::kReduceScatterV ? d.op : priocclSum);
+  const Extents extents = fillCollectiveV(*state, d, rank_, size_);
+  return submitCollective(state, d, callerWaits, extents);
+}
+
+CommImpl::Extents CommImpl::fillCollectiveV(OpState& state, const OpDesc& d, int rank, int size) {
   using Kind = OpState::Kind;
-  CollectiveVLayout v = checkCollectiveV(d, rank_, size_);
-  auto state =
-      makeOp(d.send, d.recv, 0, d.dtype, d.kind == Kind::kReduceScatterV ? d.op : priocclSum);
-  state->kind = d.kind;
-  state->count = v.largest;
-  state->sendCounts = std::move(v.sendCounts);
-  state->sendDispls = std::move(v.sendDispls);
-  state->recvCounts = std::move(v.recvCounts);
-  state->recvDispls = std::move(v.recvDispls);
+  CollectiveVLayout v = checkCollectiveV(d, rank, size);
+  state.kind = d.kind;
+  state.count = v.largest;
+  state.sendCounts = std::move(v.sendCounts);
+  state.sendDispls = std::move(v.sendDispls);
+  state.recvCounts = std::move(v.recvCounts);
+  state.recvDispls = std::move(v.recvDispls);
   if (d.kind == Kind::kAllToAllV) {
-    PairTerms t = pairTerms(rank_, state->sendCounts, state->recvCounts);
-    state->pairDigest = t.digest;
-    state->pairCount = t.count;
-    state->pairWhere = t.where;
+    PairTerms t = pairTerms(rank, state.sendCounts, state.recvCounts);
+    state.pairDigest = t.digest;
+    state.pairCount = t.count;
+    state.pairWhere = t.where;
   } else {
-    state->layout =
-        layoutDigest(d.kind == Kind::kAllGatherV ? state->recvCounts : state->sendCounts);
+    state.layout = layoutDigest(d.kind == Kind::kAllGatherV ? state.recvCounts : state.sendCounts);
   }
   const size_t elem = reduce::dtypeSize(d.dtype);
   // Blocks may leave gaps in the receive buffer, which a staged copy must carry unchanged.
-  return submitCollective(
-      state, d, callerWaits,
-      {v.sendElems * elem, v.recvElems * elem, d.kind != Kind::kReduceScatterV});
+  return {v.sendElems * elem, v.recvElems * elem, d.kind != Kind::kReduceScatterV};
 }
 
 int CommImpl::join() {
@@ -218,6 +221,9 @@ void CommImpl::handOverWaiting(const std::shared_ptr<OpState>& op) {
 
 void CommImpl::enter(const std::shared_ptr<OpState>& op, bool callerWaits) {
   op->fence.reset();  // its event goes back to the pool
+  // A ragged op's second half is planned now; a plan that fails has failed the op (alike on
+  // every rank), which then never enters.
+  if (op->prepare && !std::exchange(op->prepare, nullptr)(*op)) return;
   if (op->staging && stager_) stager_->begin(*op);
   engine_->submit(op, callerWaits);
 }

@@ -17,6 +17,7 @@ using detail::collectiveVOp;
 using detail::fail;
 using detail::named;
 using detail::pointToPointOp;
+using detail::rowsOp;
 using Kind = detail::OpState::Kind;
 
 // ---- Communicator ----
@@ -240,6 +241,35 @@ void Communicator::reduceScatterV(const void* sendbuf, void* recvbuf, const size
                                   priocclDataType_t datatype, priocclRedOp_t op) {
   impl().run(collectiveVOp(Kind::kReduceScatterV, sendbuf, recvbuf, nullptr, nullptr, recvcounts,
                            nullptr, datatype, op));
+}
+
+Request Communicator::allGatherRowsAsync(const void* sendbuf, size_t rows, size_t rowCount,
+                                         priocclDataType_t datatype, Rows* result, int priority) {
+  return impl().submitRows(
+      rowsOp(Kind::kAllGatherV, sendbuf, rows, nullptr, rowCount, datatype, priority), result);
+}
+
+Request Communicator::allGatherRowsAsync(const void* sendbuf, size_t rows, size_t rowCount,
+                                         priocclDataType_t datatype, Rows* result, int priority,
+                                         const std::string& key) {
+  return impl().submitRows(
+      named(rowsOp(Kind::kAllGatherV, sendbuf, rows, nullptr, rowCount, datatype, priority), key),
+      result);
+}
+
+Request Communicator::allToAllRowsAsync(const void* sendbuf, const size_t* sendRows,
+                                        size_t rowCount, priocclDataType_t datatype, Rows* result,
+                                        int priority) {
+  return impl().submitRows(
+      rowsOp(Kind::kAllToAllV, sendbuf, 0, sendRows, rowCount, datatype, priority), result);
+}
+
+Request Communicator::allToAllRowsAsync(const void* sendbuf, const size_t* sendRows,
+                                        size_t rowCount, priocclDataType_t datatype, Rows* result,
+                                        int priority, const std::string& key) {
+  return impl().submitRows(
+      named(rowsOp(Kind::kAllToAllV, sendbuf, 0, sendRows, rowCount, datatype, priority), key),
+      result);
 }
 
 Request Communicator::allToAllVAsync(const void* sendbuf, const size_t* sendcounts,

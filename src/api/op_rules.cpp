@@ -54,6 +54,15 @@ OpDesc collectiveVOp(OpState::Kind kind, const void* send, void* recv, const siz
   return d;
 }
 
+OpDesc rowsOp(OpState::Kind kind, const void* send, size_t rows, const size_t* sendRows,
+              size_t rowCount, const priocclDataType_t& dtype, int priority) {
+  OpDesc d = opOf(kind, send, nullptr, dtype, priocclSum, priority);
+  d.count = rows;
+  d.sendCounts = sendRows;
+  d.rowCount = rowCount;
+  return d;
+}
+
 OpDesc pointToPointOp(OpState::Kind kind, const void* buf, size_t count,
                       const priocclDataType_t& dtype, int peer, int tag, int priority) {
   const priocclRedOp_t none = priocclSum;

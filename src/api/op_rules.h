@@ -35,6 +35,9 @@ struct OpDesc {
   priocclRedOp_t op = priocclSum;  // the reducing kinds only
   int root = -1;                   // broadcast and reduce
   int peer = -1, tag = 0;          // send and recv
+  // The ragged kinds (api/ragged.h): elements per row; `count` (all-gather) and `sendCounts`
+  // (all-to-all) are then in rows.
+  size_t rowCount = 0;
   int priority = 0;
   bool named = false;
   std::string_view key;  // a named op's name: every rank submits it under the same one
@@ -58,6 +61,11 @@ OpDesc collectiveVOp(OpState::Kind kind, const void* send, void* recv, const siz
 // A send (buf read) or a receive (buf written) of `count` elements with `peer`.
 OpDesc pointToPointOp(OpState::Kind kind, const void* buf, size_t count,
                       const priocclDataType_t& dtype, int peer, int tag, int priority);
+// A ragged op (api/ragged.h): an all-gather (kind kAllGatherV) of this rank's `rows` rows, or an
+// all-to-all (kAllToAllV) of sendRows[j] rows to rank j, packed in rank order; each row holds
+// `rowCount` elements.
+OpDesc rowsOp(OpState::Kind kind, const void* send, size_t rows, const size_t* sendRows,
+              size_t rowCount, const priocclDataType_t& dtype, int priority);
 // `d` as a named op.
 inline OpDesc named(OpDesc d, std::string_view key) {
   d.named = true;

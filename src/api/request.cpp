@@ -4,6 +4,7 @@
 #include <mutex>
 #include <string>
 
+#include "api/ragged.h"
 #include "core/engine.h"
 #include "device/device_memory.h"
 #include "prioccl/prioccl.hpp"
@@ -68,6 +69,27 @@ void Request::streamWait(void* stream) const {
          "streamWait: no CUDA in this process (no stream can wait: wait for the request)");
   std::shared_ptr<device::StreamHold> held = memory->hold(stream);
   onComplete([held](priocclResult_t, const std::string&) { held->release(); });
+}
+
+const detail::RowsResult& Rows::ready() const {
+  detail::OpState& s = stateOf(op_);
+  if (!s.done.load(std::memory_order_acquire))
+    fail(priocclInvalidUsage, "Rows: the op has not finished (wait for its request first)");
+  std::lock_guard<std::mutex> lock(s.mutex);
+  throwIfFailed(s);
+  return *result_;
+}
+
+const void* Rows::data() const {
+  return ready().data.data();
+}
+
+size_t Rows::bytes() const {
+  return ready().data.size();
+}
+
+const std::vector<size_t>& Rows::rows() const {
+  return ready().rows;
 }
 
 }  // namespace prioccl

@@ -12,29 +12,46 @@
 namespace prioccl::detail {
 
 namespace {
-bool streamDone(const OpState& op) {
-  return !op.fence || op.fence->ready();
+// Whether the op has nothing left to wait for: its stream's earlier work, the op it comes after.
+bool ready(const OpState& op) {
+  return (!op.fence || op.fence->ready()) &&
+         (!op.after || op.after->done.load(std::memory_order_acquire));
 }
 }  // namespace
+
+void StreamGate::Bell::ring() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    rung_ = true;
+  }
+  cv_.notify_all();
+}
+
+void StreamGate::Bell::nap(std::chrono::microseconds nap) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait_for(lock, nap, [&] { return rung_; });
+  rung_ = false;
+}
 
 StreamGate::StreamGate(std::function<void(const std::shared_ptr<OpState>&)> handOver)
     : handOver_(std::move(handOver)) {}
 
 StreamGate::~StreamGate() {
   failAll(priocclInvalidUsage,
-          "the communicator was destroyed before the work queued on the op's stream before it "
-          "had finished");
+          "the communicator was destroyed while the op waited to enter it (for the work queued "
+          "on its stream before it, or for the sizes of a ragged op)");
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
   cv_.notify_all();
+  bell_->ring();
   if (thread_.joinable()) thread_.join();
 }
 
 bool StreamGate::admit(const std::shared_ptr<OpState>& op) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (waiting_.empty() && streamDone(*op)) return true;
+  if (waiting_.empty() && ready(*op)) return true;
   waiting_.push_back(op);
   if (!thread_.joinable())
     thread_ = std::thread([this] {
@@ -62,11 +79,11 @@ void StreamGate::run() {
     if (stopping_) return;
     std::shared_ptr<OpState> first = waiting_.front();
     lock.unlock();
-    if (streamDone(*first)) {
+    if (ready(*first)) {
       handOver_(first);  // takes it (take()) under the communicator's lock, or fails it
       nap = microseconds(10);
     } else {
-      std::this_thread::sleep_for(nap);
+      bell_->nap(nap);
       nap = std::min(nap * 2, microseconds(200));
     }
     lock.lock();

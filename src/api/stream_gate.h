@@ -10,9 +10,13 @@
 // would wait for an op planned after it: a deadlock. An op that enters the engine only when its
 // input is ready can wait for nothing the plan puts after it.
 //
-// An op whose stream has nothing left to run goes in on the caller's thread at once; the others
-// are handed over by the gate's thread, which polls the first one's fence (from 10 us to 200 us
-// apart) and sleeps while nothing waits.
+// The same door holds the second op of a ragged collective (api/ragged.h) until the exchange of
+// sizes it is planned from has finished (OpState::after), for the same reason: the ops behind it
+// must not overtake it.
+//
+// An op with nothing to wait for goes in on the caller's thread at once; the others are handed
+// over by the gate's thread, which polls the first one (from 10 us to 200 us apart, or sooner when
+// its bell rings) and sleeps while nothing waits.
 #pragma once
 
 #include <chrono>
@@ -30,15 +34,31 @@ namespace prioccl::detail {
 
 class StreamGate {
  public:
-  // `handOver(op)`: the gate's thread hands a waiting op to the engine (takes the communicator's
+  // Wakes the gate's thread from its nap: an op it holds may be ready. Rung by the op it waits
+  // for when that finishes; safe to ring after the gate is gone.
+  class Bell {
+   public:
+    void ring();
+    // Sleeps up to `nap`, less if rung meanwhile (a ring before it counts).
+    void nap(std::chrono::microseconds nap);
+
+   private:
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    bool rung_ = false;
+  };
+  std::shared_ptr<Bell> bell() const { return bell_; }
+
+  // `handOver(op)`: the gate's thread hands a ready op to the engine (takes the communicator's
   // lock itself; fails the op if the engine is gone).
   explicit StreamGate(std::function<void(const std::shared_ptr<OpState>&)> handOver);
   ~StreamGate();  // fails what still waits, then stops the thread
   StreamGate(const StreamGate&) = delete;
   StreamGate& operator=(const StreamGate&) = delete;
 
-  // Under the communicator's lock: true when `op` may enter the engine now (nothing waits, and
-  // its stream has nothing left to run); else it waits here, and false.
+  // Under the communicator's lock: true when `op` may enter the engine now (nothing waits, its
+  // stream has nothing left to run, and the op it comes after has finished); else it waits here,
+  // and false.
   bool admit(const std::shared_ptr<OpState>& op);
   // Under the communicator's lock, by the gate's thread only: takes the first waiting op if it is
   // still `op` (nothing else takes them), so that an op admitted meanwhile cannot overtake it.
@@ -58,6 +78,7 @@ class StreamGate {
   std::condition_variable cv_;  // the thread: something waits; drain: nothing does
   std::deque<std::shared_ptr<OpState>> waiting_;  // in submission order
   bool stopping_ = false;
+  const std::shared_ptr<Bell> bell_ = std::make_shared<Bell>();
   std::thread thread_;  // started with the first op that waits
 };
 

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -136,6 +137,11 @@ struct OpState : std::enable_shared_from_this<OpState> {
   // Set when the op's buffers are device memory and the user's stream still had work queued
   // before the op at submission: the op enters the engine once that is done (api/stream_gate.h).
   std::shared_ptr<device::StreamFence> fence;
+  // Set when the op's arguments come from another op's result (a ragged op, api/ragged.h): it
+  // enters the engine once `after` has finished and `prepare` has filled them in. prepare returns
+  // false when it has failed the op instead (it then never enters).
+  std::shared_ptr<OpState> after;
+  std::function<bool(OpState&)> prepare;
   // Whether an op cut into chunks of elements reads and writes only its chunk's elements of
   // send and recv (so a staged op's chunks may start and end one by one).
   bool sliced() const {

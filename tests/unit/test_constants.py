@@ -16,6 +16,7 @@ def header_constants(text):
         body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
         for name, value in re.findall(r"(prioccl\w+)\s*=\s*(-?\d+)", body):
             found[name] = int(value)
+    text = text.replace("(size_t)", "")  # PRIOCCL_ROWS_FAILED: (size_t)-1, which reads as int -1
     for name, expr in re.findall(r"^#define (PRIOCCL_[A-Z_]+)[ \t]+([-()0-9A-Z_ *+]+?)\s*(?:/\*.*)?$",
                                  text, re.M):
         try:
