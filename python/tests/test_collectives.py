@@ -2,6 +2,8 @@
 computed here, async/poll/synchronize, broadcast, point to point, and clear errors. torch
 tensors too when python3-torch is installed (otherwise that part says it is skipped)."""
 
+import time
+
 import numpy as np
 
 import prioccl
@@ -137,6 +139,20 @@ def v_cases(r, p):
           "uneven allgather async, named")
     check(prioccl.allgather(np.zeros((0, 4), dtype=np.int8)).shape == (0, 4),
           "allgather of 0 rows everywhere")
+    # One library op: starting it waits for no other rank (the rows are learned inside the op).
+    # Rank 0 starts first, the others 0.5 s later.
+    if r:
+        time.sleep(0.5)
+    started = time.monotonic()
+    h = prioccl.allgather_async(gather_rows(r), name="gather.early")
+    h2 = prioccl.alltoall_async(np.concatenate([a2a_rows(r, j) for j in range(p)]),
+                                splits=[a2a_split(r, j) for j in range(p)], name="a2a.early")
+    returned = time.monotonic() - started
+    check(r or returned < 0.3, f"allgather_async/alltoall_async on rank 0 returned after "
+                               f"{returned:.3f} s: they waited for the other ranks")
+    check((prioccl.synchronize(h) == want).all(), "allgather started before the other ranks")
+    check((prioccl.synchronize(h2) == np.concatenate([a2a_rows(i, r) for i in range(p)])).all(),
+          "alltoall with splits started before the other ranks")
     if p > 1:  # every rank raises, then the next op still matches
         expect_error(lambda: prioccl.allgather(np.zeros((1, 3 + (r == p - 1)), dtype=np.int32)),
                      "dimensions after the first", "allgather of mismatched trailing dims")

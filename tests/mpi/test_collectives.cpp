@@ -453,6 +453,154 @@ TEST_F(Collectives, AllToAllVMatchesMpiAlltoallv) {
   }
 }
 
+// The ragged collectives (each rank knows only its own rows): every dtype and several row shapes,
+// some ranks with no rows, against MPI_Allgatherv / MPI_Alltoallv of the same bytes, bitwise, with
+// the rows from each rank as every rank has them. An unnamed all-reduce submitted right behind
+// each one (before the ragged op's rows are known) still matches its peers: the door keeps the
+// submission order.
+TEST_F(Collectives, RaggedAllGatherMatchesMpiAllgatherv) {
+  const size_t p = static_cast<size_t>(size_), me = static_cast<size_t>(rank_);
+  uint64_t seed = 3100;
+  for (priocclDataType_t dt : kDtypes) {
+    for (size_t rowCount : {size_t{1}, size_t{7}, 3000 / kSanitizerShrink}) {
+      ++seed;
+      const size_t elem = sizeOf(dt);
+      std::vector<size_t> rows(p);
+      for (size_t k = 0; k < p; ++k) rows[k] = (k * 5 + seed) % 4;  // 0..3, some ranks none
+      std::vector<size_t> counts(p);
+      for (size_t k = 0; k < p; ++k) counts[k] = rows[k] * rowCount;
+      size_t total = 0;
+      for (size_t c : counts) total += c;
+      std::vector<unsigned char> mine = bytesOf(seed * 64 + me, counts[me] * elem);
+      std::vector<unsigned char> want(total * elem);
+      std::vector<int> displs(p);
+      for (size_t k = 0, at = 0; k < p; at += counts[k++]) displs[k] = static_cast<int>(at * elem);
+      MPI_Allgatherv(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, want.data(),
+                     mpiInts(counts, elem).data(), displs.data(), MPI_BYTE, MPI_COMM_WORLD);
+      const std::string label =
+          "dtype " + std::to_string(dt) + " rowCount " + std::to_string(rowCount);
+      prioccl::Rows result;
+      Request r = seed % 2 ? comm_.allGatherRowsAsync(mine.data(), rows[me], rowCount, dt, &result)
+                           : comm_.allGatherRowsAsync(mine.data(), rows[me], rowCount, dt, &result,
+                                                      1, "ragged.gather");
+      int64_t one = 1, sum = 0;
+      comm_.allReduce(&one, &sum, 1, priocclInt64, priocclSum);  // behind it at the door
+      EXPECT_EQ(sum, size_) << label;
+      r.wait();
+      ASSERT_EQ(result.bytes(), want.size()) << label;
+      EXPECT_EQ(firstDifference(want, static_cast<const unsigned char*>(result.data())), -1)
+          << label;
+      EXPECT_EQ(result.rows(), rows) << label;
+    }
+  }
+}
+
+TEST_F(Collectives, RaggedAllToAllMatchesMpiAlltoallv) {
+  const size_t p = static_cast<size_t>(size_), me = static_cast<size_t>(rank_);
+  auto pairRows = [](size_t from, size_t to) {
+    return (from + 2 * to) % 4 == 3 ? 0 : 1 + (from + to) % 3;
+  };
+  uint64_t seed = 3500;
+  for (priocclDataType_t dt : kDtypes) {
+    for (size_t rowCount : {size_t{1}, size_t{5}, 2000 / kSanitizerShrink}) {
+      ++seed;
+      const size_t elem = sizeOf(dt);
+      std::vector<size_t> sendRows(p), recvRows(p), sendCounts(p), recvCounts(p);
+      size_t sendTotal = 0, recvTotal = 0;
+      for (size_t j = 0; j < p; ++j) {
+        sendRows[j] = pairRows(me, j);
+        recvRows[j] = pairRows(j, me);
+        sendCounts[j] = sendRows[j] * rowCount;
+        recvCounts[j] = recvRows[j] * rowCount;
+        sendTotal += sendCounts[j];
+        recvTotal += recvCounts[j];
+      }
+      auto displs = [&](const std::vector<size_t>& counts) {
+        std::vector<int> out(p);
+        for (size_t k = 0, at = 0; k < p; at += counts[k++]) out[k] = static_cast<int>(at * elem);
+        return out;
+      };
+      std::vector<unsigned char> mine = bytesOf(seed * 64 + me, sendTotal * elem);
+      std::vector<unsigned char> want(recvTotal * elem);
+      MPI_Alltoallv(mine.data(), mpiInts(sendCounts, elem).data(), displs(sendCounts).data(),
+                    MPI_BYTE, want.data(), mpiInts(recvCounts, elem).data(),
+                    displs(recvCounts).data(), MPI_BYTE, MPI_COMM_WORLD);
+      const std::string label =
+          "dtype " + std::to_string(dt) + " rowCount " + std::to_string(rowCount);
+      prioccl::Rows result;
+      Request r = seed % 2
+                      ? comm_.allToAllRowsAsync(mine.data(), sendRows.data(), rowCount, dt, &result)
+                      : comm_.allToAllRowsAsync(mine.data(), sendRows.data(), rowCount, dt, &result,
+                                                -1, "ragged.a2a");
+      int64_t one = 1, sum = 0;
+      comm_.allReduce(&one, &sum, 1, priocclInt64, priocclSum);  // behind it at the door
+      EXPECT_EQ(sum, size_) << label;
+      r.wait();
+      ASSERT_EQ(result.bytes(), want.size()) << label;
+      EXPECT_EQ(firstDifference(want, static_cast<const unsigned char*>(result.data())), -1)
+          << label;
+      EXPECT_EQ(result.rows(), recvRows) << label;
+    }
+  }
+}
+
+// What the ranks disagree on fails the ragged op on every rank alike, naming it, and the
+// communicator carries on: elements per row, the shape after the first dimension, the dtype, and
+// a rank that failed before the op (PRIOCCL_ROWS_FAILED). Its result is not readable then; nor
+// before the op has finished; nor through a freed C handle.
+TEST_F(Collectives, RaggedDisagreementsFailEveryRankAndTheCommunicatorCarriesOn) {
+  const int last = size_ - 1;
+  std::vector<int32_t> data(64, rank_);
+  auto fails = [&](size_t rows, size_t rowCount, priocclDataType_t dt, const std::string& want,
+                   const std::vector<int64_t>& shape = {}) {
+    if (!shape.empty()) prioccl::shapeNext(shape);
+    prioccl::Rows result;
+    Request r = comm_.allGatherRowsAsync(data.data(), rows, rowCount, dt, &result);
+    try {
+      r.wait();
+      ADD_FAILURE() << "no error; wanted " << want;
+    } catch (const prioccl::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(result.data(), prioccl::Error);
+  };
+  if (size_ > 1) {
+    fails(2, rank_ == last ? 3 : 4, priocclInt32, "dimensions after the first");
+    fails(1, 6, priocclInt32, "dimensions after the first",
+          rank_ == last ? std::vector<int64_t>{3, 2} : std::vector<int64_t>{2, 3});
+    fails(1, 4, rank_ == last ? priocclUint32 : priocclInt32, "differ in dtype");
+  }
+  fails(rank_ == last ? PRIOCCL_ROWS_FAILED : 1, 4, priocclInt32,
+        "rank(s) [" + std::to_string(last) + "] failed before the op");
+  // The communicator carries on, and the rows are right.
+  prioccl::Rows result;
+  comm_.allGatherRowsAsync(data.data(), 1, 2, priocclInt32, &result).wait();
+  ASSERT_EQ(result.bytes(), static_cast<size_t>(size_) * 2 * sizeof(int32_t));
+  for (int k = 0; k < size_; ++k)
+    EXPECT_EQ(static_cast<const int32_t*>(result.data())[2 * k + 1], k);
+  // The C handle: read, freed, then refused.
+  priocclComm_t c = nullptr;
+  ASSERT_EQ(priocclCommInitWorld(&c), priocclSuccess);
+  priocclRows_t rows = nullptr;
+  priocclRequest_t req = nullptr;
+  ASSERT_EQ(priocclAllGatherRowsAsync(data.data(), static_cast<size_t>(rank_), 1, priocclInt32, 0,
+                                      c, &rows, &req),
+            priocclSuccess);
+  ASSERT_EQ(priocclWait(req), priocclSuccess);
+  std::vector<size_t> byRank(static_cast<size_t>(size_));
+  size_t bytes = 0;
+  const void* at = nullptr;
+  ASSERT_EQ(priocclRowsGet(rows, &at, &bytes, byRank.data()), priocclSuccess);
+  for (int k = 0; k < size_; ++k) EXPECT_EQ(byRank[static_cast<size_t>(k)], static_cast<size_t>(k));
+  EXPECT_EQ(bytes, static_cast<size_t>(size_ * (size_ - 1) / 2) * sizeof(int32_t));
+  EXPECT_EQ(priocclRowsFree(rows), priocclSuccess);
+  EXPECT_EQ(priocclRowsGet(rows, &at, &bytes, nullptr), priocclInvalidUsage);
+  EXPECT_EQ(priocclAllGatherRowsAsync(data.data(), 1, 1, priocclInt32, 0, c, nullptr, &req),
+            priocclInvalidArgument);
+  EXPECT_EQ(req, nullptr);
+  EXPECT_EQ(priocclCommDestroy(c), priocclSuccess);
+}
+
 // The v-variants, named and async in different orders on different ranks, beside an urgent
 // all-reduce: each right on every rank.
 TEST_F(Collectives, NamedVariantsInAnyOrderBesideAnUrgentAllReduce) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "api/ragged.h"
 #include "prioccl/prioccl.hpp"
 
 namespace prioccl::detail {
@@ -367,6 +368,90 @@ TEST(PointToPointRules, PeersCountsAndBuffers) {
   EXPECT_EQ(
       refuseP2P(pointToPointOp(Kind::kRecv, buf.data(), SIZE_MAX / 4, priocclFloat64, 0, 0, 0)),
       "recv: count " + std::to_string(SIZE_MAX / 4) + " overflows the address space");
+}
+
+// The ragged collectives' rules (api/ragged.h): this rank's records from its arguments, and the
+// counts (or the error every rank raises alike) from every rank's records.
+TEST(RaggedRules, OwnRecords) {
+  std::vector<float> buf(12);
+  OwnRows g = ownRows("ag", rowsOp(Kind::kAllGatherV, buf.data(), 3, nullptr, 4, priocclFloat32, 0),
+                      kSize, 77);
+  ASSERT_EQ(g.records.size(), 1u);
+  EXPECT_EQ(g.records[0].rows, 3u);
+  EXPECT_EQ(g.records[0].rowCount, 4u);
+  EXPECT_EQ(g.records[0].dtype, static_cast<uint64_t>(priocclFloat32));
+  EXPECT_EQ(g.records[0].shape, 77u);
+  EXPECT_FALSE(g.failed);
+  const size_t sendRows[kSize] = {1, 0, 2, 0};
+  OwnRows a = ownRows(
+      "a2a", rowsOp(Kind::kAllToAllV, buf.data(), 0, sendRows, 4, priocclFloat32, 0), kSize, 0);
+  ASSERT_EQ(a.records.size(), 4u);
+  EXPECT_EQ(a.records[2].rows, 2u);
+  EXPECT_EQ(a.sendCounts, (std::vector<size_t>{4, 0, 8, 0}));
+  // No rows, no buffer needed; a failed rank's records say only that.
+  EXPECT_NO_THROW(ownRows(
+      "ag", rowsOp(Kind::kAllGatherV, nullptr, 0, nullptr, 4, priocclFloat32, 0), kSize, 0));
+  OwnRows f =
+      ownRows("ag", rowsOp(Kind::kAllGatherV, nullptr, kRowsFailed, nullptr, 99, priocclFloat32, 0),
+              kSize, 5);
+  EXPECT_TRUE(f.failed);
+  EXPECT_EQ(f.records[0].rows, kRowsFailed);
+  EXPECT_EQ(f.records[0].rowCount, 0u);
+  EXPECT_EQ(kRowsFailed, static_cast<uint64_t>(PRIOCCL_ROWS_FAILED));
+}
+
+TEST(RaggedRules, OwnRecordsRefusals) {
+  std::vector<float> buf(4);
+  auto refuseOwn = [](const OpDesc& d) { return refusal([&] { ownRows("w", d, kSize, 0); }); };
+  EXPECT_EQ(refuseOwn(rowsOp(Kind::kAllGatherV, nullptr, 2, nullptr, 2, priocclFloat32, 0)),
+            "w: sendbuff is null with 2 rows of 2 elements");
+  EXPECT_EQ(refuseOwn(rowsOp(Kind::kAllToAllV, buf.data(), 0, nullptr, 2, priocclFloat32, 0)),
+            "w: sendRows is null");
+  const size_t mixed[kSize] = {kRowsFailed, 1, kRowsFailed, kRowsFailed};
+  EXPECT_NE(refuseOwn(rowsOp(Kind::kAllToAllV, buf.data(), 0, mixed, 2, priocclFloat32, 0))
+                .find("PRIOCCL_ROWS_FAILED goes in every entry or none"),
+            std::string::npos);
+  EXPECT_NE(
+      refuseOwn(rowsOp(Kind::kAllGatherV, buf.data(), SIZE_MAX / 8, nullptr, 4, priocclFloat32, 0))
+          .find("overflow the address space"),
+      std::string::npos);
+  EXPECT_NE(
+      refuseOwn(rowsOp(Kind::kAllGatherV, buf.data(), 1, nullptr, SIZE_MAX / 2, priocclFloat32, 0))
+          .find("rowCount"),
+      std::string::npos);
+}
+
+TEST(RaggedRules, CountsOrTheSameErrorOnEveryRank) {
+  auto record = [](uint64_t rows, uint64_t rowCount = 3, priocclDataType_t dt = priocclFloat64,
+                   uint64_t shape = 9) {
+    RowRecord r;
+    r.rows = rows;
+    r.rowCount = rowCount;
+    r.dtype = static_cast<uint64_t>(dt);
+    r.shape = shape;
+    return r;
+  };
+  EXPECT_EQ(rowCounts("ag", {record(2), record(0), record(5), record(1)}),
+            (std::vector<size_t>{6, 0, 15, 3}));
+  auto refuseCounts = [](const std::vector<RowRecord>& r) {
+    return refusal([&] { rowCounts("ag", r); });
+  };
+  RowRecord failed;
+  failed.rows = kRowsFailed;
+  EXPECT_EQ(refuseCounts({record(1), failed, record(1), failed}),
+            "ag: rank(s) [1, 3] failed before the op (their error says why)");
+  EXPECT_EQ(refuseCounts({record(1), record(1, 3, priocclInt32), record(1), record(1)}),
+            "ag: ranks differ in dtype (by rank: [float64, int32, float64, float64])");
+  EXPECT_EQ(refuseCounts({record(1), record(1), record(1, 4), record(1)}),
+            "ag: ranks differ in the dimensions after the first (elements per row by rank: "
+            "[3, 3, 4, 3]); only the first dimension may differ");
+  EXPECT_NE(refuseCounts({record(1), record(1, 3, priocclFloat64, 8), record(1), record(1)})
+                .find("dimensions after the first"),
+            std::string::npos);
+  // Each rank's rows fit; their sum does not.
+  EXPECT_NE(refuseCounts({record(SIZE_MAX / 8 / 3), record(SIZE_MAX / 8 / 3), record(1), record(1)})
+                .find("overflow the address space"),
+            std::string::npos);
 }
 
 }  // namespace
