@@ -1085,10 +1085,12 @@ class _RowsResult:
     def __init__(self):
         self.handle = ctypes.c_void_p()
 
-    def __del__(self):
+    def free(self):
         if self.handle and _L is not None:  # _L is None at interpreter exit
             _L.priocclRowsFree(self.handle)
             self.handle = ctypes.c_void_p()
+
+    __del__ = free
 
     def take(self, like, p, what):
         """(the rows from every rank as a new tensor of `like`'s kind, dtype and trailing
@@ -1099,7 +1101,7 @@ class _RowsResult:
         flat = _new_empty(like, total * _rows(like))
         if nbytes.value:
             ctypes.memmove(_buffer(flat)[0], data.value, nbytes.value)
-        self.__del__()
+        self.free()
         return _reshape_rows(flat, like, total), list(rows)
 
 
