@@ -1,5 +1,8 @@
 #include "factory.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include "common/error.h"
 #include "common/log.h"
 #include "mpi/mpi_bootstrap.h"
@@ -8,6 +11,7 @@
 #include "nccl/nccl_coll_backend.h"
 #endif
 #include "mpi/mpi_transport.h"
+#include "tcp/tcp_bootstrap.h"
 #include "tcp/tcp_transport.h"
 #ifdef PRIOCCL_HAVE_UCX
 #include "ucx/ucx_transport.h"
@@ -20,6 +24,24 @@ using detail::fail;
 std::unique_ptr<Bootstrap> makeMpiBootstrap(const void* mpiComm, bool requireThreadMultiple) {
   return std::make_unique<MpiBootstrap>(static_cast<const MPI_Comm*>(mpiComm),
                                         requireThreadMultiple);
+}
+
+std::unique_ptr<Bootstrap> makeTcpBootstrap(const unsigned char* id, int nranks, int rank,
+                                            double timeoutSeconds) {
+  UniqueIdFields fields;
+  std::string error;
+  if (!decodeUniqueId(id, &fields, &error)) fail(priocclInvalidArgument, "commId: ", error);
+  const double seconds = timeoutSeconds > 0 ? std::min(timeoutSeconds, 86400.0) : 86400.0;
+  return std::make_unique<TcpBootstrap>(
+      fields, rank, nranks, std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
+}
+
+void makeUniqueId(unsigned char* out, const std::string& commId, const std::string& ifname) {
+  encodeUniqueId(newUniqueId(commId, ifname), out);
+}
+
+bool launchedByMpi(const Bootstrap& bootstrap) {
+  return dynamic_cast<const MpiBootstrap*>(&bootstrap) != nullptr;
 }
 
 namespace {
@@ -56,8 +78,11 @@ std::unique_ptr<Transport> makeTransport(priocclTransport_t kind, Bootstrap& boo
     case priocclTransportMpi:
     case priocclTransportAuto:     // settled by the communicator before this; MPI if not
     case priocclTransportMpiColl:  // control messages and point-to-point ops
-    case priocclTransportNccl:
       return makeMpi(bootstrap);
+    case priocclTransportNccl:  // the same, over UCX or tcp where MPI did not launch the job
+      if (launchedByMpi(bootstrap)) return makeMpi(bootstrap);
+      if (buildFeatures() & PRIOCCL_FEATURE_UCX) return makeUcx(bootstrap, options);
+      return makeTransport(priocclTransportTcp, bootstrap, options);
     case priocclTransportUcx:
       return makeUcx(bootstrap, options);
     case priocclTransportTcp: {

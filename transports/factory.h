@@ -18,6 +18,16 @@ namespace prioccl {
 // MPI_Comm; null: MPI_COMM_WORLD). Initialises MPI when nobody has.
 std::unique_ptr<Bootstrap> makeMpiBootstrap(const void* mpiComm, bool requireThreadMultiple);
 
+// The bootstrap of a job launched without MPI (tcp/tcp_bootstrap.h) from a unique id's
+// PRIOCCL_UNIQUE_ID_BYTES bytes; every step waits at most `timeoutSeconds` (0: a day).
+std::unique_ptr<Bootstrap> makeTcpBootstrap(const unsigned char* id, int nranks, int rank,
+                                            double timeoutSeconds);
+// A new unique id into `out` (PRIOCCL_UNIQUE_ID_BYTES bytes): PRIOCCL_COMM_ID's address when
+// `commId` is set, else a listener on this host's first address that `ifname` lets through.
+void makeUniqueId(unsigned char* out, const std::string& commId, const std::string& ifname);
+// Whether the processes were bootstrapped by MPI (the MPI transports need it).
+bool launchedByMpi(const Bootstrap& bootstrap);
+
 struct TransportOptions {
   bool ucxWakeup = false;     // Config::ucxWakeup
   std::string ucxNetDevices;  // UCX's NET_DEVICES for this rank; "": UCX's own choice

@@ -175,6 +175,27 @@ PRIOCCL_API priocclResult_t priocclCommInitWorld(priocclComm_t* comm);
  * MPI_COMM_WORLD); config may be NULL. The communicator is duplicated, never used directly. */
 PRIOCCL_API priocclResult_t priocclCommInitMPI(priocclComm_t* comm, const void* mpiComm,
                                                const priocclConfig_t* config);
+/* Launching without MPI (NCCL's ncclGetUniqueId / ncclCommInitRank): one process makes a job id,
+ * which reaches every rank by any means (the launcher's store, a file, a broadcast), and each rank
+ * joins with it. The id names where rank 0 listens and carries a random job token that every
+ * connection must present. Without PRIOCCL_COMM_ID the process that calls priocclGetUniqueId
+ * listens at this host's first address that PRIOCCL_SOCKET_IFNAME lets through and must be the one
+ * that joins as rank 0; with PRIOCCL_COMM_ID=host:port (or [ipv6]:port) every rank may call it and
+ * gets the same id, and rank 0 listens there. */
+#define PRIOCCL_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[PRIOCCL_UNIQUE_ID_BYTES];
+} priocclUniqueId;
+PRIOCCL_API priocclResult_t priocclGetUniqueId(priocclUniqueId* uniqueId);
+/* Collective over the nranks processes that pass the same id, each its own rank in 0..nranks-1;
+ * no MPI is used (the bootstrap is TCP). A rank that does not arrive within PRIOCCL_TIMEOUT_S
+ * fails every other rank, naming it. PRIOCCL_TRANSPORT=auto means UCX here when this build has
+ * it (else prioccl's tcp); mpi and mpi-coll are refused. config may be NULL. */
+PRIOCCL_API priocclResult_t priocclCommInitRank(priocclComm_t* comm, int nranks,
+                                                priocclUniqueId commId, int rank);
+PRIOCCL_API priocclResult_t priocclCommInitRankConfig(priocclComm_t* comm, int nranks,
+                                                      priocclUniqueId commId, int rank,
+                                                      const priocclConfig_t* config);
 /* Waits for the communicator's pending ops, stops its progress thread and finalises MPI only if
  * prioccl initialised it. Requests still held stay valid for priocclTest/priocclWait. */
 PRIOCCL_API priocclResult_t priocclCommDestroy(priocclComm_t comm);

@@ -252,6 +252,12 @@ struct HostInfo {
   bool homogeneous = true;  // every host has as many ranks
 };
 
+// A job id for launching without MPI (priocclUniqueId's bytes): made by Communicator::uniqueId()
+// and passed unchanged to every rank.
+struct UniqueId {
+  unsigned char bytes[PRIOCCL_UNIQUE_ID_BYTES] = {};
+};
+
 // A group of ranks that all-reduce together; one background progress thread owns all its
 // communication. Copies share the communicator; the last one alive (or destroy()) tears it down.
 class PRIOCCL_API Communicator {
@@ -261,6 +267,11 @@ class PRIOCCL_API Communicator {
   static Communicator world(const Config& config = Config::fromEnv());
   // Collective over the MPI_Comm that `mpiComm` points to (null = MPI_COMM_WORLD).
   static Communicator fromMpi(const void* mpiComm, const Config& config = Config::fromEnv());
+  // Launching without MPI (priocclGetUniqueId, priocclCommInitRank): a new job id, then each of
+  // the `nranks` processes joins with it as its `rank`.
+  static UniqueId uniqueId();
+  static Communicator fromUniqueId(const UniqueId& id, int nranks, int rank,
+                                   const Config& config = Config::fromEnv());
 
   bool valid() const noexcept;
   // Collective over this communicator (ncclCommSplit): the ranks passing the same color >= 0 get

@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "api/c_api_support.h"
@@ -100,6 +101,36 @@ priocclResult_t priocclCommInitMPI(priocclComm_t* comm, const void* mpiComm,
     if (config) detail::mergeCConfig(*config, c);  // the parameter table's C fields
     *comm = toHandle(comms().add(Communicator::fromMpi(mpiComm, c)));
   });
+}
+
+priocclResult_t priocclGetUniqueId(priocclUniqueId* uniqueId) {
+  return guarded(__func__, nullptr, [&] {
+    if (!uniqueId) detail::fail(priocclInvalidArgument, "uniqueId is NULL");
+    UniqueId id = Communicator::uniqueId();
+    static_assert(sizeof id.bytes == sizeof uniqueId->internal, "one id size");
+    std::memcpy(uniqueId->internal, id.bytes, sizeof id.bytes);
+  });
+}
+
+priocclResult_t priocclCommInitRankConfig(priocclComm_t* comm, int nranks, priocclUniqueId commId,
+                                          int rank, const priocclConfig_t* config) {
+  return guarded(__func__, nullptr, [&] {
+    if (!comm) detail::fail(priocclInvalidArgument, "comm is NULL");
+    *comm = nullptr;
+    if (nranks < 1 || rank < 0 || rank >= nranks)
+      detail::fail(priocclInvalidArgument, "rank ", rank, " is not in 0..", nranks - 1, " (nranks ",
+                   nranks, ")");
+    Config c = Config::fromEnv();
+    if (config) detail::mergeCConfig(*config, c);
+    UniqueId id;
+    std::memcpy(id.bytes, commId.internal, sizeof id.bytes);
+    *comm = toHandle(comms().add(Communicator::fromUniqueId(id, nranks, rank, c)));
+  });
+}
+
+priocclResult_t priocclCommInitRank(priocclComm_t* comm, int nranks, priocclUniqueId commId,
+                                    int rank) {
+  return priocclCommInitRankConfig(comm, nranks, commId, rank, nullptr);
 }
 
 priocclResult_t priocclCommInitWorld(priocclComm_t* comm) {

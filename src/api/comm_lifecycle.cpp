@@ -43,10 +43,13 @@ CommImpl::CommImpl(const Config& config,
   // copies it (docs/benchmarks.md, "TCP transport"). Within a host MPI's shared memory stays,
   // and on faster links MPI's own fabric (verbs, UCX) may beat sockets: not measured, so MPI.
   // The layout and the link class are the same on every rank, and so the choice.
+  // Without MPI (a unique id's TCP bootstrap) UCX takes MPI's place where this build has it.
   if (config_.transport == priocclTransportAuto)
     config_.transport = config_.slowLinks && hosts_->hosts() == bootstrap_->size()
                             ? priocclTransportTcp
-                            : priocclTransportMpi;
+                        : launchedByMpi(*bootstrap_)                   ? priocclTransportMpi
+                        : (buildFeatures() & PRIOCCL_FEATURE_UCX) != 0 ? priocclTransportUcx
+                                                                       : priocclTransportTcp;
   levels_ = measureHostLevels(*bootstrap_, *hosts_);
   placement_ = choosePlacement(config_.placement, std::getenv("UCX_NET_DEVICES"));
   logHost(hosts);

@@ -1,6 +1,7 @@
 // The C++ API's Communicator: a facade over CommImpl (comm_impl.h), one line per call where it
 // can be.
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,19 @@ Communicator Communicator::world(const Config& config) {
 Communicator Communicator::fromMpi(const void* mpiComm, const Config& config) {
   return Communicator(std::make_shared<detail::CommImpl>(
       config, [&] { return makeMpiBootstrap(mpiComm, config.requireThreadMultiple); }));
+}
+
+UniqueId Communicator::uniqueId() {
+  UniqueId id;
+  const char* commId = std::getenv("PRIOCCL_COMM_ID");
+  makeUniqueId(id.bytes, commId ? commId : "", Config::fromEnv().socketIfname);
+  return id;
+}
+
+Communicator Communicator::fromUniqueId(const UniqueId& id, int nranks, int rank,
+                                        const Config& config) {
+  return Communicator(std::make_shared<detail::CommImpl>(
+      config, [&] { return makeTcpBootstrap(id.bytes, nranks, rank, config.timeoutSeconds); }));
 }
 
 void shapeNext(const std::vector<int64_t>& dims) {

@@ -22,6 +22,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "tcp/socket_util.h"
 
 namespace prioccl {
 
@@ -32,7 +33,6 @@ namespace {
 
 enum Kind : uint32_t { kData = 1, kDataAck = 2, kAck = 3, kBye = 4 };
 
-using Clock = std::chrono::steady_clock;
 constexpr auto kConnectTimeout = std::chrono::seconds(3);  // per address tried
 // Set-up waits for peers that are still connecting to others (ranks connect in turn).
 constexpr auto kSetupTimeout = std::chrono::seconds(120);
@@ -55,50 +55,12 @@ struct Hello {
   int32_t pad;
 };
 
-std::string errnoText(int e) {
-  return std::strerror(e);
-}
-
-// Waits until fd is ready for `events` or the deadline passes; false on timeout.
-bool waitFor(int fd, short events, Clock::time_point deadline) {
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) return false;
-    pollfd p{fd, events, 0};
-    int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
-    if (r > 0) return true;
-    if (r < 0 && errno != EINTR) return false;
-  }
-}
-
-// Moves exactly `bytes` through a set-up socket (send when `out`, else receive), waiting for it
-// up to the deadline; false on a timeout, an error or a closed connection.
-bool moveFull(int fd, char* p, size_t bytes, bool out, Clock::time_point deadline) {
-  while (bytes > 0) {
-    ssize_t r = out ? ::send(fd, p, bytes, MSG_NOSIGNAL | MSG_DONTWAIT)
-                    : ::recv(fd, p, bytes, MSG_DONTWAIT);
-    if (r > 0) {
-      p += r;
-      bytes -= static_cast<size_t>(r);
-    } else if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-      if (!waitFor(fd, out ? POLLOUT : POLLIN, deadline)) return false;
-    } else {
-      return false;
-    }
-  }
-  return true;
-}
-
 bool writeFull(int fd, Hello h, Clock::time_point deadline) {
   return moveFull(fd, reinterpret_cast<char*>(&h), sizeof h, true, deadline);
 }
 
 bool readFull(int fd, Hello* h, Clock::time_point deadline) {
   return moveFull(fd, reinterpret_cast<char*>(h), sizeof *h, false, deadline);
-}
-
-void setNonBlocking(int fd) {
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
 }
 
 // A non-blocking connect with a timeout; the socket, or -1.
@@ -123,23 +85,6 @@ std::string addressText(uint32_t ipv4, uint16_t port) {
   return concat(text, ":", port);
 }
 
-// This rank's IPv4 addresses that the filter lets through (network byte order): other
-// interfaces first, loopback last.
-std::vector<uint32_t> localAddresses(const std::string& filter) {
-  std::vector<uint32_t> outer, loopback;
-  ifaddrs* list = nullptr;
-  if (::getifaddrs(&list) != 0) return {};
-  for (ifaddrs* i = list; i; i = i->ifa_next) {
-    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP)) continue;
-    if (!interfaceMatches(filter, i->ifa_name)) continue;
-    uint32_t a = reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr;
-    (i->ifa_flags & IFF_LOOPBACK ? loopback : outer).push_back(a);
-  }
-  ::freeifaddrs(list);
-  outer.insert(outer.end(), loopback.begin(), loopback.end());
-  return outer;
-}
-
 }  // namespace
 
 std::vector<uint32_t> dialOrder(std::vector<uint32_t> addrs, uint16_t port, bool sameHost,
@@ -157,25 +102,6 @@ std::vector<uint32_t> dialOrder(std::vector<uint32_t> addrs, uint16_t port, bool
               addrs.end());
   if (sameHost) std::stable_partition(addrs.begin(), addrs.end(), loopback);  // never leaves it
   return addrs;
-}
-
-bool interfaceMatches(const std::string& filter, const std::string& name) {
-  if (filter.empty()) return true;
-  size_t at = 0;
-  bool exclude = filter[at] == '^';
-  if (exclude) ++at;
-  bool exact = at < filter.size() && filter[at] == '=';
-  if (exact) ++at;
-  bool match = false;
-  while (at <= filter.size() && !match) {
-    size_t comma = filter.find(',', at);
-    std::string item =
-        filter.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-    if (!item.empty()) match = exact ? name == item : name.compare(0, item.size(), item) == 0;
-    if (comma == std::string::npos) break;
-    at = comma + 1;
-  }
-  return exclude ? !match : match;
 }
 
 TcpTransport::TcpTransport(Bootstrap& bootstrap, const std::string& ifname,

@@ -32,13 +32,10 @@
 #include <vector>
 
 #include "bootstrap.h"
+#include "tcp/socket_util.h"
 #include "transport.h"
 
 namespace prioccl {
-
-// NCCL's NCCL_SOCKET_IFNAME syntax: comma-separated name prefixes; a leading '^' excludes the
-// listed ones, a leading '=' (after any '^') makes the names exact. Empty: every interface.
-bool interfaceMatches(const std::string& filter, const std::string& name);
 
 // The addresses (network byte order) to dial, in order, for a peer listening on `port`:
 // loopback first when the peer is on this host (`sameHost`), last otherwise (the peer's own

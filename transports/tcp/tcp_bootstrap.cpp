@@ -1,0 +1,767 @@
+// The TCP bootstrap (tcp_bootstrap.h): a star through rank 0 for the collectives, direct
+// connections for send/recv, and a guard against whatever else reaches a listener.
+#include "tcp/tcp_bootstrap.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <utility>
+
+#include "common/error.h"
+#include "common/host_name.h"
+#include "common/log.h"
+
+namespace prioccl {
+
+using detail::concat;
+using detail::fail;
+using detail::LogLevel;
+
+namespace {
+
+constexpr uint32_t kMagic = 0x50434242;  // "PCBB"
+constexpr uint16_t kVersion = 1;
+// The largest payload a frame may announce: the bootstrap carries addresses and settings, so
+// anything larger is garbage (a stray client), not a message to allocate for.
+constexpr uint64_t kMaxPayload = 64ull << 20;
+// How long an accepted connection may take to say who it is before it is dropped.
+constexpr auto kHelloTimeout = std::chrono::seconds(10);
+
+enum class FrameType : uint16_t {
+  kHello = 1,     // a rank to rank 0: its Entry
+  kTable = 2,     // rank 0 to every rank: every Entry
+  kGather = 3,    // a rank's part of an allGather
+  kGathered = 4,  // rank 0's answer: lengths, then the parts
+  kFailed = 5,    // rank 0: the job cannot start (text)
+  kPeer = 6,      // the dialer of a direct connection says who it is
+  kData = 7       // a send/recv message
+};
+
+struct Frame {
+  uint32_t magic = kMagic;
+  uint16_t version = kVersion;
+  uint16_t type = 0;
+  int32_t rank = -1, size = 0;
+  uint64_t bytes = 0;
+  uint8_t token[kTokenBytes] = {};
+};
+static_assert(sizeof(Frame) == 40, "wire layout");
+static_assert(sizeof(TcpBootstrap::Entry) == 32, "wire layout");
+
+// The id's layout inside priocclUniqueId.
+constexpr uint32_t kIdMagic = 0x50434944;  // "PCID"
+struct IdLayout {
+  uint32_t magic;
+  uint16_t version, family;
+  uint16_t port, pad;
+  uint8_t addr[16];
+  uint8_t token[kTokenBytes];
+};
+static_assert(sizeof(IdLayout) <= kUniqueIdBytes, "fits priocclUniqueId");
+
+uint64_t fnv(uint64_t h, const void* data, size_t bytes) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 0x100000001B3ull;
+  return h;
+}
+constexpr uint64_t kFnvBasis = 0xCBF29CE484222325ull;
+
+TcpBootstrap::Entry entryOf(const sockaddr_storage& a, uint16_t port, uint64_t hostKey) {
+  TcpBootstrap::Entry e;
+  e.family = a.ss_family;
+  e.port = port;
+  if (a.ss_family == AF_INET6)
+    std::memcpy(e.addr, &reinterpret_cast<const sockaddr_in6&>(a).sin6_addr, 16);
+  else
+    std::memcpy(e.addr, &reinterpret_cast<const sockaddr_in&>(a).sin_addr, 4);
+  e.hostKey = hostKey;
+  return e;
+}
+
+sockaddr_storage addressOf(const TcpBootstrap::Entry& e) {
+  sockaddr_storage a{};
+  if (e.family == AF_INET6) {
+    auto& v6 = reinterpret_cast<sockaddr_in6&>(a);
+    v6.sin6_family = AF_INET6;
+    v6.sin6_port = htons(e.port);
+    std::memcpy(&v6.sin6_addr, e.addr, 16);
+  } else {
+    auto& v4 = reinterpret_cast<sockaddr_in&>(a);
+    v4.sin_family = AF_INET;
+    v4.sin_port = htons(e.port);
+    std::memcpy(&v4.sin_addr, e.addr, 4);
+  }
+  return a;
+}
+
+uint16_t portOf(const sockaddr_storage& a) {
+  return ntohs(a.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6&>(a).sin6_port
+                                       : reinterpret_cast<const sockaddr_in&>(a).sin_port);
+}
+
+socklen_t lengthOf(const sockaddr_storage& a) {
+  return a.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+}
+
+// A listener on `at` (port 0: any free one), non-blocking; throws naming `at`.
+int listenOn(const sockaddr_storage& at) {
+  int fd = ::socket(at.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) fail(priocclSystemError, "bootstrap: socket(): ", errnoText(errno));
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&at), lengthOf(at)) != 0 ||
+      ::listen(fd, 128) != 0) {
+    int e = errno;
+    ::close(fd);
+    fail(priocclSystemError, "bootstrap: cannot listen at ", addressText(at), ": ", errnoText(e),
+         e == EADDRINUSE ? " (PRIOCCL_COMM_ID's port is taken: choose another)" : "");
+  }
+  return fd;
+}
+
+sockaddr_storage boundAddress(int fd) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  return a;
+}
+
+// Connects to `at`, retrying with back-off (the listener may not be up yet) until `deadline`;
+// the socket, or -1 with `error` set.
+int dial(const sockaddr_storage& at, Clock::time_point deadline, std::string* error) {
+  auto pause = std::chrono::milliseconds(10);
+  for (;;) {
+    int fd = ::socket(at.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+      *error = concat("socket(): ", errnoText(errno));
+      return -1;
+    }
+    int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&at), lengthOf(at));
+    int err = rc == 0 ? 0 : errno;
+    if (err == EINPROGRESS &&
+        waitFor(fd, POLLOUT, std::min(deadline, Clock::now() + std::chrono::seconds(3)))) {
+      socklen_t len = sizeof err;
+      if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+    } else if (err == EINPROGRESS) {
+      err = ETIMEDOUT;
+    }
+    if (err == 0) {
+      int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      return fd;
+    }
+    ::close(fd);
+    *error = errnoText(err);
+    if (Clock::now() + pause >= deadline) return -1;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(500));
+  }
+}
+
+bool sendAll(int fd, const void* p, size_t bytes, Clock::time_point deadline) {
+  return moveFull(fd, static_cast<char*>(const_cast<void*>(p)), bytes, true, deadline);
+}
+bool recvAll(int fd, void* p, size_t bytes, Clock::time_point deadline) {
+  return moveFull(fd, static_cast<char*>(p), bytes, false, deadline);
+}
+
+// Listeners made by newUniqueId for this process's rank 0, by token.
+std::mutex g_listenersMutex;
+std::map<std::string, int> g_listeners;
+
+std::string tokenKey(const uint8_t* token) {
+  return std::string(reinterpret_cast<const char*>(token), kTokenBytes);
+}
+
+int takeListener(const uint8_t* token) {
+  std::lock_guard<std::mutex> lock(g_listenersMutex);
+  auto it = g_listeners.find(tokenKey(token));
+  if (it == g_listeners.end()) return -1;
+  int fd = it->second;
+  g_listeners.erase(it);
+  return fd;
+}
+
+// "host:port" or "[v6]:port" (PRIOCCL_COMM_ID) as an address.
+sockaddr_storage parseCommId(const std::string& text) {
+  std::string host, port;
+  if (!text.empty() && text[0] == '[') {
+    size_t close = text.find("]:");
+    if (close != std::string::npos) {
+      host = text.substr(1, close - 1);
+      port = text.substr(close + 2);
+    }
+  } else {
+    size_t colon = text.rfind(':');
+    if (colon != std::string::npos && text.find(':') == colon) {
+      host = text.substr(0, colon);
+      port = text.substr(colon + 1);
+    }
+  }
+  char* end = nullptr;
+  long number = port.empty() ? -1 : std::strtol(port.c_str(), &end, 10);
+  if (host.empty() || !end || *end || number <= 0 || number > 65535)
+    fail(priocclInvalidArgument, "PRIOCCL_COMM_ID='", text,
+         "' is not host:port or [ipv6]:port with a port in 1..65535");
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found);
+  if (rc != 0 || !found)
+    fail(priocclInvalidArgument, "PRIOCCL_COMM_ID='", text, "': cannot resolve '", host,
+         "': ", ::gai_strerror(rc));
+  sockaddr_storage a{};
+  std::memcpy(&a, found->ai_addr, found->ai_addrlen);
+  ::freeaddrinfo(found);
+  return a;
+}
+
+}  // namespace
+
+void encodeUniqueId(const UniqueIdFields& id, unsigned char out[kUniqueIdBytes]) {
+  std::memset(out, 0, kUniqueIdBytes);
+  IdLayout l{};
+  l.magic = kIdMagic;
+  l.version = kVersion;
+  TcpBootstrap::Entry e = entryOf(id.root, portOf(id.root), 0);
+  l.family = e.family;
+  l.port = e.port;
+  std::memcpy(l.addr, e.addr, sizeof l.addr);
+  std::memcpy(l.token, id.token, kTokenBytes);
+  std::memcpy(out, &l, sizeof l);
+}
+
+bool decodeUniqueId(const unsigned char in[kUniqueIdBytes], UniqueIdFields* id,
+                    std::string* error) {
+  IdLayout l{};
+  std::memcpy(&l, in, sizeof l);
+  if (l.magic != kIdMagic || l.version != kVersion) {
+    *error = "not a unique id of this prioccl (made by priocclGetUniqueId and passed unchanged?)";
+    return false;
+  }
+  if ((l.family != AF_INET && l.family != AF_INET6) || l.port == 0) {
+    *error = concat("the id's address is not IPv4 or IPv6 with a port (family ", l.family,
+                    ", port ", l.port, ")");
+    return false;
+  }
+  TcpBootstrap::Entry e;
+  e.family = l.family;
+  e.port = l.port;
+  std::memcpy(e.addr, l.addr, sizeof e.addr);
+  id->root = addressOf(e);
+  std::memcpy(id->token, l.token, kTokenBytes);
+  return true;
+}
+
+UniqueIdFields newUniqueId(const std::string& commId, const std::string& ifname) {
+  UniqueIdFields id;
+  if (!commId.empty()) {
+    id.root = parseCommId(commId);
+    // Every rank derives the same token from the same setting: it tells jobs apart, it is no
+    // secret (anyone who can read the environment can read it).
+    uint64_t a = fnv(kFnvBasis, commId.data(), commId.size());
+    uint64_t b = fnv(a ^ 0x9E3779B97F4A7C15ull, commId.data(), commId.size());
+    std::memcpy(id.token, &a, 8);
+    std::memcpy(id.token + 8, &b, 8);
+    return id;
+  }
+  std::vector<uint32_t> addrs = localAddresses(ifname);
+  if (addrs.empty())
+    fail(priocclSystemError, "priocclGetUniqueId: no IPv4 interface is up",
+         ifname.empty() ? "" : concat(" that PRIOCCL_SOCKET_IFNAME='", ifname, "' lets through"),
+         " (or set PRIOCCL_COMM_ID=host:port)");
+  auto& v4 = reinterpret_cast<sockaddr_in&>(id.root);
+  v4.sin_family = AF_INET;
+  v4.sin_addr.s_addr = addrs.front();
+  int fd = listenOn(id.root);
+  id.root = boundAddress(fd);
+  std::random_device random;
+  for (size_t i = 0; i < kTokenBytes; i += 4) {
+    uint32_t r = random();
+    std::memcpy(id.token + i, &r, 4);
+  }
+  std::lock_guard<std::mutex> lock(g_listenersMutex);
+  g_listeners[tokenKey(id.token)] = fd;
+  return id;
+}
+
+uint64_t TcpBootstrap::hostKey() {
+  std::string bootId;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> bootId;
+  char ipc[128] = {};
+  ssize_t n = ::readlink("/proc/self/ns/ipc", ipc, sizeof ipc - 1);
+  std::string host = hostName();
+  uint64_t h = fnv(kFnvBasis, bootId.data(), bootId.size());
+  h = fnv(h, ipc, n > 0 ? static_cast<size_t>(n) : 0);
+  return fnv(h, host.data(), host.size());
+}
+
+TcpBootstrap::TcpBootstrap(const UniqueIdFields& id, int rank, int size,
+                           std::chrono::milliseconds timeout, int listenFd,
+                           std::vector<int> processIds)
+    : rank_(rank),
+      size_(size),
+      timeout_(timeout),
+      id_(id),
+      processIds_(std::move(processIds)),
+      listenFd_(listenFd),
+      fds_(static_cast<size_t>(size), -1),
+      peers_(static_cast<size_t>(size), -1),
+      table_(static_cast<size_t>(size)) {
+  if (size < 1 || rank < 0 || rank >= size)
+    fail(priocclInvalidArgument, "bootstrap: rank ", rank, " is not in 0..", size - 1, " (nranks ",
+         size, ")");
+  if (processIds_.empty())
+    for (int r = 0; r < size; ++r) processIds_.push_back(r);
+  try {
+    if (rank == 0)
+      joinAsRoot();
+    else
+      joinAsMember();
+  } catch (...) {
+    closeAll();
+    throw;
+  }
+}
+
+TcpBootstrap::~TcpBootstrap() {
+  closeAll();
+}
+
+void TcpBootstrap::closeAll() {
+  for (int* fd : {&listenFd_, &rootFd_})
+    if (*fd >= 0) ::close(std::exchange(*fd, -1));
+  for (auto* list : {&fds_, &peers_})
+    for (int& fd : *list)
+      if (fd >= 0) ::close(std::exchange(fd, -1));
+}
+
+namespace {
+
+Frame frameOf(FrameType type, const UniqueIdFields& id, int rank, int size, uint64_t bytes) {
+  Frame f;
+  f.type = static_cast<uint16_t>(type);
+  f.rank = rank;
+  f.size = size;
+  f.bytes = bytes;
+  std::memcpy(f.token, id.token, kTokenBytes);
+  return f;
+}
+
+// Why `f` is not a frame of `want` for this job ("" when it is).
+std::string frameProblem(const Frame& f, FrameType want, const UniqueIdFields& id, int size) {
+  if (f.magic != kMagic) return "not a prioccl bootstrap message (wrong magic)";
+  if (f.version != kVersion)
+    return concat("bootstrap protocol version ", f.version, ", this rank speaks ", kVersion);
+  if (std::memcmp(f.token, id.token, kTokenBytes) != 0)
+    return "another job's token (a different unique id)";
+  if (f.type == static_cast<uint16_t>(FrameType::kFailed) && want != FrameType::kFailed)
+    return "";  // the caller reads the reason
+  if (f.type != static_cast<uint16_t>(want))
+    return concat("message type ", f.type, " where ", static_cast<int>(want), " was expected");
+  if (f.size != size) return concat("a job of ", f.size, " ranks, this one has ", size);
+  if (f.rank < 0 || f.rank >= size) return concat("rank ", f.rank, " is not in 0..", size - 1);
+  if (f.bytes > kMaxPayload) return concat("a payload of ", f.bytes, " bytes (garbage)");
+  return "";
+}
+
+std::string peerText(int fd) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "an unknown peer";
+  return addressText(a);
+}
+
+}  // namespace
+
+// Reads one frame of `want` from `fd` (rank `from`) within the deadline; a kFailed frame's text
+// is raised as rank 0's verdict. Throws naming the call and the rank otherwise.
+static Frame readFrame(int fd, FrameType want, const UniqueIdFields& id, int size, int from,
+                       const char* what, Clock::time_point deadline) {
+  Frame f;
+  if (!recvAll(fd, &f, sizeof f, deadline))
+    fail(priocclRemoteError, "bootstrap: ", what, ": nothing from rank ", from,
+         Clock::now() >= deadline ? " before the deadline (PRIOCCL_TIMEOUT_S)"
+                                  : " (its connection closed: the process ended?)");
+  std::string problem = frameProblem(f, want, id, size);
+  if (!problem.empty())
+    fail(priocclRemoteError, "bootstrap: ", what, ": rank ", from, " sent ", problem);
+  if (f.type == static_cast<uint16_t>(FrameType::kFailed)) {
+    std::string text(std::min<uint64_t>(f.bytes, 4096), '\0');
+    recvAll(fd, text.data(), text.size(), deadline);
+    fail(priocclRemoteError, "bootstrap: ", what, ": rank ", from, " says: ", text);
+  }
+  return f;
+}
+
+void TcpBootstrap::joinAsRoot() {
+  if (listenFd_ < 0) listenFd_ = takeListener(id_.token);  // made by this process's GetUniqueId
+  if (listenFd_ < 0) listenFd_ = listenOn(id_.root);       // PRIOCCL_COMM_ID, or another process
+  table_[0] = entryOf(id_.root, portOf(boundAddress(listenFd_)), hostKey());
+  struct Pending {
+    int fd;
+    Clock::time_point until;
+    size_t got = 0;
+    unsigned char buf[sizeof(Frame) + sizeof(Entry)] = {};
+  };
+  std::vector<Pending> pending;
+  int arrived = 1;
+  const auto end = deadline();
+  auto drop = [](Pending& p, const std::string& why) {
+    detail::log(LogLevel::kWarn, "bootstrap: dropped a connection from ", peerText(p.fd), ": ",
+                why);
+    ::close(p.fd);
+  };
+  while (arrived < size_) {
+    const auto now = Clock::now();
+    if (now >= end) {
+      std::string missing;
+      for (int r = 1; r < size_; ++r)
+        if (fds_[r] < 0) missing += concat(missing.empty() ? "" : ", ", r);
+      for (Pending& p : pending) drop(p, "the job gave up waiting");
+      std::string text =
+          concat("rank(s) [", missing, "] of ", size_, " did not arrive within ",
+                 timeout_.count() / 1000.0, " s (PRIOCCL_TIMEOUT_S); rank 0 listens at ",
+                 addressText(id_.root));
+      Frame f = frameOf(FrameType::kFailed, id_, 0, size_, text.size());
+      for (int r = 1; r < size_; ++r)
+        if (fds_[r] >= 0 && sendAll(fds_[r], &f, sizeof f, now + std::chrono::seconds(1)))
+          sendAll(fds_[r], text.data(), text.size(), now + std::chrono::seconds(1));
+      fail(priocclTimeout, "bootstrap: ", text);
+    }
+    std::vector<pollfd> ready{{listenFd_, POLLIN, 0}};
+    for (const Pending& p : pending) ready.push_back({p.fd, POLLIN, 0});
+    ::poll(ready.data(), ready.size(), 100);  // then every connection is read without blocking
+    for (;;) {
+      int fd = ::accept4(listenFd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) break;
+      pending.push_back({fd, Clock::now() + kHelloTimeout, 0, {}});
+    }
+    for (size_t i = 0; i < pending.size();) {
+      Pending& p = pending[i];
+      std::string why;
+      ssize_t r = ::recv(p.fd, p.buf + p.got, sizeof p.buf - p.got, MSG_DONTWAIT);
+      if (r > 0) p.got += static_cast<size_t>(r);
+      if (r == 0) why = concat("closed after ", p.got, " of the hello's ", sizeof p.buf, " bytes");
+      if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        why = errnoText(errno);
+      if (why.empty() && p.got == sizeof p.buf) {
+        Frame f;
+        std::memcpy(&f, p.buf, sizeof f);
+        why = frameProblem(f, FrameType::kHello, id_, size_);
+        if (why.empty() && f.bytes != sizeof(Entry)) why = "a hello of the wrong length";
+        if (why.empty() && f.rank == 0) why = "a second rank 0";
+        if (why.empty() && fds_[f.rank] >= 0) why = concat("rank ", f.rank, " arrived twice");
+        if (why.empty()) {
+          Entry e;
+          std::memcpy(&e, p.buf + sizeof f, sizeof e);
+          // The address rank 0 sees the connection come from: the one that reaches that rank.
+          sockaddr_storage from{};
+          socklen_t len = sizeof from;
+          ::getpeername(p.fd, reinterpret_cast<sockaddr*>(&from), &len);
+          table_[f.rank] = entryOf(from, e.port, e.hostKey);
+          fds_[f.rank] = p.fd;
+          ++arrived;
+          pending.erase(pending.begin() + static_cast<long>(i));
+          continue;
+        }
+      }
+      if (why.empty() && Clock::now() >= p.until)
+        why = concat("no valid hello within ", kHelloTimeout.count(), " s");
+      if (!why.empty()) {
+        drop(p, why);
+        pending.erase(pending.begin() + static_cast<long>(i));
+        continue;
+      }
+      ++i;
+    }
+  }
+  for (Pending& p : pending) drop(p, "the job is complete");
+  Frame t = frameOf(FrameType::kTable, id_, 0, size_, table_.size() * sizeof(Entry));
+  for (int r = 1; r < size_; ++r)
+    if (!sendAll(fds_[r], &t, sizeof t, end) ||
+        !sendAll(fds_[r], table_.data(), table_.size() * sizeof(Entry), end))
+      fail(priocclRemoteError, "bootstrap: rank ", r, " went away before it got the table");
+}
+
+void TcpBootstrap::joinAsMember() {
+  const auto end = deadline();
+  std::string error;
+  rootFd_ = dial(id_.root, end, &error);
+  if (rootFd_ < 0)
+    fail(priocclTimeout, "bootstrap: rank ", rank_, " of ", size_, " cannot reach rank 0 at ",
+         addressText(id_.root), " within ", timeout_.count() / 1000.0,
+         " s (PRIOCCL_TIMEOUT_S): ", error);
+  if (listenFd_ < 0) {
+    sockaddr_storage any{};
+    any.ss_family = id_.root.ss_family;  // the wildcard address of the id's family
+    listenFd_ = listenOn(any);
+  }
+  Entry mine = entryOf(boundAddress(rootFd_), portOf(boundAddress(listenFd_)), hostKey());
+  Frame hello = frameOf(FrameType::kHello, id_, rank_, size_, sizeof mine);
+  if (!sendAll(rootFd_, &hello, sizeof hello, end) || !sendAll(rootFd_, &mine, sizeof mine, end))
+    fail(priocclRemoteError, "bootstrap: rank 0 at ", addressText(id_.root),
+         " closed the connection before rank ", rank_, "'s hello");
+  Frame t = readFrame(rootFd_, FrameType::kTable, id_, size_, 0, "joining", end);
+  if (t.bytes != table_.size() * sizeof(Entry))
+    fail(priocclRemoteError, "bootstrap: rank 0's table is ", t.bytes, " bytes, not ",
+         table_.size() * sizeof(Entry));
+  if (!recvAll(rootFd_, table_.data(), t.bytes, end))
+    fail(priocclRemoteError, "bootstrap: rank 0's table stopped halfway");
+}
+
+std::vector<std::vector<char>> TcpBootstrap::allGather(const void* data, size_t bytes) {
+  const size_t p = static_cast<size_t>(size_);
+  std::vector<std::vector<char>> parts(p);
+  const auto end = deadline();
+  const char* at = static_cast<const char*>(data);
+  if (rank_ != 0) {
+    Frame g = frameOf(FrameType::kGather, id_, rank_, size_, bytes);
+    if (!sendAll(rootFd_, &g, sizeof g, end) || !sendAll(rootFd_, at, bytes, end))
+      fail(priocclRemoteError, "bootstrap: allGather: rank 0 went away");
+    Frame r = readFrame(rootFd_, FrameType::kGathered, id_, size_, 0, "allGather", end);
+    std::vector<char> all(r.bytes);
+    if (r.bytes < p * sizeof(uint64_t) || !recvAll(rootFd_, all.data(), all.size(), end))
+      fail(priocclRemoteError, "bootstrap: allGather: rank 0's answer is cut short");
+    size_t offset = p * sizeof(uint64_t);
+    for (size_t k = 0; k < p; ++k) {
+      uint64_t n = 0;
+      std::memcpy(&n, all.data() + k * sizeof n, sizeof n);
+      if (n > all.size() - offset)
+        fail(priocclRemoteError, "bootstrap: allGather: rank 0's answer is inconsistent");
+      parts[k].assign(all.data() + offset, all.data() + offset + n);
+      offset += n;
+    }
+    return parts;
+  }
+  parts[0].assign(at, at + bytes);
+  size_t total = p * sizeof(uint64_t) + bytes;
+  for (int r = 1; r < size_; ++r) {
+    Frame g = readFrame(fds_[r], FrameType::kGather, id_, size_, r, "allGather", end);
+    parts[r].resize(g.bytes);
+    if (!recvAll(fds_[r], parts[r].data(), g.bytes, end))
+      fail(priocclRemoteError, "bootstrap: allGather: rank ", r, "'s part is cut short");
+    total += g.bytes;
+  }
+  std::vector<char> all;
+  all.reserve(total);
+  for (const auto& part : parts) {
+    uint64_t n = part.size();
+    all.insert(all.end(), reinterpret_cast<char*>(&n), reinterpret_cast<char*>(&n) + sizeof n);
+  }
+  for (const auto& part : parts) all.insert(all.end(), part.begin(), part.end());
+  Frame answer = frameOf(FrameType::kGathered, id_, 0, size_, all.size());
+  for (int r = 1; r < size_; ++r)
+    if (!sendAll(fds_[r], &answer, sizeof answer, end) ||
+        !sendAll(fds_[r], all.data(), all.size(), end))
+      fail(priocclRemoteError, "bootstrap: allGather: rank ", r, " went away");
+  return parts;
+}
+
+void TcpBootstrap::allReduceMax(std::vector<double>& values) {
+  auto parts = allGather(values.data(), values.size() * sizeof(double));
+  for (size_t k = 0; k < parts.size(); ++k) {
+    if (parts[k].size() != values.size() * sizeof(double))
+      fail(priocclInvalidUsage, "bootstrap: allReduceMax: rank ", k, " gave ",
+           parts[k].size() / sizeof(double), " values, this rank ", values.size());
+    for (size_t i = 0; i < values.size(); ++i) {
+      double v = 0;
+      std::memcpy(&v, parts[k].data() + i * sizeof v, sizeof v);
+      values[i] = std::max(values[i], v);
+    }
+  }
+}
+
+void TcpBootstrap::barrier() {
+  allGather(nullptr, 0);
+}
+
+std::vector<char> TcpBootstrap::sameHost() {
+  std::vector<char> same(table_.size());
+  for (size_t r = 0; r < table_.size(); ++r)
+    same[r] = table_[r].hostKey == table_[static_cast<size_t>(rank_)].hostKey;
+  return same;
+}
+
+int TcpBootstrap::peerFd(int peer) {
+  if (peer < 0 || peer >= size_ || peer == rank_)
+    fail(priocclInvalidArgument, "bootstrap: peer ", peer, " is not another rank (this is rank ",
+         rank_, " of ", size_, ")");
+  if (peers_[peer] >= 0) return peers_[peer];
+  if (rank_ > peer) {
+    acceptPeer(peer);
+    return peers_[peer];
+  }
+  const sockaddr_storage at = addressOf(table_[peer]);
+  std::string error;
+  int fd = dial(at, deadline(), &error);
+  if (fd < 0)
+    fail(priocclRemoteError, "bootstrap: rank ", rank_, " cannot reach rank ", peer, " at ",
+         addressText(at), ": ", error);
+  Frame f = frameOf(FrameType::kPeer, id_, rank_, size_, 0);
+  if (!sendAll(fd, &f, sizeof f, deadline())) {
+    ::close(fd);
+    fail(priocclRemoteError, "bootstrap: rank ", peer, " closed the connection at once");
+  }
+  peers_[peer] = fd;
+  return fd;
+}
+
+void TcpBootstrap::acceptPeer(int peer) {
+  const auto end = deadline();
+  while (peers_[peer] < 0) {
+    if (!waitFor(listenFd_, POLLIN, end))
+      fail(priocclRemoteError, "bootstrap: rank ", peer, " did not connect to rank ", rank_,
+           " within ", timeout_.count() / 1000.0, " s (PRIOCCL_TIMEOUT_S)");
+    int fd = ::accept4(listenFd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    Frame f;
+    std::string why = recvAll(fd, &f, sizeof f, std::min(end, Clock::now() + kHelloTimeout))
+                          ? frameProblem(f, FrameType::kPeer, id_, size_)
+                          : "no valid hello in time";
+    if (why.empty() && (f.rank >= rank_ || peers_[f.rank] >= 0))
+      why = concat("rank ", f.rank, " may not dial rank ", rank_, " now");
+    if (!why.empty()) {
+      detail::log(LogLevel::kWarn, "bootstrap: dropped a connection from ", peerText(fd), ": ",
+                  why);
+      ::close(fd);
+      continue;
+    }
+    peers_[f.rank] = fd;
+  }
+}
+
+void TcpBootstrap::exchange(int toFd, const void* out, int fromFd, void* in, size_t bytes,
+                            const char* what, int to, int from) {
+  const auto end = deadline();
+  Frame head = frameOf(FrameType::kData, id_, rank_, size_, bytes), got;
+  const size_t total = sizeof(Frame) + bytes;
+  size_t sent = toFd < 0 ? total : 0, received = fromFd < 0 ? total : 0;
+  // One piece of a framed message: its header first, then its data.
+  auto piece = [&](size_t done, void* header, void* data, size_t* length) -> char* {
+    if (done < sizeof(Frame)) {
+      *length = sizeof(Frame) - done;
+      return static_cast<char*>(header) + done;
+    }
+    *length = total - done;
+    return static_cast<char*>(data) + (done - sizeof(Frame));
+  };
+  while (sent < total || received < total) {
+    pollfd p[2];
+    nfds_t n = 0;
+    if (sent < total) p[n++] = {toFd, POLLOUT, 0};
+    if (received < total) p[n++] = {fromFd, POLLIN, 0};
+    if (Clock::now() >= end)
+      fail(priocclRemoteError, "bootstrap: ", what, ": rank ", sent < total ? to : from,
+           " did not take part within ", timeout_.count() / 1000.0, " s (PRIOCCL_TIMEOUT_S)");
+    ::poll(p, n, 100);
+    size_t length = 0;
+    if (sent < total) {
+      char* at = piece(sent, &head, const_cast<void*>(out), &length);
+      ssize_t r = ::send(toFd, at, length, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (r > 0) sent += static_cast<size_t>(r);
+      if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        fail(priocclRemoteError, "bootstrap: ", what, ": to rank ", to, ": ", errnoText(errno));
+    }
+    if (received < total) {
+      char* at = piece(received, &got, in, &length);
+      ssize_t r = ::recv(fromFd, at, length, MSG_DONTWAIT);
+      if (r == 0)
+        fail(priocclRemoteError, "bootstrap: ", what, ": rank ", from,
+             " closed its connection (the process ended?)");
+      if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        fail(priocclRemoteError, "bootstrap: ", what, ": from rank ", from, ": ", errnoText(errno));
+      if (r > 0) {
+        bool headerDone =
+            received < sizeof(Frame) && received + static_cast<size_t>(r) >= sizeof(Frame);
+        received += static_cast<size_t>(r);
+        if (headerDone) {
+          std::string problem = frameProblem(got, FrameType::kData, id_, size_);
+          if (problem.empty() && got.bytes != bytes)
+            problem = concat("a message of ", got.bytes, " bytes where ", bytes, " were expected");
+          if (!problem.empty())
+            fail(priocclRemoteError, "bootstrap: ", what, ": rank ", from, " sent ", problem);
+        }
+      }
+    }
+  }
+}
+
+void TcpBootstrap::send(int peer, const void* data, size_t bytes) {
+  exchange(peerFd(peer), data, -1, nullptr, bytes, "send", peer, -1);
+}
+
+void TcpBootstrap::recv(int peer, void* data, size_t bytes) {
+  exchange(-1, nullptr, peerFd(peer), data, bytes, "recv", -1, peer);
+}
+
+void TcpBootstrap::sendRecv(int to, const void* out, int from, void* in, size_t bytes) {
+  // The connections this rank dials first: dialing never waits for the peer, accepting does, so
+  // a ring of ranks each accepting first would wait for each other.
+  if (to > rank_) peerFd(to);
+  if (from > rank_) peerFd(from);
+  exchange(peerFd(to), out, peerFd(from), in, bytes, "sendRecv", to, from);
+}
+
+std::unique_ptr<Bootstrap> TcpBootstrap::split(int color, int key) {
+  // The new group's listener is made first: its port travels with the colour.
+  sockaddr_storage any{};
+  any.ss_family = id_.root.ss_family;
+  int fd = color >= 0 ? listenOn(any) : -1;
+  struct Ask {
+    int32_t color, key, rank;
+    uint16_t port, pad;
+  };
+  Ask mine{color, key, rank_, fd >= 0 ? portOf(boundAddress(fd)) : uint16_t{0}, 0};
+  std::vector<std::vector<char>> all;
+  try {
+    all = allGather(&mine, sizeof mine);
+  } catch (...) {
+    if (fd >= 0) ::close(fd);
+    throw;
+  }
+  const uint64_t serial = splits_++;  // every rank splits in the same order
+  if (color < 0) return nullptr;
+  std::vector<Ask> members;
+  for (const auto& part : all) {
+    Ask a{};
+    std::memcpy(&a, part.data(), std::min(part.size(), sizeof a));
+    if (a.color == color) members.push_back(a);
+  }
+  std::sort(members.begin(), members.end(), [](const Ask& x, const Ask& y) {
+    return x.key != y.key ? x.key < y.key : x.rank < y.rank;
+  });
+  int newRank = 0;
+  std::vector<int> ids;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i].rank == rank_) newRank = static_cast<int>(i);
+    ids.push_back(processIds_[static_cast<size_t>(members[i].rank)]);
+  }
+  UniqueIdFields child;
+  Entry root = table_[static_cast<size_t>(members[0].rank)];
+  root.port = members[0].port;
+  child.root = addressOf(root);
+  // Each group's own token: a connection meant for one group is never taken by another.
+  uint64_t a = fnv(kFnvBasis, id_.token, kTokenBytes);
+  a = fnv(a, &serial, sizeof serial);
+  a = fnv(a, &color, sizeof color);
+  uint64_t b = fnv(a ^ 0x9E3779B97F4A7C15ull, id_.token, kTokenBytes);
+  std::memcpy(child.token, &a, 8);
+  std::memcpy(child.token + 8, &b, 8);
+  return std::make_unique<TcpBootstrap>(child, newRank, static_cast<int>(members.size()), timeout_,
+                                        fd, std::move(ids));
+}
+
+}  // namespace prioccl
