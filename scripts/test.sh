@@ -18,7 +18,7 @@ if [[ ${1:-} == --ci ]]; then
   # at 2 ranks (3 where the rank count matters) and over every transport, but not each rank
   # count again; nor the Python tests (an uninstrumented interpreter), the benchmarks and
   # emulator, or the installed-package consumers (paths the other tests cover).
-  asan='^(unit\.|leaks\.|stress\.|fault\.mpi|timeline\.|mpi\.thread_level|mpi\.test_allreduce\.np3'
+  asan='^(unit\.|leaks\.|stress\.|fault\.mpi|timeline\.|launch\.|mpi\.thread_level|mpi\.test_allreduce\.np3'
   asan+='|mpi\.test_modes\.np3|mpi\.(ucx_(tcp|sm)\.|coll\.|tcp\.)?test_[a-z_]+\.np2)'
   # TSan is the slowest (test_allreduce took 4-10 min at 2 ranks before its data shrank under
   # sanitizers): the all-reduce matrix once, over MPI; of the unit tests only those with threads
@@ -26,7 +26,7 @@ if [[ ${1:-} == --ci ]]; then
   # bad input, its catalogue, faults, point-to-point and device staging at 2 ranks over MPI and
   # UCX. test_collectives, test_comm_split, test_horovod_features and the mpi-coll transport run
   # under ASan only: CI's time. The stress, fault and timeline tests as under ASan.
-  tsan='^(unit\.test_(scheduler|train_emu|engine_stuck|bootstrap)$|stress\.mpi|fault\.mpi|timeline\.|mpi\.thread_level|mpi\.test_modes\.np3'
+  tsan='^(unit\.test_(scheduler|train_emu|engine_stuck|bootstrap|tcp_bootstrap)$|stress\.mpi|fault\.mpi|timeline\.|mpi\.thread_level|mpi\.test_modes\.np3'
   tsan+='|mpi\.test_allreduce\.np2|mpi\.(ucx_(tcp|sm)\.)?test_(bad_input|bad_input_catalogue|faults'
   tsan+='|point_to_point|device_buffers)\.np2)'
   status=0

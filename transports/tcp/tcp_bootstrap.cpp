@@ -37,6 +37,8 @@ constexpr uint16_t kVersion = 1;
 constexpr uint64_t kMaxPayload = 64ull << 20;
 // How long an accepted connection may take to say who it is before it is dropped.
 constexpr auto kHelloTimeout = std::chrono::seconds(10);
+// How long past its own deadline a joining rank waits for rank 0's table or verdict.
+constexpr auto kVerdictGrace = std::chrono::seconds(3);
 
 enum class FrameType : uint16_t {
   kHello = 1,     // a rank to rank 0: its Entry
@@ -514,11 +516,13 @@ void TcpBootstrap::joinAsMember() {
   if (!sendAll(rootFd_, &hello, sizeof hello, end) || !sendAll(rootFd_, &mine, sizeof mine, end))
     fail(priocclRemoteError, "bootstrap: rank 0 at ", addressText(id_.root),
          " closed the connection before rank ", rank_, "'s hello");
-  Frame t = readFrame(rootFd_, FrameType::kTable, id_, size_, 0, "joining", end);
+  // Rank 0 waits up to the same deadline for the others; its verdict may come just after it.
+  Frame t = readFrame(rootFd_, FrameType::kTable, id_, size_, 0, "joining",
+                      end + kVerdictGrace);
   if (t.bytes != table_.size() * sizeof(Entry))
     fail(priocclRemoteError, "bootstrap: rank 0's table is ", t.bytes, " bytes, not ",
          table_.size() * sizeof(Entry));
-  if (!recvAll(rootFd_, table_.data(), t.bytes, end))
+  if (!recvAll(rootFd_, table_.data(), t.bytes, end + kVerdictGrace))
     fail(priocclRemoteError, "bootstrap: rank 0's table stopped halfway");
 }
 

@@ -1,0 +1,82 @@
+/* A job started without mpirun (tests/launch/launch_without_mpi.sh starts one process per rank
+ * with torchrun's environment contract: RANK, WORLD_SIZE, and PRIOCCL_COMM_ID for the id): the C
+ * ABI's unique-id init, then an all-reduce, a ragged all-gather, a split and a ring of sends,
+ * each checked exactly. Prints "LAUNCH rank=R ok" and exits 0, or names what failed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prioccl/prioccl.h"
+
+static int fail(int rank, const char* what, priocclComm_t comm) {
+  printf("LAUNCH rank=%d FAILED %s: %s\n", rank, what, priocclGetLastError(comm));
+  return 1;
+}
+
+int main(void) {
+  const char* r = getenv("RANK");
+  const char* w = getenv("WORLD_SIZE");
+  if (!r || !w) {
+    printf("LAUNCH FAILED: RANK and WORLD_SIZE must be set\n");
+    return 1;
+  }
+  const int rank = atoi(r), size = atoi(w);
+  priocclUniqueId id;
+  if (priocclGetUniqueId(&id)) return fail(rank, "priocclGetUniqueId", NULL);
+  priocclComm_t comm = NULL;
+  if (priocclCommInitRank(&comm, size, id, rank)) return fail(rank, "priocclCommInitRank", NULL);
+
+  enum { kCount = 1 << 20 };
+  double* x = malloc(kCount * sizeof(double));
+  for (int i = 0; i < kCount; ++i) x[i] = (double)(rank + 1) * (i % 7);
+  if (priocclAllReduce(x, x, kCount, priocclFloat64, priocclSum, comm))
+    return fail(rank, "priocclAllReduce", comm);
+  for (int i = 0; i < kCount; ++i)
+    if (x[i] != (double)size * (size + 1) / 2 * (i % 7)) {
+      printf("LAUNCH rank=%d FAILED all-reduce element %d: %g\n", rank, i, x[i]);
+      return 1;
+    }
+
+  /* Rank k gives k rows of 3 int32s, each holding k. */
+  int32_t rows[64 * 3];
+  for (int i = 0; i < rank * 3; ++i) rows[i] = rank;
+  priocclRows_t result = NULL;
+  priocclRequest_t req = NULL;
+  if (priocclAllGatherRowsAsync(rows, (size_t)rank, 3, priocclInt32, 0, comm, &result, &req) ||
+      priocclWait(req))
+    return fail(rank, "priocclAllGatherRowsAsync", comm);
+  const void* data = NULL;
+  size_t bytes = 0;
+  if (priocclRowsGet(result, &data, &bytes, NULL)) return fail(rank, "priocclRowsGet", comm);
+  const int32_t* got = data;
+  for (int k = 0, at = 0; k < size; ++k)
+    for (int i = 0; i < k * 3; ++i, ++at)
+      if (got[at] != k) {
+        printf("LAUNCH rank=%d FAILED ragged all-gather at %d: %d\n", rank, at, got[at]);
+        return 1;
+      }
+  priocclRowsFree(result);
+
+  /* Evens and odds: each half sums its own ranks. */
+  priocclComm_t half = NULL;
+  if (priocclCommSplit(comm, rank % 2, rank, &half)) return fail(rank, "priocclCommSplit", comm);
+  int64_t mine = rank, sum = 0, want = 0;
+  for (int k = rank % 2; k < size; k += 2) want += k;
+  if (priocclAllReduce(&mine, &sum, 1, priocclInt64, priocclSum, half) || sum != want)
+    return fail(rank, "all-reduce on the split", half);
+  priocclCommDestroy(half);
+
+  /* A ring of sends. */
+  if (size > 1) {
+    int64_t to = rank, from = -1;
+    priocclRequest_t s = NULL, q = NULL;
+    if (priocclSendAsync(&to, 1, priocclInt64, (rank + 1) % size, 0, 0, comm, &s) ||
+        priocclRecvAsync(&from, 1, priocclInt64, (rank + size - 1) % size, 0, 0, comm, &q) ||
+        priocclWait(s) || priocclWait(q) || from != (rank + size - 1) % size)
+      return fail(rank, "ring of sends", comm);
+  }
+  if (priocclCommDestroy(comm)) return fail(rank, "priocclCommDestroy", NULL);
+  free(x);
+  printf("LAUNCH rank=%d ok\n", rank);
+  return 0;
+}

@@ -1,0 +1,46 @@
+#!/bin/bash
+# Starts a job without mpirun, as torchrun would: one process per rank with RANK, WORLD_SIZE,
+# LOCAL_RANK, LOCAL_WORLD_SIZE, and PRIOCCL_COMM_ID (a loopback port) for the unique id.
+#   launch_without_mpi.sh PROGRAM NP          every rank must print "LAUNCH rank=R ok", exit 0
+#   launch_without_mpi.sh PROGRAM NP missing  rank NP-1 never starts: every other rank must fail
+#                                             within PRIOCCL_TIMEOUT_S (3) + 5 s, naming it
+# Prints "LAUNCH_RESULT ok=N of=M" (N ranks behaved as they must).
+set -u
+program=$1 np=$2 mode=${3:-all}
+port=$((20000 + RANDOM % 30000))
+export PRIOCCL_COMM_ID=127.0.0.1:$port WORLD_SIZE=$np LOCAL_WORLD_SIZE=$np
+started=$np
+if [ "$mode" = missing ]; then
+  started=$((np - 1))
+  export PRIOCCL_TIMEOUT_S=3
+fi
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+begin=$(date +%s%N)
+pids=()
+for ((r = 0; r < started; r++)); do
+  RANK=$r LOCAL_RANK=$r timeout -k 5 120 "$program" > "$dir/out.$r" 2>&1 &
+  pids+=($!)
+done
+ok=0
+for ((r = 0; r < started; r++)); do
+  wait "${pids[$r]}"
+  code=$?
+  elapsed_ms=$((($(date +%s%N) - begin) / 1000000))
+  sed "s/^/[rank $r] /" "$dir/out.$r"
+  if [ "$mode" = missing ]; then
+    # Rank 0 names the missing rank; the others hear it from rank 0.
+    if [ $code -ne 0 ] && grep -q "rank(s) \[$((np - 1))\] of $np did not arrive" "$dir/out.$r" &&
+        [ $elapsed_ms -lt 8000 ]; then
+      ok=$((ok + 1))
+    else
+      echo "rank $r: exit $code after ${elapsed_ms} ms without naming rank $((np - 1)) in time"
+    fi
+  elif [ $code -eq 0 ] && grep -q "LAUNCH rank=$r ok" "$dir/out.$r"; then
+    ok=$((ok + 1))
+  else
+    echo "rank $r: exit $code"
+  fi
+done
+echo "LAUNCH_RESULT ok=$ok of=$started"
+[ $ok -eq "$started" ]
