@@ -171,14 +171,21 @@ def remove_process_set(process_set):
     return True
 
 
-def init(comm=None, process_sets=None):
-    """Creates the communicator over all ranks (MPI_COMM_WORLD; or comm, an mpi4py communicator)
-    and registers process_sets (a list of ProcessSet). Idempotent."""
+def init(comm=None, process_sets=None, store=None):
+    """Creates the communicator over all ranks and registers process_sets (a list of ProcessSet).
+    Idempotent. The ranks are, in this order: those of `comm` (an mpi4py communicator); those of
+    MPI_COMM_WORLD when mpirun (or another MPI launcher) started this process; those torchrun's
+    environment contract names (RANK, WORLD_SIZE), joined without MPI through a unique id that
+    comes from PRIOCCL_COMM_ID (host:port, the same on every rank), or from `store` (a
+    torch.distributed store), or from torchrun's store at MASTER_ADDR:MASTER_PORT; and else this
+    process alone, without MPI."""
     global _comm, _hosts
     if _comm is not None:
         return
     handle = ctypes.c_void_p()
-    if comm is None:
+    if comm is None and not _launched_by_mpi():
+        _init_without_mpi(handle, store)
+    elif comm is None:
         _check(_L.priocclCommInitWorld(ctypes.byref(handle)), "init")
     elif hasattr(comm, "py2f") or type(comm).__module__.startswith("mpi4py"):
         from mpi4py import MPI  # an mpi4py communicator: its MPI_Comm, duplicated by prioccl
@@ -198,6 +205,57 @@ def init(comm=None, process_sets=None):
     _hosts = _find_hosts()
     for ps in process_sets or ():
         _register(ps, "init(process_sets)")
+
+
+def _launched_by_mpi():
+    """Whether an MPI launcher started this process (Open MPI, MPICH/Hydra, PMIx)."""
+    return any(v in os.environ for v in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"))
+
+
+_STORE_KEY = "prioccl/unique_id/"
+_inits = 0  # communicators made from a store in this process: each one's key differs
+
+
+def _init_without_mpi(handle, store):
+    """priocclCommInitRank as rank RANK of WORLD_SIZE (1 of 1 without them): the id from
+    PRIOCCL_COMM_ID on every rank, or made by rank 0 and passed through the store."""
+    global _inits
+    try:
+        rank, size = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        raise PriocclError(f"init: RANK={os.environ.get('RANK')!r} and WORLD_SIZE="
+                           f"{os.environ.get('WORLD_SIZE')!r} must be integers") from None
+    uid = _lib.UniqueId()
+    if size == 1 or os.environ.get("PRIOCCL_COMM_ID") or rank == 0:
+        _check(_L.priocclGetUniqueId(ctypes.byref(uid)), "init (unique id)")
+    if size > 1 and not os.environ.get("PRIOCCL_COMM_ID"):
+        store = store if store is not None else _launcher_store(rank, size)
+        key = f"{_STORE_KEY}{_inits}"
+        if rank == 0:
+            store.set(key, ctypes.string_at(ctypes.addressof(uid), ctypes.sizeof(uid)))
+        else:
+            ctypes.memmove(ctypes.byref(uid), store.get(key), ctypes.sizeof(uid))
+    _inits += 1
+    _check(_L.priocclCommInitRank(ctypes.byref(handle), size, uid, rank), "init")
+
+
+def _launcher_store(rank, size):
+    """torchrun's store (its agent serves it at MASTER_ADDR:MASTER_PORT) as a client."""
+    addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+    if not addr or not port:
+        raise PriocclError("init: RANK and WORLD_SIZE are set but neither PRIOCCL_COMM_ID "
+                           "(host:port where rank 0 listens, the same on every rank) nor "
+                           "MASTER_ADDR/MASTER_PORT (torchrun's store) is: set one, or launch "
+                           "with python3 -m prioccl.run")
+    try:
+        import datetime
+        from torch.distributed import TCPStore
+    except ImportError:
+        raise PriocclError("init: passing the unique id through MASTER_ADDR:MASTER_PORT needs "
+                           "torch.distributed's TCPStore; without torch set PRIOCCL_COMM_ID "
+                           "instead") from None
+    timeout = float(os.environ.get("PRIOCCL_TIMEOUT_S", "300") or 300)
+    return TCPStore(addr, int(port), size, False, datetime.timedelta(seconds=timeout))
 
 
 def _find_hosts():

@@ -12,6 +12,11 @@ c_void_pp = ctypes.POINTER(ctypes.c_void_p)
 c_size_t_p = ctypes.POINTER(ctypes.c_size_t)  # the v-collectives' count/displacement arrays
 
 
+class UniqueId(ctypes.Structure):
+    """priocclUniqueId: a job id for launching without MPI (passed by value)."""
+    _fields_ = [("internal", ctypes.c_char * 128)]
+
+
 # The path (or loader name) load() loaded, for checks and diagnostics; None until then.
 loaded_path = None
 
@@ -90,6 +95,8 @@ def _declare(lib):
         "priocclCommSize": (R, [v, c_int_p]),
         "priocclCommHostInfo": (R, [v, c_int_p, c_int_p, c_int_p, c_int_p, c_int_p]),
         "priocclCommInitMPI": (R, [c_void_pp, v, v]),
+        "priocclGetUniqueId": (R, [ctypes.POINTER(UniqueId)]),
+        "priocclCommInitRank": (R, [c_void_pp, i, UniqueId, i]),
         "priocclCommSplit": (R, [v, i, i, c_void_pp]),
         "priocclGetCounters": (R, [v, v]),
         "priocclGroupStart": (R, []),

@@ -34,6 +34,24 @@ priocclComm_t toHandle(uintptr_t id) {
 
 using namespace prioccl;
 
+namespace {
+priocclResult_t initRank(const char* func, priocclComm_t* comm, int nranks,
+                         const priocclUniqueId& commId, int rank, const priocclConfig_t* config) {
+  return guarded(func, nullptr, [&] {
+    if (!comm) detail::fail(priocclInvalidArgument, "comm is NULL");
+    *comm = nullptr;
+    if (nranks < 1 || rank < 0 || rank >= nranks)
+      detail::fail(priocclInvalidArgument, "rank ", rank, " is not in 0..", nranks - 1, " (nranks ",
+                   nranks, ")");
+    Config c = Config::fromEnv();
+    if (config) detail::mergeCConfig(*config, c);
+    UniqueId id;
+    std::memcpy(id.bytes, commId.internal, sizeof id.bytes);
+    *comm = toHandle(comms().add(Communicator::fromUniqueId(id, nranks, rank, c)));
+  });
+}
+}  // namespace
+
 extern "C" {
 
 const char* priocclGetErrorString(priocclResult_t result) {
@@ -114,23 +132,12 @@ priocclResult_t priocclGetUniqueId(priocclUniqueId* uniqueId) {
 
 priocclResult_t priocclCommInitRankConfig(priocclComm_t* comm, int nranks, priocclUniqueId commId,
                                           int rank, const priocclConfig_t* config) {
-  return guarded(__func__, nullptr, [&] {
-    if (!comm) detail::fail(priocclInvalidArgument, "comm is NULL");
-    *comm = nullptr;
-    if (nranks < 1 || rank < 0 || rank >= nranks)
-      detail::fail(priocclInvalidArgument, "rank ", rank, " is not in 0..", nranks - 1, " (nranks ",
-                   nranks, ")");
-    Config c = Config::fromEnv();
-    if (config) detail::mergeCConfig(*config, c);
-    UniqueId id;
-    std::memcpy(id.bytes, commId.internal, sizeof id.bytes);
-    *comm = toHandle(comms().add(Communicator::fromUniqueId(id, nranks, rank, c)));
-  });
+  return initRank(__func__, comm, nranks, commId, rank, config);
 }
 
 priocclResult_t priocclCommInitRank(priocclComm_t* comm, int nranks, priocclUniqueId commId,
                                     int rank) {
-  return priocclCommInitRankConfig(comm, nranks, commId, rank, nullptr);
+  return initRank(__func__, comm, nranks, commId, rank, nullptr);
 }
 
 priocclResult_t priocclCommInitWorld(priocclComm_t* comm) {
