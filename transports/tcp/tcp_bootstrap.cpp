@@ -139,6 +139,13 @@ sockaddr_storage boundAddress(int fd) {
   return a;
 }
 
+// Small frames go out at once: a header and its payload are two writes, which Nagle's algorithm
+// would hold for the peer's delayed acknowledgement (40 ms a message).
+void noDelay(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
 // Connects to `at`, retrying with back-off (the listener may not be up yet) until `deadline`;
 // the socket, or -1 with `error` set.
 int dial(const sockaddr_storage& at, Clock::time_point deadline, std::string* error) {
@@ -159,8 +166,7 @@ int dial(const sockaddr_storage& at, Clock::time_point deadline, std::string* er
       err = ETIMEDOUT;
     }
     if (err == 0) {
-      int one = 1;
-      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      noDelay(fd);
       return fd;
     }
     ::close(fd);
@@ -449,6 +455,7 @@ void TcpBootstrap::joinAsRoot() {
     for (;;) {
       int fd = ::accept4(listenFd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) break;
+      noDelay(fd);
       pending.push_back({fd, Clock::now() + kHelloTimeout, 0, {}});
     }
     for (size_t i = 0; i < pending.size();) {
@@ -491,6 +498,9 @@ void TcpBootstrap::joinAsRoot() {
     }
   }
   for (Pending& p : pending) drop(p, "the job is complete");
+  // Nobody dials rank 0 after this (the lower rank dials), and a listener kept open would take
+  // the next job's connections at the same PRIOCCL_COMM_ID.
+  ::close(std::exchange(listenFd_, -1));
   Frame t = frameOf(FrameType::kTable, id_, 0, size_, table_.size() * sizeof(Entry));
   for (int r = 1; r < size_; ++r)
     if (!sendAll(fds_[r], &t, sizeof t, end) ||
@@ -500,30 +510,53 @@ void TcpBootstrap::joinAsRoot() {
 
 void TcpBootstrap::joinAsMember() {
   const auto end = deadline();
-  std::string error;
-  rootFd_ = dial(id_.root, end, &error);
-  if (rootFd_ < 0)
-    fail(priocclTimeout, "bootstrap: rank ", rank_, " of ", size_, " cannot reach rank 0 at ",
-         addressText(id_.root), " within ", timeout_.count() / 1000.0,
-         " s (PRIOCCL_TIMEOUT_S): ", error);
   if (listenFd_ < 0) {
     sockaddr_storage any{};
     any.ss_family = id_.root.ss_family;  // the wildcard address of the id's family
     listenFd_ = listenOn(any);
   }
-  Entry mine = entryOf(boundAddress(rootFd_), portOf(boundAddress(listenFd_)), hostKey());
-  Frame hello = frameOf(FrameType::kHello, id_, rank_, size_, sizeof mine);
-  if (!sendAll(rootFd_, &hello, sizeof hello, end) || !sendAll(rootFd_, &mine, sizeof mine, end))
-    fail(priocclRemoteError, "bootstrap: rank 0 at ", addressText(id_.root),
-         " closed the connection before rank ", rank_, "'s hello");
-  // Rank 0 waits up to the same deadline for the others; its verdict may come just after it.
-  Frame t = readFrame(rootFd_, FrameType::kTable, id_, size_, 0, "joining",
-                      end + kVerdictGrace);
-  if (t.bytes != table_.size() * sizeof(Entry))
-    fail(priocclRemoteError, "bootstrap: rank 0's table is ", t.bytes, " bytes, not ",
-         table_.size() * sizeof(Entry));
-  if (!recvAll(rootFd_, table_.data(), t.bytes, end + kVerdictGrace))
-    fail(priocclRemoteError, "bootstrap: rank 0's table stopped halfway");
+  // A connection that closes before rank 0 says anything was taken by a listener that is going
+  // away (the previous job's at the same PRIOCCL_COMM_ID, or a rank 0 that restarts): dial again
+  // until the deadline.
+  auto pause = std::chrono::milliseconds(10);
+  for (;;) {
+    std::string error;
+    rootFd_ = dial(id_.root, end, &error);
+    if (rootFd_ < 0)
+      fail(priocclTimeout, "bootstrap: rank ", rank_, " of ", size_, " cannot reach rank 0 at ",
+           addressText(id_.root), " within ", timeout_.count() / 1000.0,
+           " s (PRIOCCL_TIMEOUT_S): ", error);
+    Entry mine = entryOf(boundAddress(rootFd_), portOf(boundAddress(listenFd_)), hostKey());
+    Frame hello = frameOf(FrameType::kHello, id_, rank_, size_, sizeof mine);
+    Frame t;
+    // Rank 0 waits up to the same deadline for the others; its verdict may come just after it.
+    if (sendAll(rootFd_, &hello, sizeof hello, end) && sendAll(rootFd_, &mine, sizeof mine, end) &&
+        recvAll(rootFd_, &t, sizeof t, end + kVerdictGrace)) {
+      std::string problem = frameProblem(t, FrameType::kTable, id_, size_);
+      if (!problem.empty()) fail(priocclRemoteError, "bootstrap: joining: rank 0 sent ", problem);
+      if (t.type == static_cast<uint16_t>(FrameType::kFailed)) {
+        std::string text(std::min<uint64_t>(t.bytes, 4096), '\0');
+        recvAll(rootFd_, text.data(), text.size(), end + kVerdictGrace);
+        fail(priocclRemoteError, "bootstrap: joining: rank 0 says: ", text);
+      }
+      if (t.bytes != table_.size() * sizeof(Entry))
+        fail(priocclRemoteError, "bootstrap: rank 0's table is ", t.bytes, " bytes, not ",
+             table_.size() * sizeof(Entry));
+      if (!recvAll(rootFd_, table_.data(), t.bytes, end + kVerdictGrace))
+        fail(priocclRemoteError, "bootstrap: rank 0's table stopped halfway");
+      return;
+    }
+    ::close(std::exchange(rootFd_, -1));
+    if (Clock::now() + pause >= end)
+      fail(priocclTimeout, "bootstrap: rank ", rank_, " of ", size_, ": rank 0 at ",
+           addressText(id_.root), " closed every connection without an answer within ",
+           timeout_.count() / 1000.0,
+           " s (PRIOCCL_TIMEOUT_S; is another job using that address, "
+           "or rank ",
+           rank_, " taken twice?)");
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(500));
+  }
 }
 
 std::vector<std::vector<char>> TcpBootstrap::allGather(const void* data, size_t bytes) {
@@ -631,6 +664,7 @@ void TcpBootstrap::acceptPeer(int peer) {
            " within ", timeout_.count() / 1000.0, " s (PRIOCCL_TIMEOUT_S)");
     int fd = ::accept4(listenFd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) continue;
+    noDelay(fd);
     Frame f;
     std::string why = recvAll(fd, &f, sizeof f, std::min(end, Clock::now() + kHelloTimeout))
                           ? frameProblem(f, FrameType::kPeer, id_, size_)
