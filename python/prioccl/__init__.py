@@ -179,7 +179,6 @@ def init(comm=None, process_sets=None, store=None):
     comes from PRIOCCL_COMM_ID (host:port, the same on every rank), or from `store` (a
     torch.distributed store), or from torchrun's store at MASTER_ADDR:MASTER_PORT; and else this
     process alone, without MPI."""
-    global _comm, _hosts
     if _comm is not None:
         return
     handle = ctypes.c_void_p()
@@ -195,6 +194,12 @@ def init(comm=None, process_sets=None, store=None):
     else:
         raise PriocclError(f"init: comm must be None or an mpi4py communicator, not "
                            f"{type(comm).__name__} (a subset of ranks: process_sets=)")
+    _install(handle, process_sets)
+
+
+def _install(handle, process_sets=None):
+    """`handle` becomes the global communicator."""
+    global _comm, _hosts
     _comm = handle
     global_process_set.process_set_id = 0
     global_process_set._comm = _comm
@@ -225,18 +230,36 @@ def _init_without_mpi(handle, store):
     except ValueError:
         raise PriocclError(f"init: RANK={os.environ.get('RANK')!r} and WORLD_SIZE="
                            f"{os.environ.get('WORLD_SIZE')!r} must be integers") from None
+    if size > 1 and not os.environ.get("PRIOCCL_COMM_ID") and store is None:
+        store = _launcher_store(rank, size)
+    _join(handle, rank, size, store, f"{_STORE_KEY}{_inits}", "init")
+    _inits += 1
+
+
+def _join(handle, rank, size, store, key, what):
+    """priocclCommInitRank into `handle` as `rank` of `size`: the id from PRIOCCL_COMM_ID on every
+    rank (or a lone rank's own), else made by rank 0 and passed through `store` under `key`."""
     uid = _lib.UniqueId()
-    if size == 1 or os.environ.get("PRIOCCL_COMM_ID") or rank == 0:
-        _check(_L.priocclGetUniqueId(ctypes.byref(uid)), "init (unique id)")
-    if size > 1 and not os.environ.get("PRIOCCL_COMM_ID"):
-        store = store if store is not None else _launcher_store(rank, size)
-        key = f"{_STORE_KEY}{_inits}"
+    via_store = size > 1 and not os.environ.get("PRIOCCL_COMM_ID")
+    if not via_store or rank == 0:
+        _check(_L.priocclGetUniqueId(ctypes.byref(uid)), f"{what} (unique id)")
+    if via_store:
         if rank == 0:
             store.set(key, ctypes.string_at(ctypes.addressof(uid), ctypes.sizeof(uid)))
         else:
             ctypes.memmove(ctypes.byref(uid), store.get(key), ctypes.sizeof(uid))
-    _inits += 1
-    _check(_L.priocclCommInitRank(ctypes.byref(handle), size, uid, rank), "init")
+    _check(_L.priocclCommInitRank(ctypes.byref(handle), size, uid, rank), what)
+
+
+def _adopt(handle, rank, size):
+    """A communicator made elsewhere (the torch backend's) as a registered ProcessSet of its own
+    ranks 0..size-1, whose ops take process_set=; remove_process_set() destroys it."""
+    global _next_set_id
+    ps = ProcessSet(range(size))
+    ps.process_set_id, ps._comm, ps._rank = _next_set_id, handle, rank
+    _next_set_id += 1
+    _process_sets[ps.process_set_id] = ps
+    return ps
 
 
 def _launcher_store(rank, size):
@@ -1448,17 +1471,19 @@ def join():
     return last.value
 
 
-def send_async(tensor, peer, tag=0, priority=0):
-    _require()
+def send_async(tensor, peer, tag=0, priority=0, process_set=None):
+    ps = _target(process_set, "send")
     ptr, count, code = _buffer(tensor, writable=False)
+    comm = ps._comm
     op = _submit("send", None, lambda r: _L.priocclSendAsync(ptr, count, code, peer, tag, priority,
-                                                             _comm, r), None, (tensor,))
+                                                             comm, r), None, (tensor,), ps)
     return Handle(op, tensor)
 
 
-def recv_async(tensor, peer, tag=0, priority=0):
-    _require()
+def recv_async(tensor, peer, tag=0, priority=0, process_set=None):
+    ps = _target(process_set, "recv")
     ptr, count, code = _buffer(tensor)
+    comm = ps._comm
     op = _submit("recv", None, lambda r: _L.priocclRecvAsync(ptr, count, code, peer, tag, priority,
-                                                             _comm, r), None, (tensor,))
+                                                             comm, r), None, (tensor,), ps)
     return Handle(op, tensor)

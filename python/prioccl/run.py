@@ -63,6 +63,8 @@ def main(argv=None):
         store = TCPStore("127.0.0.1", int(env["MASTER_PORT"]), a.nproc + 1, True,
                          datetime.timedelta(seconds=300), wait_for_workers=False)
         env.pop("PRIOCCL_COMM_ID", None)
+        # As torchrun sets it for its workers: init_process_group then uses this store.
+        env.update(TORCHELASTIC_USE_AGENT_STORE="True", TORCHELASTIC_RESTART_COUNT="0")
     else:
         env.setdefault("PRIOCCL_COMM_ID", f"127.0.0.1:{_free_port()}")
     command = ([a.script] if a.no_python else [sys.executable, a.script]) + a.args

@@ -27,6 +27,9 @@ from prioccl.torch.functions import (broadcast_parameters, broadcast_optimizer_s
                                      broadcast_object, allgather_object)
 from prioccl.torch.optimizer import DistributedOptimizer
 from prioccl.torch.ddp import PriorityState, ddp_comm_hook
+import torch.distributed as _dist
+if _dist.is_available():
+    from prioccl.torch import backend as _backend  # noqa: F401 - registers backend "prioccl"
 
 HorovodInternalError = PriocclError  # what Horovod code catches around collectives
 
