@@ -12,6 +12,7 @@ Variants, all with torch's and prioccl's default settings:
   p3           mode="p3" (priority = the next forward's order of use; updates overlap it)
   lagged       mode="lagged" (last-batch optimisation: one fused all-reduce per step)
   ddp_prioccl  DistributedDataParallel with prioccl's comm hook (prioccl.torch.ddp_comm_hook)
+  ddp_backend  DistributedDataParallel over torch.distributed backend "prioccl" (unchanged DDP)
 
 Rank 0 prints one line:
   REAL_TRAINING model=... variant=... ranks=P ... median_ms=M ... cpu_ms=C main_cpu_ms=T
@@ -36,7 +37,7 @@ import time
 import torch
 import torch.nn as nn
 
-VARIANTS = ("compute", "gloo", "sync", "p3", "lagged", "ddp_prioccl")
+VARIANTS = ("compute", "gloo", "sync", "p3", "lagged", "ddp_prioccl", "ddp_backend")
 MODELS = ("resnet18", "resnet50", "mobilenet_v2", "transformer")
 
 
@@ -85,16 +86,19 @@ def rank_and_size():
     return 0, 1
 
 
-def init_gloo(rank, size):
-    """torch.distributed's gloo group. On the testbed (hosts pccl<i>) rank 0 is 198.18.0.1 and
-    every host's link is eth0; elsewhere MASTER_ADDR (default 127.0.0.1)."""
+def init_gloo(rank, size, backend="gloo"):
+    """torch.distributed's default group over `backend` (gloo, or prioccl's). On the testbed
+    (hosts pccl<i>) rank 0 is 198.18.0.1 and every host's link is eth0; elsewhere MASTER_ADDR
+    (default 127.0.0.1)."""
     import torch.distributed as dist
     on_testbed = socket.gethostname().startswith("pccl")
     addr = os.environ.get("MASTER_ADDR", "198.18.0.1" if on_testbed else "127.0.0.1")
     port = os.environ.get("MASTER_PORT", "29517")
     if on_testbed:
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "eth0")
-    dist.init_process_group("gloo", init_method=f"tcp://{addr}:{port}", rank=rank,
+    if backend == "prioccl":
+        import prioccl.torch  # noqa: F401 - registers the backend
+    dist.init_process_group(backend, init_method=f"tcp://{addr}:{port}", rank=rank,
                             world_size=size)
     return dist
 
@@ -149,8 +153,8 @@ def main():
     dist = hvd = None
     model = net
     v = args.variant
-    if v in ("gloo", "ddp_prioccl"):
-        dist = init_gloo(rank, size)
+    if v in ("gloo", "ddp_prioccl", "ddp_backend"):
+        dist = init_gloo(rank, size, "prioccl" if v == "ddp_backend" else "gloo")
         model = nn.parallel.DistributedDataParallel(net)
     if v in ("sync", "p3", "lagged", "ddp_prioccl"):
         import prioccl.torch as hvd
