@@ -30,47 +30,10 @@ using detail::LogLevel;
 
 namespace {
 
-constexpr uint32_t kMagic = 0x50434242;  // "PCBB"
-constexpr uint16_t kVersion = 1;
-// The largest payload a frame may announce: the bootstrap carries addresses and settings, so
-// anything larger is garbage (a stray client), not a message to allocate for.
-constexpr uint64_t kMaxPayload = 64ull << 20;
 // How long an accepted connection may take to say who it is before it is dropped.
 constexpr auto kHelloTimeout = std::chrono::seconds(10);
 // How long past its own deadline a joining rank waits for rank 0's table or verdict.
 constexpr auto kVerdictGrace = std::chrono::seconds(3);
-
-enum class FrameType : uint16_t {
-  kHello = 1,     // a rank to rank 0: its Entry
-  kTable = 2,     // rank 0 to every rank: every Entry
-  kGather = 3,    // a rank's part of an allGather
-  kGathered = 4,  // rank 0's answer: lengths, then the parts
-  kFailed = 5,    // rank 0: the job cannot start (text)
-  kPeer = 6,      // the dialer of a direct connection says who it is
-  kData = 7       // a send/recv message
-};
-
-struct Frame {
-  uint32_t magic = kMagic;
-  uint16_t version = kVersion;
-  uint16_t type = 0;
-  int32_t rank = -1, size = 0;
-  uint64_t bytes = 0;
-  uint8_t token[kTokenBytes] = {};
-};
-static_assert(sizeof(Frame) == 40, "wire layout");
-static_assert(sizeof(TcpBootstrap::Entry) == 32, "wire layout");
-
-// The id's layout inside priocclUniqueId.
-constexpr uint32_t kIdMagic = 0x50434944;  // "PCID"
-struct IdLayout {
-  uint32_t magic;
-  uint16_t version, family;
-  uint16_t port, pad;
-  uint8_t addr[16];
-  uint8_t token[kTokenBytes];
-};
-static_assert(sizeof(IdLayout) <= kUniqueIdBytes, "fits priocclUniqueId");
 
 uint64_t fnv(uint64_t h, const void* data, size_t bytes) {
   const auto* p = static_cast<const unsigned char*>(data);
@@ -78,39 +41,6 @@ uint64_t fnv(uint64_t h, const void* data, size_t bytes) {
   return h;
 }
 constexpr uint64_t kFnvBasis = 0xCBF29CE484222325ull;
-
-TcpBootstrap::Entry entryOf(const sockaddr_storage& a, uint16_t port, uint64_t hostKey) {
-  TcpBootstrap::Entry e;
-  e.family = a.ss_family;
-  e.port = port;
-  if (a.ss_family == AF_INET6)
-    std::memcpy(e.addr, &reinterpret_cast<const sockaddr_in6&>(a).sin6_addr, 16);
-  else
-    std::memcpy(e.addr, &reinterpret_cast<const sockaddr_in&>(a).sin_addr, 4);
-  e.hostKey = hostKey;
-  return e;
-}
-
-sockaddr_storage addressOf(const TcpBootstrap::Entry& e) {
-  sockaddr_storage a{};
-  if (e.family == AF_INET6) {
-    auto& v6 = reinterpret_cast<sockaddr_in6&>(a);
-    v6.sin6_family = AF_INET6;
-    v6.sin6_port = htons(e.port);
-    std::memcpy(&v6.sin6_addr, e.addr, 16);
-  } else {
-    auto& v4 = reinterpret_cast<sockaddr_in&>(a);
-    v4.sin_family = AF_INET;
-    v4.sin_port = htons(e.port);
-    std::memcpy(&v4.sin_addr, e.addr, 4);
-  }
-  return a;
-}
-
-uint16_t portOf(const sockaddr_storage& a) {
-  return ntohs(a.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6&>(a).sin6_port
-                                       : reinterpret_cast<const sockaddr_in&>(a).sin_port);
-}
 
 socklen_t lengthOf(const sockaddr_storage& a) {
   return a.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
@@ -238,41 +168,6 @@ sockaddr_storage parseCommId(const std::string& text) {
 
 }  // namespace
 
-void encodeUniqueId(const UniqueIdFields& id, unsigned char out[kUniqueIdBytes]) {
-  std::memset(out, 0, kUniqueIdBytes);
-  IdLayout l{};
-  l.magic = kIdMagic;
-  l.version = kVersion;
-  TcpBootstrap::Entry e = entryOf(id.root, portOf(id.root), 0);
-  l.family = e.family;
-  l.port = e.port;
-  std::memcpy(l.addr, e.addr, sizeof l.addr);
-  std::memcpy(l.token, id.token, kTokenBytes);
-  std::memcpy(out, &l, sizeof l);
-}
-
-bool decodeUniqueId(const unsigned char in[kUniqueIdBytes], UniqueIdFields* id,
-                    std::string* error) {
-  IdLayout l{};
-  std::memcpy(&l, in, sizeof l);
-  if (l.magic != kIdMagic || l.version != kVersion) {
-    *error = "not a unique id of this prioccl (made by priocclGetUniqueId and passed unchanged?)";
-    return false;
-  }
-  if ((l.family != AF_INET && l.family != AF_INET6) || l.port == 0) {
-    *error = concat("the id's address is not IPv4 or IPv6 with a port (family ", l.family,
-                    ", port ", l.port, ")");
-    return false;
-  }
-  TcpBootstrap::Entry e;
-  e.family = l.family;
-  e.port = l.port;
-  std::memcpy(e.addr, l.addr, sizeof e.addr);
-  id->root = addressOf(e);
-  std::memcpy(id->token, l.token, kTokenBytes);
-  return true;
-}
-
 UniqueIdFields newUniqueId(const std::string& commId, const std::string& ifname) {
   UniqueIdFields id;
   if (!commId.empty()) {
@@ -358,33 +253,6 @@ void TcpBootstrap::closeAll() {
 
 namespace {
 
-Frame frameOf(FrameType type, const UniqueIdFields& id, int rank, int size, uint64_t bytes) {
-  Frame f;
-  f.type = static_cast<uint16_t>(type);
-  f.rank = rank;
-  f.size = size;
-  f.bytes = bytes;
-  std::memcpy(f.token, id.token, kTokenBytes);
-  return f;
-}
-
-// Why `f` is not a frame of `want` for this job ("" when it is).
-std::string frameProblem(const Frame& f, FrameType want, const UniqueIdFields& id, int size) {
-  if (f.magic != kMagic) return "not a prioccl bootstrap message (wrong magic)";
-  if (f.version != kVersion)
-    return concat("bootstrap protocol version ", f.version, ", this rank speaks ", kVersion);
-  if (std::memcmp(f.token, id.token, kTokenBytes) != 0)
-    return "another job's token (a different unique id)";
-  if (f.type == static_cast<uint16_t>(FrameType::kFailed) && want != FrameType::kFailed)
-    return "";  // the caller reads the reason
-  if (f.type != static_cast<uint16_t>(want))
-    return concat("message type ", f.type, " where ", static_cast<int>(want), " was expected");
-  if (f.size != size) return concat("a job of ", f.size, " ranks, this one has ", size);
-  if (f.rank < 0 || f.rank >= size) return concat("rank ", f.rank, " is not in 0..", size - 1);
-  if (f.bytes > kMaxPayload) return concat("a payload of ", f.bytes, " bytes (garbage)");
-  return "";
-}
-
 std::string peerText(int fd) {
   sockaddr_storage a{};
   socklen_t len = sizeof a;
@@ -422,7 +290,7 @@ void TcpBootstrap::joinAsRoot() {
     int fd;
     Clock::time_point until;
     size_t got = 0;
-    unsigned char buf[sizeof(Frame) + sizeof(Entry)] = {};
+    unsigned char buf[kHelloBytes] = {};
   };
   std::vector<Pending> pending;
   int arrived = 1;
@@ -467,21 +335,18 @@ void TcpBootstrap::joinAsRoot() {
       if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
         why = errnoText(errno);
       if (why.empty() && p.got == sizeof p.buf) {
-        Frame f;
-        std::memcpy(&f, p.buf, sizeof f);
-        why = frameProblem(f, FrameType::kHello, id_, size_);
-        if (why.empty() && f.bytes != sizeof(Entry)) why = "a hello of the wrong length";
-        if (why.empty() && f.rank == 0) why = "a second rank 0";
-        if (why.empty() && fds_[f.rank] >= 0) why = concat("rank ", f.rank, " arrived twice");
+        std::vector<bool> taken(fds_.size());
+        for (size_t k = 0; k < fds_.size(); ++k) taken[k] = fds_[k] >= 0;
+        int from = -1;
+        Entry e;
+        why = helloProblem(p.buf, id_, size_, taken, &from, &e);
         if (why.empty()) {
-          Entry e;
-          std::memcpy(&e, p.buf + sizeof f, sizeof e);
           // The address rank 0 sees the connection come from: the one that reaches that rank.
-          sockaddr_storage from{};
-          socklen_t len = sizeof from;
-          ::getpeername(p.fd, reinterpret_cast<sockaddr*>(&from), &len);
-          table_[f.rank] = entryOf(from, e.port, e.hostKey);
-          fds_[f.rank] = p.fd;
+          sockaddr_storage peer{};
+          socklen_t len = sizeof peer;
+          ::getpeername(p.fd, reinterpret_cast<sockaddr*>(&peer), &len);
+          table_[from] = entryOf(peer, e.port, e.hostKey);
+          fds_[from] = p.fd;
           ++arrived;
           pending.erase(pending.begin() + static_cast<long>(i));
           continue;
@@ -570,17 +435,10 @@ std::vector<std::vector<char>> TcpBootstrap::allGather(const void* data, size_t 
       fail(priocclRemoteError, "bootstrap: allGather: rank 0 went away");
     Frame r = readFrame(rootFd_, FrameType::kGathered, id_, size_, 0, "allGather", end);
     std::vector<char> all(r.bytes);
-    if (r.bytes < p * sizeof(uint64_t) || !recvAll(rootFd_, all.data(), all.size(), end))
+    if (!recvAll(rootFd_, all.data(), all.size(), end))
       fail(priocclRemoteError, "bootstrap: allGather: rank 0's answer is cut short");
-    size_t offset = p * sizeof(uint64_t);
-    for (size_t k = 0; k < p; ++k) {
-      uint64_t n = 0;
-      std::memcpy(&n, all.data() + k * sizeof n, sizeof n);
-      if (n > all.size() - offset)
-        fail(priocclRemoteError, "bootstrap: allGather: rank 0's answer is inconsistent");
-      parts[k].assign(all.data() + offset, all.data() + offset + n);
-      offset += n;
-    }
+    if (!parseGathered(all, p, &parts))
+      fail(priocclRemoteError, "bootstrap: allGather: rank 0's answer is inconsistent");
     return parts;
   }
   parts[0].assign(at, at + bytes);

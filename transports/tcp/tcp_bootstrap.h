@@ -21,21 +21,10 @@
 #include <vector>
 
 #include "bootstrap.h"
+#include "tcp/bootstrap_wire.h"
 #include "tcp/socket_util.h"
 
 namespace prioccl {
-
-// What a unique id (priocclUniqueId, kUniqueIdBytes opaque bytes) carries: where rank 0 listens
-// and the job's token, which every connection must present.
-constexpr size_t kUniqueIdBytes = 128;
-constexpr size_t kTokenBytes = 16;
-struct UniqueIdFields {
-  sockaddr_storage root{};
-  uint8_t token[kTokenBytes] = {};
-};
-void encodeUniqueId(const UniqueIdFields& id, unsigned char out[kUniqueIdBytes]);
-// False, with `error` set, unless the bytes are an id this build wrote.
-bool decodeUniqueId(const unsigned char in[kUniqueIdBytes], UniqueIdFields* id, std::string* error);
 
 // A new id. With `commId` (PRIOCCL_COMM_ID: host:port, [v6]:port) its address, and a token
 // derived from it, so that every rank may call this and get the same id; rank 0 listens there
@@ -73,12 +62,7 @@ class TcpBootstrap final : public Bootstrap {
   // namespace and hostname; never the hostname alone).
   static uint64_t hostKey();
 
-  // One rank's entry in the table rank 0 hands out.
-  struct Entry {
-    uint16_t family = 0, port = 0;
-    uint8_t addr[16] = {};
-    uint64_t hostKey = 0;
-  };
+  using Entry = BootstrapEntry;
 
  private:
   void closeAll();
