@@ -33,10 +33,9 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import ProcessGroup, _create_work_from_future
 
 import prioccl
+from prioccl.torch.ddp import _STOP, _complete_in_order
 
 __all__ = ["ProcessGroupPrioccl"]
-
-_STOP = object()
 
 
 def _prioccl_op(reduce_op, what):
@@ -49,22 +48,6 @@ def _prioccl_op(reduce_op, what):
             return ours
     raise prioccl.PriocclError(f"{what}: backend prioccl has no {reduce_op} (it has SUM, "
                                f"PRODUCT, MIN, MAX and AVG)")
-
-
-def _complete_in_order(work):
-    """The group's completion thread: (handle, future, finish) in submission order."""
-    while True:
-        item = work.get()
-        if item is _STOP:
-            return
-        handle, fut, finish = item
-        try:
-            result = prioccl.synchronize(handle)
-            value = finish(result)
-        except Exception as e:  # noqa: BLE001 - every failure goes to its Work, none is lost
-            fut.set_exception(e)
-            continue
-        fut.set_result(value)
 
 
 class ProcessGroupPrioccl(ProcessGroup):

@@ -61,18 +61,19 @@ _STOP = object()
 
 
 def _complete_in_order(work):
-    """The background thread: (handle, future, buffer) items in submission order."""
+    """The background thread: (handle, future, finish) items in submission order; each future
+    gets finish(the op's result), or the op's exception. (The torch backend's groups use it too.)"""
     while True:
         item = work.get()
         if item is _STOP:
             return
-        handle, fut, buf = item
+        handle, fut, finish = item
         try:
-            prioccl.synchronize(handle)
+            value = finish(prioccl.synchronize(handle))
         except Exception as e:  # noqa: BLE001 - every failure goes to the future, none is lost
             fut.set_exception(e)
             continue
-        fut.set_result(buf)
+        fut.set_result(value)
 
 
 def _unwrap(fut):
@@ -128,7 +129,7 @@ class PriorityState:
                 self._thread.start()
                 # The thread holds the queue, not the state: a dropped state stops it.
                 weakref.finalize(self, self._work.put, _STOP)
-            self._work.put((handle, fut, buf))
+            self._work.put((handle, fut, lambda _: buf))
 
     def close(self):
         """Waits for the all-reduces in flight (their futures complete) and stops the thread.
