@@ -86,8 +86,9 @@ const std::vector<Param>& paramTable() {
      kComm, "1: auto times the algorithms at creation (results may then differ between runs)"},
     {"PRIOCCL_TRANSPORT", "transport", ParamKind::kChoice, 0, 0, &Config::transport,
      C_LATER(transport), kAgree, kComm,
-     "auto: tcp with one rank per host on links below 600 MB/s, else mpi; ucx: over UCX; tcp: "
-     "plain sockets; mpi-coll / nccl: collectives as MPI non-blocking ones / NCCL's (GPU)",
+     "auto: tcp with one rank per host on links below 600 MB/s, else mpi (ucx without MPI: "
+     "priocclCommInitRank); ucx: over UCX; tcp: plain sockets; mpi-coll / nccl: collectives as "
+     "MPI non-blocking ones / NCCL's (GPU)",
      {{"auto", priocclTransportAuto}, {"mpi", priocclTransportMpi}, {"ucx", priocclTransportUcx},
       {"mpi-coll", priocclTransportMpiColl}, {"nccl", priocclTransportNccl},
       {"tcp", priocclTransportTcp}},
@@ -125,6 +126,17 @@ const std::vector<Param>& paramTable() {
      {}, "", "", "unset"},
     {"PRIOCCL_LIBRARY", "", ParamKind::kString, 0, 0, std::monostate{}, kNoC, kLocal,
      ParamScope::kPython, "Python only: path of the libprioccl.so to load", {}, "", "", "unset"},
+    // A setting of priocclGetUniqueId (no communicator exists yet): read by it, with getenv.
+    {"PRIOCCL_COMM_ID", "", ParamKind::kString, 0, 0, std::monostate{}, kNoC, kLocal,
+     ParamScope::kProcess,
+     "host:port ([ipv6]:port) where rank 0 of a job launched without MPI listens; every rank's "
+     "priocclGetUniqueId then gives the same id (NCCL_COMM_ID)",
+     {}, "", "", "unset"},
+    {"PRIOCCL_BACKEND_PRIORITIES", "", ParamKind::kBool, 0, 1, std::monostate{}, kNoC, kLocal,
+     ParamScope::kPython,
+     "Python only: 0 gives the torch.distributed backend's ops priority 0 (default: each "
+     "all-reduce more urgent than the ones before it)",
+     {}, "", "", "1"},
   };
   return rows;
 }
