@@ -76,11 +76,16 @@ void noDelay(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-// Connects to `at`, retrying with back-off (the listener may not be up yet) until `deadline`;
-// the socket, or -1 with `error` set.
+// Connects to `at`, retrying (the listener may not be up yet) until `deadline`; the socket, or -1
+// with `error` set. The first retries come every millisecond, as NCCL's do: ranks that start
+// together dial before rank 0 listens, and a back-off from 10 ms made that the larger part of a
+// communicator's creation (docs/benchmarks.md, "Creating a communicator"). After kQuickRetries
+// the pause doubles up to 500 ms, so a rank 0 that starts late is not dialled a thousand times
+// a second by every rank.
 int dial(const sockaddr_storage& at, Clock::time_point deadline, std::string* error) {
-  auto pause = std::chrono::milliseconds(10);
-  for (;;) {
+  constexpr int kQuickRetries = 64;
+  auto pause = std::chrono::milliseconds(1);
+  for (int attempt = 1;; ++attempt) {
     int fd = ::socket(at.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {
       *error = concat("socket(): ", errnoText(errno));
@@ -103,7 +108,7 @@ int dial(const sockaddr_storage& at, Clock::time_point deadline, std::string* er
     *error = errnoText(err);
     if (Clock::now() + pause >= deadline) return -1;
     std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::milliseconds(500));
+    if (attempt >= kQuickRetries) pause = std::min(pause * 2, std::chrono::milliseconds(500));
   }
 }
 
