@@ -22,6 +22,13 @@
 #                                         with hostname pccl<i> in a UTS namespace of its own; -n H: only
 #                                         the first H hosts); -x VARs and the caller's PRIOCCL_* variables
 #                                         reach the ranks
+#   perf/testbed.sh launch [-n H] -- CMD [ARGS...]
+#                                         without MPI, one launcher per host as torchrun --nnodes H
+#                                         would: K processes in each host (hostname pccl<i>) with
+#                                         torchrun's contract (RANK, WORLD_SIZE, LOCAL_RANK,
+#                                         LOCAL_WORLD_SIZE, MASTER_ADDR=198.18.0.1, MASTER_PORT;
+#                                         set MASTER_PORT or PRIOCCL_COMM_ID to choose); output
+#                                         "[rank R] ...", exit status the first failure's
 #   perf/testbed.sh selftest              per-flow TCP throughput pccl1 -> pccl2 and a 2-rank MPI launch
 set -euo pipefail
 
@@ -257,6 +264,47 @@ cmd_run() {
   exec "${cmd[@]}"
 }
 
+cmd_launch() {
+  local np=""
+  while (($#)); do
+    case $1 in
+      -n) (($# >= 2)) || usage; np=$2; shift 2 ;;
+      --) shift; break ;;
+      *) usage ;;
+    esac
+  done
+  (($# >= 1)) || usage
+  need_tools
+  local n per_host=1 i k rank rc status=0
+  n=$(host_count)
+  ((n >= 1)) || die "testbed is down (no namespace ${NS_PREFIX}1); run 'perf/testbed.sh up N RATE' first"
+  if [[ -n $np ]]; then
+    [[ $np =~ ^[0-9]+$ ]] && ((np >= 1 && np <= n)) || die "-n must be 1..$n (hosts up), got '$np'"
+    n=$np
+  fi
+  [[ -r $STATE_FILE ]] && per_host=$(<"$STATE_FILE")
+  export WORLD_SIZE=$((n * per_host)) LOCAL_WORLD_SIZE=$per_host MASTER_ADDR=$SUBNET.1
+  export MASTER_PORT=${MASTER_PORT:-$((20000 + RANDOM % 30000))}
+  # shellcheck disable=SC2016  # expanded by each process's shell
+  local set_host='echo "$0" >/proc/sys/kernel/hostname && exec "$@"'
+  local -a pids=()
+  for ((i = 1; i <= n; i++)); do
+    for ((k = 0; k < per_host; k++)); do
+      rank=$(((i - 1) * per_host + k))
+      RANK=$rank LOCAL_RANK=$k ip netns exec "${NS_PREFIX}$i" unshare --uts -- sh -c "$set_host" \
+        "${NS_PREFIX}$i" "$@" > >(sed -u "s/^/[rank $rank] /") 2>&1 &
+      pids+=($!)
+    done
+  done
+  for i in "${pids[@]}"; do
+    rc=0
+    wait "$i" || rc=$?
+    ((rc != 0 && status == 0)) && status=$rc
+  done
+  wait  # the output filters
+  return "$status"
+}
+
 # A tiny throughput probe (no network tools needed): the receiver counts bytes from the first byte to
 # EOF; the sender streams for SECONDS. Both are bounded by timeout.
 readonly PY_RECV='
@@ -344,6 +392,7 @@ case ${1:-} in
     cmd_down; echo "testbed: down" ;;
   status) cmd_status ;;
   run) shift; cmd_run "$@" ;;
+  launch) shift; cmd_launch "$@" ;;
   selftest) cmd_selftest ;;
   *) usage ;;
 esac

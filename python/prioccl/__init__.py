@@ -29,7 +29,7 @@ import zlib
 from . import _constants, _lib, _tensors
 from ._errors import PriocclError
 
-__all__ = ["init", "shutdown", "abort", "is_initialized", "rank", "size", "local_rank",
+__all__ = ["init", "init_rank", "get_unique_id", "shutdown", "abort", "is_initialized", "rank", "size", "local_rank",
            "local_size", "cross_rank", "cross_size", "is_homogeneous", "mpi_threads_supported",
            "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "grouped_allreduce",
            "grouped_allreduce_", "grouped_allreduce_async", "grouped_allreduce_async_",
@@ -194,6 +194,37 @@ def init(comm=None, process_sets=None, store=None):
     else:
         raise PriocclError(f"init: comm must be None or an mpi4py communicator, not "
                            f"{type(comm).__name__} (a subset of ranks: process_sets=)")
+    _install(handle, process_sets)
+
+
+def get_unique_id():
+    """A job id (bytes) for init_rank, as priocclGetUniqueId: rank 0 makes it (and listens at the
+    address it holds) and hands it to the other ranks by any channel of the caller's (a store, a
+    file, a broadcast of another library). With PRIOCCL_COMM_ID set every rank gets the same id
+    without passing it."""
+    uid = _lib.UniqueId()
+    _check(_L.priocclGetUniqueId(ctypes.byref(uid)), "get_unique_id")
+    return ctypes.string_at(ctypes.addressof(uid), ctypes.sizeof(uid))
+
+
+def init_rank(size, unique_id, rank, process_sets=None):
+    """Creates the global communicator as `rank` of `size` from get_unique_id()'s bytes (rank
+    0's), as priocclCommInitRank; no MPI and no launcher needed. Blocks until every rank has
+    joined (or PRIOCCL_TIMEOUT_S, naming the ranks that did not)."""
+    if _comm is not None:
+        raise PriocclError("init_rank: prioccl is initialized already (shutdown() first)")
+    uid = _lib.UniqueId()
+    if not isinstance(unique_id, (bytes, bytearray)) or len(unique_id) != ctypes.sizeof(uid):
+        raise PriocclError(f"init_rank: unique_id must be the {ctypes.sizeof(uid)} bytes "
+                           f"get_unique_id() returned, not {type(unique_id).__name__}"
+                           + (f" of {len(unique_id)}" if isinstance(unique_id, (bytes, bytearray))
+                              else ""))
+    for name, value in (("size", size), ("rank", rank)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise PriocclError(f"init_rank: {name} must be an int, not {type(value).__name__}")
+    ctypes.memmove(ctypes.byref(uid), bytes(unique_id), ctypes.sizeof(uid))
+    handle = ctypes.c_void_p()
+    _check(_L.priocclCommInitRank(ctypes.byref(handle), size, uid, rank), "init_rank")
     _install(handle, process_sets)
 
 

@@ -103,6 +103,14 @@ def ddp_against_gloo(r, p, gloo):
 
 
 def main():
+    if "OMPI_COMM_WORLD_RANK" in os.environ and "RANK" not in os.environ:
+        # Started by mpirun: prioccl's communicator comes from MPI (prioccl.init), and the default
+        # group adopts it; torch's own store still needs its address (MASTER_PORT from the test).
+        os.environ["RANK"] = os.environ["OMPI_COMM_WORLD_RANK"]
+        os.environ["WORLD_SIZE"] = os.environ["OMPI_COMM_WORLD_SIZE"]
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        prioccl.torch.init()
+        check(prioccl.torch.size() == int(os.environ["WORLD_SIZE"]), "prioccl.init under mpirun")
     dist.init_process_group("prioccl")
     r, p = dist.get_rank(), dist.get_world_size()
     check(dist.get_backend() == "prioccl", f"backend {dist.get_backend()}")

@@ -1,10 +1,13 @@
 /* A job started without mpirun (tests/launch/launch_without_mpi.sh starts one process per rank
  * with torchrun's environment contract: RANK, WORLD_SIZE, and PRIOCCL_COMM_ID for the id): the C
  * ABI's unique-id init, then an all-reduce, a ragged all-gather, a split and a ring of sends,
- * each checked exactly. Prints "LAUNCH rank=R ok" and exits 0, or names what failed. */
+ * each checked exactly. Prints "LAUNCH rank=R ok" and exits 0, or names what failed.
+ * With LAUNCH_LOOP_S=S it prints "LAUNCH rank=R joined" after the first all-reduce and then
+ * all-reduces for S seconds (the launcher kills a rank meanwhile: the others must fail). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "prioccl/prioccl.h"
 
@@ -36,6 +39,19 @@ int main(void) {
       printf("LAUNCH rank=%d FAILED all-reduce element %d: %g\n", rank, i, x[i]);
       return 1;
     }
+
+  const char* loop = getenv("LAUNCH_LOOP_S");
+  if (loop) {
+    printf("LAUNCH rank=%d joined\n", rank);
+    fflush(stdout);
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+      if (priocclAllReduce(x, x, kCount, priocclFloat64, priocclMax, comm))
+        return fail(rank, "priocclAllReduce in the loop", comm);
+      clock_gettime(CLOCK_MONOTONIC, &now);
+    } while (now.tv_sec - t0.tv_sec < atoi(loop));
+  }
 
   /* Rank k gives k rows of 3 int32s, each holding k. */
   int32_t rows[64 * 3];

@@ -4,6 +4,10 @@
 #   launch_without_mpi.sh PROGRAM NP          every rank must print "LAUNCH rank=R ok", exit 0
 #   launch_without_mpi.sh PROGRAM NP missing  rank NP-1 never starts: every other rank must fail
 #                                             within PRIOCCL_TIMEOUT_S (3) + 5 s, naming it
+#   launch_without_mpi.sh PROGRAM NP killed   every rank joins, then rank NP-1 is killed (SIGKILL)
+#                                             while they all-reduce: every other rank must fail
+#                                             within PRIOCCL_TIMEOUT_S (3) + 5 s of the kill,
+#                                             naming it
 # Prints "LAUNCH_RESULT ok=N of=M" (N ranks behaved as they must).
 set -u
 program=$1 np=$2 mode=${3:-all}
@@ -14,6 +18,9 @@ if [ "$mode" = missing ]; then
   started=$((np - 1))
   export PRIOCCL_TIMEOUT_S=3
 fi
+if [ "$mode" = killed ]; then
+  export PRIOCCL_TIMEOUT_S=3 LAUNCH_LOOP_S=60
+fi
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 begin=$(date +%s%N)
@@ -22,13 +29,35 @@ for ((r = 0; r < started; r++)); do
   RANK=$r LOCAL_RANK=$r timeout -k 5 120 "$program" > "$dir/out.$r" 2>&1 &
   pids+=($!)
 done
+victim=$((np - 1))
+if [ "$mode" = killed ]; then
+  # Every rank joined (its first all-reduce done): then the victim goes, mid-op.
+  for ((i = 0; i < 600; i++)); do
+    joined=$(cat "$dir"/out.* 2>/dev/null | grep -c "LAUNCH rank=[0-9]* joined")
+    [ "$joined" -eq "$np" ] && break
+    sleep 0.1
+  done
+  sleep 0.5
+  pkill -KILL -P "${pids[$victim]}"  # the program, not the timeout that runs it
+  wait "${pids[$victim]}" 2>/dev/null
+  begin=$(date +%s%N)
+  echo "killed rank $victim after $joined of $np joined"
+  started=$victim
+fi
 ok=0
 for ((r = 0; r < started; r++)); do
   wait "${pids[$r]}"
   code=$?
   elapsed_ms=$((($(date +%s%N) - begin) / 1000000))
   sed "s/^/[rank $r] /" "$dir/out.$r"
-  if [ "$mode" = missing ]; then
+  if [ "$mode" = killed ]; then
+    if [ $code -ne 0 ] && grep -q "FAILED.*rank $victim\b" "$dir/out.$r" &&
+        [ $elapsed_ms -lt 8000 ]; then
+      ok=$((ok + 1))
+    else
+      echo "rank $r: exit $code ${elapsed_ms} ms after the kill without naming rank $victim in time"
+    fi
+  elif [ "$mode" = missing ]; then
     # Rank 0 names the missing rank; the others hear it from rank 0.
     if [ $code -ne 0 ] && grep -q "rank(s) \[$((np - 1))\] of $np did not arrive" "$dir/out.$r" &&
         [ $elapsed_ms -lt 8000 ]; then

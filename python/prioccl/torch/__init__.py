@@ -11,9 +11,9 @@ error, never a hang): Adasum, GPU tensors (issue 24).
 """
 import prioccl
 from prioccl import (PriocclError, ProcessSet, global_process_set, add_process_set,
-                     remove_process_set, init, shutdown, is_initialized, rank, size, local_rank,
-                     local_size, cross_rank, cross_size, is_homogeneous, mpi_threads_supported,
-                     synchronize, poll)
+                     remove_process_set, init, init_rank, get_unique_id, shutdown, is_initialized,
+                     rank, size, local_rank, local_size, cross_rank, cross_size, is_homogeneous,
+                     mpi_threads_supported, synchronize, poll)
 from prioccl.torch.compression import Compression
 from prioccl.torch.mpi_ops import (
     Sum, Average, Min, Max, Product, Adasum,
