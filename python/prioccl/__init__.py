@@ -267,9 +267,10 @@ def _init_without_mpi(handle, store):
     _inits += 1
 
 
-def _join(handle, rank, size, store, key, what):
+def _join(handle, rank, size, store, key, what, config=None):
     """priocclCommInitRank into `handle` as `rank` of `size`: the id from PRIOCCL_COMM_ID on every
-    rank (or a lone rank's own), else made by rank 0 and passed through `store` under `key`."""
+    rank (or a lone rank's own), else made by rank 0 and passed through `store` under `key`.
+    `config`: a _lib.Config (priocclCommInitRankConfig), or None."""
     uid = _lib.UniqueId()
     via_store = size > 1 and not os.environ.get("PRIOCCL_COMM_ID")
     if not via_store or rank == 0:
@@ -279,7 +280,11 @@ def _join(handle, rank, size, store, key, what):
             store.set(key, ctypes.string_at(ctypes.addressof(uid), ctypes.sizeof(uid)))
         else:
             ctypes.memmove(ctypes.byref(uid), store.get(key), ctypes.sizeof(uid))
-    _check(_L.priocclCommInitRank(ctypes.byref(handle), size, uid, rank), what)
+    if config is None:
+        _check(_L.priocclCommInitRank(ctypes.byref(handle), size, uid, rank), what)
+    else:
+        _check(_L.priocclCommInitRankConfig(ctypes.byref(handle), size, uid, rank,
+                                            ctypes.byref(config)), what)
 
 
 def _adopt(handle, rank, size):

@@ -97,6 +97,7 @@ def _declare(lib):
         "priocclCommInitMPI": (R, [c_void_pp, v, v]),
         "priocclGetUniqueId": (R, [ctypes.POINTER(UniqueId)]),
         "priocclCommInitRank": (R, [c_void_pp, i, UniqueId, i]),
+        "priocclCommInitRankConfig": (R, [c_void_pp, i, UniqueId, i, ctypes.POINTER(Config)]),
         "priocclCommSplit": (R, [v, i, i, c_void_pp]),
         "priocclGetCounters": (R, [v, v]),
         "priocclGroupStart": (R, []),
@@ -156,6 +157,20 @@ def _declare(lib):
         fn = getattr(lib, name)
         fn.restype = res
         fn.argtypes = args
+
+
+class Config(ctypes.Structure):
+    """priocclConfig_t; Config.initial() is PRIOCCL_CONFIG_INITIALIZER (every field from its
+    PRIOCCL_* variable, or the default)."""
+    _fields_ = [("size", ctypes.c_size_t), ("chunkBytes", ctypes.c_longlong),
+                ("creditBytes", ctypes.c_longlong), ("windowChunks", ctypes.c_longlong),
+                ("requireThreadMultiple", ctypes.c_int), ("schedule", ctypes.c_int),
+                ("algorithm", ctypes.c_int), ("transport", ctypes.c_int),
+                ("timeoutSeconds", ctypes.c_double), ("stallWarnSeconds", ctypes.c_double)]
+
+    @classmethod
+    def initial(cls):
+        return cls(ctypes.sizeof(cls), -1, -1, -1, -1, -1, -1, -1, -1.0, -1.0)
 
 
 class DelayedConfig(ctypes.Structure):

@@ -4,7 +4,8 @@
 #   the C ABI's unique-id init (tests/launch/init_rank.c) with PRIOCCL_COMM_ID at host 1's
 #   address, over the automatic transport (prioccl's tcp on these slow links) and over UCX/TCP;
 #   the torch.distributed backend "prioccl" (python/tests/test_torch_backend.py: every collective,
-#   a new_group, DDP against DDP over gloo), the id through torch's store at MASTER_ADDR.
+#   a new_group, DDP against DDP over gloo), the id through torch's store at MASTER_ADDR, and
+#   its communicators made with the bulk chunk size (backend.py).
 # Usage: launch_on_testbed.sh INIT_RANK_BINARY PYTHON. Needs root and network namespaces (exit 77,
 # CTest's skip, without them). Prints "TESTBED_LAUNCH c_auto=.. c_ucx=.. torch=.." (ok, failed,
 # or skipped with the reason), exits 0 only if none failed.
@@ -33,6 +34,12 @@ launch() {
   echo "$out" | sed "s/^/  [$name] /"
   local got
   got=$(grep -c "$want" <<<"$out")
+  # The backend's own communicators use bulk chunks on these slow links (the library's default
+  # here is 128 KiB): its creation line says so.
+  if [[ $name == torch ]] && ! grep -q "PRIOCCL INFO prioccl .* nranks=3 chunkBytes=1048576 " <<<"$out"; then
+    echo "  [$name] no communicator of 3 ranks with chunkBytes=1048576 in the log"
+    got=0
+  fi
   if [[ $code -eq 0 && $got -ge 1 ]]; then result+=("$name=ok"); else result+=("$name=failed"); fi
 }
 PRIOCCL_COMM_ID=198.18.0.1:$(port) PRIOCCL_CALIBRATE=0 launch c_auto "LAUNCH rank=2 ok" "$binary"
@@ -40,7 +47,7 @@ PRIOCCL_COMM_ID=198.18.0.1:$(port) PRIOCCL_CALIBRATE=0 PRIOCCL_TRANSPORT=ucx UCX
   launch c_ucx "LAUNCH rank=2 ok" "$binary"
 if "$python" -c 'import torch.distributed' 2>/dev/null; then
   # gloo (the reference DDP run) must use the hosts' own links.
-  MASTER_PORT=$(port) GLOO_SOCKET_IFNAME=eth0 OMP_NUM_THREADS=1 \
+  MASTER_PORT=$(port) GLOO_SOCKET_IFNAME=eth0 OMP_NUM_THREADS=1 PRIOCCL_DEBUG=INFO \
     launch torch "test_torch_backend: all checks passed on 3 ranks" \
     "$python" "$here/../../python/tests/test_torch_backend.py"
 else
