@@ -267,6 +267,16 @@ std::string peerText(int fd) {
 
 }  // namespace
 
+// When `f` (checked by frameProblem) is a kFailed frame: reads its text (rank `from`'s verdict,
+// at most 4 KiB) and raises it as the error of `what`.
+static void raiseVerdict(int fd, const Frame& f, const char* what, int from,
+                         Clock::time_point deadline) {
+  if (f.type != static_cast<uint16_t>(FrameType::kFailed)) return;
+  std::string text(std::min<uint64_t>(f.bytes, 4096), '\0');
+  recvAll(fd, text.data(), text.size(), deadline);
+  fail(priocclRemoteError, "bootstrap: ", what, ": rank ", from, " says: ", text);
+}
+
 // Reads one frame of `want` from `fd` (rank `from`) within the deadline; a kFailed frame's text
 // is raised as rank 0's verdict. Throws naming the call and the rank otherwise.
 static Frame readFrame(int fd, FrameType want, const UniqueIdFields& id, int size, int from,
@@ -279,51 +289,38 @@ static Frame readFrame(int fd, FrameType want, const UniqueIdFields& id, int siz
   std::string problem = frameProblem(f, want, id, size);
   if (!problem.empty())
     fail(priocclRemoteError, "bootstrap: ", what, ": rank ", from, " sent ", problem);
-  if (f.type == static_cast<uint16_t>(FrameType::kFailed)) {
-    std::string text(std::min<uint64_t>(f.bytes, 4096), '\0');
-    recvAll(fd, text.data(), text.size(), deadline);
-    fail(priocclRemoteError, "bootstrap: ", what, ": rank ", from, " says: ", text);
-  }
+  raiseVerdict(fd, f, what, from, deadline);
   return f;
 }
+
+// A connection to rank 0's listener that has not said who it is yet.
+struct TcpBootstrap::PendingHello {
+  int fd;
+  Clock::time_point until;
+  size_t got = 0;
+  unsigned char buf[kHelloBytes] = {};
+};
+
+namespace {
+
+void drop(int fd, const std::string& why) {
+  detail::log(LogLevel::kWarn, "bootstrap: dropped a connection from ", peerText(fd), ": ", why);
+  ::close(fd);
+}
+
+}  // namespace
 
 void TcpBootstrap::joinAsRoot() {
   if (listenFd_ < 0) listenFd_ = takeListener(id_.token);  // made by this process's GetUniqueId
   if (listenFd_ < 0) listenFd_ = listenOn(id_.root);       // PRIOCCL_COMM_ID, or another process
   table_[0] = entryOf(id_.root, portOf(boundAddress(listenFd_)), hostKey());
-  struct Pending {
-    int fd;
-    Clock::time_point until;
-    size_t got = 0;
-    unsigned char buf[kHelloBytes] = {};
-  };
-  std::vector<Pending> pending;
+  std::vector<PendingHello> pending;
   int arrived = 1;
   const auto end = deadline();
-  auto drop = [](Pending& p, const std::string& why) {
-    detail::log(LogLevel::kWarn, "bootstrap: dropped a connection from ", peerText(p.fd), ": ",
-                why);
-    ::close(p.fd);
-  };
   while (arrived < size_) {
-    const auto now = Clock::now();
-    if (now >= end) {
-      std::string missing;
-      for (int r = 1; r < size_; ++r)
-        if (fds_[r] < 0) missing += concat(missing.empty() ? "" : ", ", r);
-      for (Pending& p : pending) drop(p, "the job gave up waiting");
-      std::string text =
-          concat("rank(s) [", missing, "] of ", size_, " did not arrive within ",
-                 timeout_.count() / 1000.0, " s (PRIOCCL_TIMEOUT_S); rank 0 listens at ",
-                 addressText(id_.root));
-      Frame f = frameOf(FrameType::kFailed, id_, 0, size_, text.size());
-      for (int r = 1; r < size_; ++r)
-        if (fds_[r] >= 0 && sendAll(fds_[r], &f, sizeof f, now + std::chrono::seconds(1)))
-          sendAll(fds_[r], text.data(), text.size(), now + std::chrono::seconds(1));
-      fail(priocclTimeout, "bootstrap: ", text);
-    }
+    if (Clock::now() >= end) giveUp(pending);
     std::vector<pollfd> ready{{listenFd_, POLLIN, 0}};
-    for (const Pending& p : pending) ready.push_back({p.fd, POLLIN, 0});
+    for (const PendingHello& p : pending) ready.push_back({p.fd, POLLIN, 0});
     ::poll(ready.data(), ready.size(), 100);  // then every connection is read without blocking
     for (;;) {
       int fd = ::accept4(listenFd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -332,42 +329,19 @@ void TcpBootstrap::joinAsRoot() {
       pending.push_back({fd, Clock::now() + kHelloTimeout, 0, {}});
     }
     for (size_t i = 0; i < pending.size();) {
-      Pending& p = pending[i];
       std::string why;
-      ssize_t r = ::recv(p.fd, p.buf + p.got, sizeof p.buf - p.got, MSG_DONTWAIT);
-      if (r > 0) p.got += static_cast<size_t>(r);
-      if (r == 0) why = concat("closed after ", p.got, " of the hello's ", sizeof p.buf, " bytes");
-      if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-        why = errnoText(errno);
-      if (why.empty() && p.got == sizeof p.buf) {
-        std::vector<bool> taken(fds_.size());
-        for (size_t k = 0; k < fds_.size(); ++k) taken[k] = fds_[k] >= 0;
-        int from = -1;
-        Entry e;
-        why = helloProblem(p.buf, id_, size_, taken, &from, &e);
-        if (why.empty()) {
-          // The address rank 0 sees the connection come from: the one that reaches that rank.
-          sockaddr_storage peer{};
-          socklen_t len = sizeof peer;
-          ::getpeername(p.fd, reinterpret_cast<sockaddr*>(&peer), &len);
-          table_[from] = entryOf(peer, e.port, e.hostKey);
-          fds_[from] = p.fd;
-          ++arrived;
-          pending.erase(pending.begin() + static_cast<long>(i));
-          continue;
-        }
-      }
-      if (why.empty() && Clock::now() >= p.until)
-        why = concat("no valid hello within ", kHelloTimeout.count(), " s");
-      if (!why.empty()) {
-        drop(p, why);
-        pending.erase(pending.begin() + static_cast<long>(i));
+      if (readHello(pending[i], &why)) {
+        ++arrived;
+      } else if (!why.empty()) {
+        drop(pending[i].fd, why);
+      } else {
+        ++i;
         continue;
       }
-      ++i;
+      pending.erase(pending.begin() + static_cast<long>(i));
     }
   }
-  for (Pending& p : pending) drop(p, "the job is complete");
+  for (PendingHello& p : pending) drop(p.fd, "the job is complete");
   // Nobody dials rank 0 after this (the lower rank dials), and a listener kept open would take
   // the next job's connections at the same PRIOCCL_COMM_ID.
   ::close(std::exchange(listenFd_, -1));
@@ -376,6 +350,50 @@ void TcpBootstrap::joinAsRoot() {
     if (!sendAll(fds_[r], &t, sizeof t, end) ||
         !sendAll(fds_[r], table_.data(), table_.size() * sizeof(Entry), end))
       fail(priocclRemoteError, "bootstrap: rank ", r, " went away before it got the table");
+}
+
+bool TcpBootstrap::readHello(PendingHello& p, std::string* why) {
+  ssize_t r = ::recv(p.fd, p.buf + p.got, sizeof p.buf - p.got, MSG_DONTWAIT);
+  if (r > 0) p.got += static_cast<size_t>(r);
+  if (r == 0) *why = concat("closed after ", p.got, " of the hello's ", sizeof p.buf, " bytes");
+  if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) *why = errnoText(errno);
+  if (why->empty() && p.got == sizeof p.buf) {
+    std::vector<bool> taken(fds_.size());
+    for (size_t k = 0; k < fds_.size(); ++k) taken[k] = fds_[k] >= 0;
+    int from = -1;
+    Entry e;
+    *why = helloProblem(p.buf, id_, size_, taken, &from, &e);
+    if (why->empty()) {
+      // The address rank 0 sees the connection come from: the one that reaches that rank.
+      sockaddr_storage peer{};
+      socklen_t len = sizeof peer;
+      ::getpeername(p.fd, reinterpret_cast<sockaddr*>(&peer), &len);
+      table_[from] = entryOf(peer, e.port, e.hostKey);
+      fds_[from] = p.fd;
+      return true;
+    }
+  }
+  if (why->empty() && Clock::now() >= p.until)
+    *why = concat("no valid hello within ", kHelloTimeout.count(), " s");
+  return false;
+}
+
+void TcpBootstrap::giveUp(std::vector<PendingHello>& pending) {
+  std::string missing;
+  for (int r = 1; r < size_; ++r)
+    if (fds_[r] < 0) missing += concat(missing.empty() ? "" : ", ", r);
+  for (PendingHello& p : pending) drop(p.fd, "the job gave up waiting");
+  pending.clear();
+  std::string text = concat("rank(s) [", missing, "] of ", size_, " did not arrive within ",
+                            timeout_.count() / 1000.0, " s (PRIOCCL_TIMEOUT_S); rank 0 listens at ",
+                            addressText(id_.root));
+  // Those that arrived hear why, so that they fail with the same message, naming the missing.
+  Frame f = frameOf(FrameType::kFailed, id_, 0, size_, text.size());
+  const auto until = Clock::now() + std::chrono::seconds(1);
+  for (int r = 1; r < size_; ++r)
+    if (fds_[r] >= 0 && sendAll(fds_[r], &f, sizeof f, until))
+      sendAll(fds_[r], text.data(), text.size(), until);
+  fail(priocclTimeout, "bootstrap: ", text);
 }
 
 void TcpBootstrap::joinAsMember() {
@@ -404,11 +422,7 @@ void TcpBootstrap::joinAsMember() {
         recvAll(rootFd_, &t, sizeof t, end + kVerdictGrace)) {
       std::string problem = frameProblem(t, FrameType::kTable, id_, size_);
       if (!problem.empty()) fail(priocclRemoteError, "bootstrap: joining: rank 0 sent ", problem);
-      if (t.type == static_cast<uint16_t>(FrameType::kFailed)) {
-        std::string text(std::min<uint64_t>(t.bytes, 4096), '\0');
-        recvAll(rootFd_, text.data(), text.size(), end + kVerdictGrace);
-        fail(priocclRemoteError, "bootstrap: joining: rank 0 says: ", text);
-      }
+      raiseVerdict(rootFd_, t, "joining", 0, end + kVerdictGrace);
       if (t.bytes != table_.size() * sizeof(Entry))
         fail(priocclRemoteError, "bootstrap: rank 0's table is ", t.bytes, " bytes, not ",
              table_.size() * sizeof(Entry));
@@ -535,9 +549,7 @@ void TcpBootstrap::acceptPeer(int peer) {
     if (why.empty() && (f.rank >= rank_ || peers_[f.rank] >= 0))
       why = concat("rank ", f.rank, " may not dial rank ", rank_, " now");
     if (!why.empty()) {
-      detail::log(LogLevel::kWarn, "bootstrap: dropped a connection from ", peerText(fd), ": ",
-                  why);
-      ::close(fd);
+      drop(fd, why);
       continue;
     }
     peers_[f.rank] = fd;

@@ -65,8 +65,14 @@ class TcpBootstrap final : public Bootstrap {
   using Entry = BootstrapEntry;
 
  private:
+  struct PendingHello;
   void closeAll();
   void joinAsRoot();
+  // One connection's hello, read on: true when it made its rank arrive; else *why says why it
+  // must be dropped (empty: it may go on).
+  bool readHello(PendingHello& p, std::string* why);
+  // Rank 0's deadline passed: the ranks that arrived hear which did not; throws that.
+  [[noreturn]] void giveUp(std::vector<PendingHello>& pending);
   void joinAsMember();
   // The connection to `peer` for send/recv (made on first use: the lower rank dials).
   int peerFd(int peer);
