@@ -196,6 +196,12 @@ PRIOCCL_API priocclResult_t priocclCommInitRank(priocclComm_t* comm, int nranks,
 PRIOCCL_API priocclResult_t priocclCommInitRankConfig(priocclComm_t* comm, int nranks,
                                                       priocclUniqueId commId, int rank,
                                                       const priocclConfig_t* config);
+/* Callable from any thread (or a signal handler's helper thread): every priocclCommInitRank[Config]
+ * in progress in this process stops waiting within about 100 ms and returns priocclInvalidUsage
+ * ("cancelled"); the ranks already joined hear it and fail too. For a caller that gave up (Ctrl-C,
+ * a launcher's deadline) instead of waiting PRIOCCL_TIMEOUT_S. Creations begun afterwards are not
+ * affected; MPI's priocclCommInitWorld/InitMPI cannot be cancelled. */
+PRIOCCL_API priocclResult_t priocclCommInitCancel(void);
 /* Waits for the communicator's pending ops, stops its progress thread and finalises MPI only if
  * prioccl initialised it. Requests still held stay valid for priocclTest/priocclWait. */
 PRIOCCL_API priocclResult_t priocclCommDestroy(priocclComm_t comm);

@@ -224,7 +224,8 @@ def init_rank(size, unique_id, rank, process_sets=None):
             raise PriocclError(f"init_rank: {name} must be an int, not {type(value).__name__}")
     ctypes.memmove(ctypes.byref(uid), bytes(unique_id), ctypes.sizeof(uid))
     handle = ctypes.c_void_p()
-    _check(_L.priocclCommInitRank(ctypes.byref(handle), size, uid, rank), "init_rank")
+    _interruptible(lambda: _L.priocclCommInitRank(ctypes.byref(handle), size, uid, rank),
+                   "init_rank")
     _install(handle, process_sets)
 
 
@@ -281,10 +282,41 @@ def _join(handle, rank, size, store, key, what, config=None):
         else:
             ctypes.memmove(ctypes.byref(uid), store.get(key), ctypes.sizeof(uid))
     if config is None:
-        _check(_L.priocclCommInitRank(ctypes.byref(handle), size, uid, rank), what)
+        _interruptible(lambda: _L.priocclCommInitRank(ctypes.byref(handle), size, uid, rank),
+                       what)
     else:
-        _check(_L.priocclCommInitRankConfig(ctypes.byref(handle), size, uid, rank,
-                                            ctypes.byref(config)), what)
+        _interruptible(lambda: _L.priocclCommInitRankConfig(
+            ctypes.byref(handle), size, uid, rank, ctypes.byref(config)), what)
+
+
+def _interruptible(init, what):
+    """_check(init(), what) for a priocclCommInitRank call, which waits for every rank, such that
+    Ctrl-C works meanwhile: on the main thread the call (and the reading of its error, which is
+    per thread) goes to a helper thread, and a KeyboardInterrupt cancels it
+    (priocclCommInitCancel: it returns within about 100 ms) and is raised. A signal reaches
+    Python only between bytecodes of the main thread, never while it is inside a C call, so
+    without this Ctrl-C would wait for PRIOCCL_TIMEOUT_S."""
+    if threading.current_thread() is not threading.main_thread():
+        _check(init(), what)
+        return
+    failed = []
+
+    def run():
+        try:
+            _check(init(), what)
+        except PriocclError as e:
+            failed.append(e)
+    helper = threading.Thread(target=run, name="prioccl-init", daemon=True)
+    helper.start()
+    try:
+        while helper.is_alive():
+            helper.join(0.05)
+    except KeyboardInterrupt:
+        _L.priocclCommInitCancel()
+        helper.join()
+        raise
+    if failed:
+        raise failed[0]
 
 
 def _adopt(handle, rank, size):

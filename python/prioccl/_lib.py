@@ -98,6 +98,7 @@ def _declare(lib):
         "priocclGetUniqueId": (R, [ctypes.POINTER(UniqueId)]),
         "priocclCommInitRank": (R, [c_void_pp, i, UniqueId, i]),
         "priocclCommInitRankConfig": (R, [c_void_pp, i, UniqueId, i, ctypes.POINTER(Config)]),
+        "priocclCommInitCancel": (R, []),
         "priocclCommSplit": (R, [v, i, i, c_void_pp]),
         "priocclGetCounters": (R, [v, v]),
         "priocclGroupStart": (R, []),

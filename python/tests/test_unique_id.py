@@ -1,8 +1,11 @@
 """prioccl.get_unique_id() and prioccl.init_rank() (priocclGetUniqueId + priocclCommInitRank from
 Python), started without mpirun (python3 -m prioccl.run, which sets PRIOCCL_COMM_ID): first the id
 every rank derives from PRIOCCL_COMM_ID, then rank 0's random id passed through a file, as a user
-would pass it through any channel of their own; bad arguments raise before anything is sent."""
+would pass it through any channel of their own; bad arguments raise before anything is sent;
+Ctrl-C during a join that waits for a missing rank 0 ends it at once (priocclCommInitCancel)."""
 import os
+import signal
+import subprocess
 import sys
 import time
 
@@ -74,6 +77,33 @@ else:
         uid = f.read()
 prioccl.init_rank(size, uid, rank)
 sum_of_ranks("random")
+
+
+def ctrl_c_during_init():
+    """A process waiting in init_rank for a rank 0 that never comes takes Ctrl-C (SIGINT) at once:
+    KeyboardInterrupt within a few seconds, not at PRIOCCL_TIMEOUT_S (60 s here)."""
+    env = dict(os.environ, PRIOCCL_TIMEOUT_S="60", PRIOCCL_COMM_ID=f"127.0.0.1:{int(port) + 1}")
+    child = subprocess.Popen(
+        [sys.executable, "-c",
+         "import prioccl; prioccl.init_rank(2, prioccl.get_unique_id(), 1)"],
+        env=env, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    sent = time.monotonic()
+    child.send_signal(signal.SIGINT)
+    try:
+        _, err = child.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        check(False, "Ctrl-C during init_rank: still waiting 30 s later")
+        return
+    took = time.monotonic() - sent
+    check(child.returncode != 0 and "KeyboardInterrupt" in err,
+          f"Ctrl-C during init_rank: exit {child.returncode}, stderr {err[-300:]!r}")
+    check(took < 5, f"Ctrl-C during init_rank: took {took:.1f} s")
+
+
+if rank == 0:
+    ctrl_c_during_init()
 prioccl.barrier()
 if rank == 0:
     os.remove(path)

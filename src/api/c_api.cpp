@@ -13,6 +13,7 @@
 #include "core/op.h"
 #include "device/device_memory.h"
 #include "factory.h"
+#include "setup_cancel.h"
 
 namespace prioccl {
 namespace {
@@ -47,7 +48,14 @@ priocclResult_t initRank(const char* func, priocclComm_t* comm, int nranks,
     if (config) detail::mergeCConfig(*config, c);
     UniqueId id;
     std::memcpy(id.bytes, commId.internal, sizeof id.bytes);
-    *comm = toHandle(comms().add(Communicator::fromUniqueId(id, nranks, rank, c)));
+    SetupScope scope;  // priocclCommInitCancel ends the waits below
+    try {
+      *comm = toHandle(comms().add(Communicator::fromUniqueId(id, nranks, rank, c)));
+    } catch (const Error& e) {
+      if (!scope.cancelled()) throw;
+      detail::fail(priocclInvalidUsage, "cancelled by priocclCommInitCancel as rank ", rank, " of ",
+                   nranks, " (", e.what(), ")");
+    }
   });
 }
 }  // namespace
@@ -138,6 +146,10 @@ priocclResult_t priocclCommInitRankConfig(priocclComm_t* comm, int nranks, prioc
 priocclResult_t priocclCommInitRank(priocclComm_t* comm, int nranks, priocclUniqueId commId,
                                     int rank) {
   return initRank(__func__, comm, nranks, commId, rank, nullptr);
+}
+
+priocclResult_t priocclCommInitCancel(void) {
+  return guarded(__func__, nullptr, [] { cancelSetups(); });
 }
 
 priocclResult_t priocclCommInitWorld(priocclComm_t* comm) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "prioccl/prioccl.hpp"
+#include "setup_cancel.h"
 
 namespace prioccl {
 namespace {
@@ -226,6 +227,47 @@ TEST(TcpBootstrap, NoRankZeroFailsAtTheDeadlineNamingTheAddress) {
         << e.what();
   }
   EXPECT_THROW(TcpBootstrap(id, 2, 2, milliseconds(100)), InvalidArgument);
+}
+
+// priocclCommInitCancel: joins that wait (rank 0 for a missing rank, a rank for a missing rank 0)
+// end within a fraction of a second, not at their 30 s deadline; a join begun afterwards is not
+// cancelled.
+TEST(TcpBootstrap, CancelEndsEveryWaitingJoinPromptly) {
+  UniqueIdFields id = newUniqueId("127.0.0.1:29641", "");
+  UniqueIdFields noRoot = newUniqueId("127.0.0.1:29643", "");
+  const auto start = std::chrono::steady_clock::now();
+  std::thread canceller([] {
+    std::this_thread::sleep_for(milliseconds(400));
+    cancelSetups();
+  });
+  auto errors = onRanks(3, [&](int r) {
+    if (r == 1) {  // outside any scope (another process, in effect): it hears rank 0's verdict
+      TcpBootstrap b(id, 1, 3, milliseconds(30000));
+      return;
+    }
+    SetupScope scope;
+    if (r == 0)
+      TcpBootstrap b(id, 0, 3, milliseconds(30000));  // rank 2 of 3 never comes
+    else
+      TcpBootstrap b(noRoot, 1, 2, milliseconds(30000));  // rank 0 never comes
+  });
+  canceller.join();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 2.0);
+  EXPECT_NE(errors[0].find("rank 0's creation was cancelled"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("rank 0 says: rank 0's creation was cancelled"), std::string::npos)
+      << errors[1];
+  EXPECT_NE(errors[2].find("cancelled"), std::string::npos) << errors[2];
+  // A scope begun after the cancel is not cancelled: it fails at its own deadline, as before.
+  SetupScope later;
+  try {
+    TcpBootstrap b(noRoot, 1, 2, milliseconds(500));
+    FAIL() << "joined without rank 0";
+  } catch (const Timeout& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot reach rank 0"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(later.cancelled());
 }
 
 TEST(TcpBootstrap, OverIpv6Loopback) {

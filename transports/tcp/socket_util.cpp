@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "setup_cancel.h"
 
 namespace prioccl {
 
@@ -21,9 +22,10 @@ std::string errnoText(int e) {
 bool waitFor(int fd, short events, Clock::time_point deadline) {
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) return false;
+    if (left.count() <= 0 || setupCancelled()) return false;
     pollfd p{fd, events, 0};
-    int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+    // In slices of 100 ms: a cancelled creation (setup_cancel.h) stops waiting within one.
+    int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 100)));
     if (r > 0) return true;
     if (r < 0 && errno != EINTR) return false;
   }

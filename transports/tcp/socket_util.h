@@ -18,7 +18,8 @@ using Clock = std::chrono::steady_clock;
 
 std::string errnoText(int e);
 
-// Waits until fd is ready for `events` or the deadline passes; false on timeout.
+// Waits until fd is ready for `events` or the deadline passes; false on timeout, or once this
+// thread's creation is cancelled (setup_cancel.h).
 bool waitFor(int fd, short events, Clock::time_point deadline);
 
 // Moves exactly `bytes` through a socket (send when `out`, else receive), waiting for it up to

@@ -21,6 +21,7 @@
 #include "common/error.h"
 #include "common/host_name.h"
 #include "common/log.h"
+#include "setup_cancel.h"
 
 namespace prioccl {
 
@@ -76,6 +77,14 @@ void noDelay(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
+// Sleeps for `d`, in slices of 100 ms so that a cancelled creation stops within one.
+void napUnlessCancelled(std::chrono::milliseconds d) {
+  const auto until = Clock::now() + d;
+  for (auto now = Clock::now(); now < until && !setupCancelled(); now = Clock::now())
+    std::this_thread::sleep_for(
+        std::min<Clock::duration>(until - now, std::chrono::milliseconds(100)));
+}
+
 // Connects to `at`, retrying (the listener may not be up yet) until `deadline`; the socket, or -1
 // with `error` set. The first retries come every millisecond, as NCCL's do: ranks that start
 // together dial before rank 0 listens, and a back-off from 10 ms made that the larger part of a
@@ -86,6 +95,10 @@ int dial(const sockaddr_storage& at, Clock::time_point deadline, std::string* er
   constexpr int kQuickRetries = 64;
   auto pause = std::chrono::milliseconds(1);
   for (int attempt = 1;; ++attempt) {
+    if (setupCancelled()) {
+      *error = "the creation was cancelled (priocclCommInitCancel)";
+      return -1;
+    }
     int fd = ::socket(at.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {
       *error = concat("socket(): ", errnoText(errno));
@@ -107,7 +120,7 @@ int dial(const sockaddr_storage& at, Clock::time_point deadline, std::string* er
     ::close(fd);
     *error = errnoText(err);
     if (Clock::now() + pause >= deadline) return -1;
-    std::this_thread::sleep_for(pause);
+    napUnlessCancelled(pause);
     if (attempt >= kQuickRetries) pause = std::min(pause * 2, std::chrono::milliseconds(500));
   }
 }
@@ -318,7 +331,7 @@ void TcpBootstrap::joinAsRoot() {
   int arrived = 1;
   const auto end = deadline();
   while (arrived < size_) {
-    if (Clock::now() >= end) giveUp(pending);
+    if (Clock::now() >= end || setupCancelled()) giveUp(pending);
     std::vector<pollfd> ready{{listenFd_, POLLIN, 0}};
     for (const PendingHello& p : pending) ready.push_back({p.fd, POLLIN, 0});
     ::poll(ready.data(), ready.size(), 100);  // then every connection is read without blocking
@@ -384,9 +397,13 @@ void TcpBootstrap::giveUp(std::vector<PendingHello>& pending) {
     if (fds_[r] < 0) missing += concat(missing.empty() ? "" : ", ", r);
   for (PendingHello& p : pending) drop(p.fd, "the job gave up waiting");
   pending.clear();
-  std::string text = concat("rank(s) [", missing, "] of ", size_, " did not arrive within ",
-                            timeout_.count() / 1000.0, " s (PRIOCCL_TIMEOUT_S); rank 0 listens at ",
-                            addressText(id_.root));
+  std::string text =
+      setupCancelled()
+          ? concat("rank 0's creation was cancelled (priocclCommInitCancel) while rank(s) [",
+                   missing, "] of ", size_, " had not arrived")
+          : concat("rank(s) [", missing, "] of ", size_, " did not arrive within ",
+                   timeout_.count() / 1000.0, " s (PRIOCCL_TIMEOUT_S); rank 0 listens at ",
+                   addressText(id_.root));
   // Those that arrived hear why, so that they fail with the same message, naming the missing.
   Frame f = frameOf(FrameType::kFailed, id_, 0, size_, text.size());
   const auto until = Clock::now() + std::chrono::seconds(1);
@@ -431,6 +448,9 @@ void TcpBootstrap::joinAsMember() {
       return;
     }
     ::close(std::exchange(rootFd_, -1));
+    if (setupCancelled())
+      fail(priocclInvalidUsage, "bootstrap: rank ", rank_, " of ", size_,
+           ": the creation was cancelled (priocclCommInitCancel)");
     if (Clock::now() + pause >= end)
       fail(priocclTimeout, "bootstrap: rank ", rank_, " of ", size_, ": rank 0 at ",
            addressText(id_.root), " closed every connection without an answer within ",
@@ -438,7 +458,7 @@ void TcpBootstrap::joinAsMember() {
            " s (PRIOCCL_TIMEOUT_S; is another job using that address, "
            "or rank ",
            rank_, " taken twice?)");
-    std::this_thread::sleep_for(pause);
+    napUnlessCancelled(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(500));
   }
 }
@@ -576,9 +596,10 @@ void TcpBootstrap::exchange(int toFd, const void* out, int fromFd, void* in, siz
     nfds_t n = 0;
     if (sent < total) p[n++] = {toFd, POLLOUT, 0};
     if (received < total) p[n++] = {fromFd, POLLIN, 0};
-    if (Clock::now() >= end)
+    if (Clock::now() >= end || setupCancelled())
       fail(priocclRemoteError, "bootstrap: ", what, ": rank ", sent < total ? to : from,
-           " did not take part within ", timeout_.count() / 1000.0, " s (PRIOCCL_TIMEOUT_S)");
+           " did not take part within ", timeout_.count() / 1000.0, " s (PRIOCCL_TIMEOUT_S)",
+           setupCancelled() ? " or before the creation was cancelled" : "");
     ::poll(p, n, 100);
     size_t length = 0;
     if (sent < total) {
