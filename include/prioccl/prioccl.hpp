@@ -268,7 +268,8 @@ class PRIOCCL_API Communicator {
   // Collective over the MPI_Comm that `mpiComm` points to (null = MPI_COMM_WORLD).
   static Communicator fromMpi(const void* mpiComm, const Config& config = Config::fromEnv());
   // Launching without MPI (priocclGetUniqueId, priocclCommInitRank): a new job id, then each of
-  // the `nranks` processes joins with it as its `rank`.
+  // the `nranks` processes joins with it as its `rank`. A join still waiting when
+  // priocclCommInitCancel() is called (any thread) throws InvalidUsage within about 100 ms.
   static UniqueId uniqueId();
   static Communicator fromUniqueId(const UniqueId& id, int nranks, int rank,
                                    const Config& config = Config::fromEnv());

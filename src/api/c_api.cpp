@@ -13,7 +13,7 @@
 #include "core/op.h"
 #include "device/device_memory.h"
 #include "factory.h"
-#include "setup_cancel.h"
+#include "setup_cancel.h"  // priocclCommInitCancel
 
 namespace prioccl {
 namespace {
@@ -48,14 +48,7 @@ priocclResult_t initRank(const char* func, priocclComm_t* comm, int nranks,
     if (config) detail::mergeCConfig(*config, c);
     UniqueId id;
     std::memcpy(id.bytes, commId.internal, sizeof id.bytes);
-    SetupScope scope;  // priocclCommInitCancel ends the waits below
-    try {
-      *comm = toHandle(comms().add(Communicator::fromUniqueId(id, nranks, rank, c)));
-    } catch (const Error& e) {
-      if (!scope.cancelled()) throw;
-      detail::fail(priocclInvalidUsage, "cancelled by priocclCommInitCancel as rank ", rank, " of ",
-                   nranks, " (", e.what(), ")");
-    }
+    *comm = toHandle(comms().add(Communicator::fromUniqueId(id, nranks, rank, c)));
   });
 }
 }  // namespace

@@ -10,6 +10,7 @@
 #include "api/op_rules.h"
 #include "api/shape.h"
 #include "device/device_memory.h"
+#include "setup_cancel.h"
 
 namespace prioccl {
 
@@ -41,8 +42,15 @@ UniqueId Communicator::uniqueId() {
 
 Communicator Communicator::fromUniqueId(const UniqueId& id, int nranks, int rank,
                                         const Config& config) {
-  return Communicator(std::make_shared<detail::CommImpl>(
-      config, [&] { return makeTcpBootstrap(id.bytes, nranks, rank, config.timeoutSeconds); }));
+  SetupScope scope;  // priocclCommInitCancel ends the waits of this creation
+  try {
+    return Communicator(std::make_shared<detail::CommImpl>(
+        config, [&] { return makeTcpBootstrap(id.bytes, nranks, rank, config.timeoutSeconds); }));
+  } catch (const Error& e) {
+    if (!scope.cancelled()) throw;
+    detail::fail(priocclInvalidUsage, "cancelled by priocclCommInitCancel as rank ", rank, " of ",
+                 nranks, " (", e.what(), ")");
+  }
 }
 
 void shapeNext(const std::vector<int64_t>& dims) {
