@@ -217,6 +217,18 @@ MPIRUN_BASE=(
   --mca mpi_yield_when_idle 1
 )
 
+# The hosts a run or launch uses: all that are up, or the first NP (-n); dies naming the problem.
+hosts_to_use() {
+  local np=$1 n
+  n=$(host_count)
+  ((n >= 1)) || die "testbed is down (no namespace ${NS_PREFIX}1); run 'perf/testbed.sh up N RATE' first"
+  if [[ -n $np ]]; then
+    [[ $np =~ ^[0-9]+$ ]] && ((np >= 1 && np <= n)) || die "-n must be 1..$n (hosts up), got '$np'"
+    n=$np
+  fi
+  echo "$n"
+}
+
 cmd_run() {
   local -a xs=()
   local np=""
@@ -237,12 +249,7 @@ cmd_run() {
   (($# >= 1)) || usage
   need_tools
   local n i v
-  n=$(host_count)
-  ((n >= 1)) || die "testbed is down (no namespace ${NS_PREFIX}1); run 'perf/testbed.sh up N RATE' first"
-  if [[ -n $np ]]; then
-    [[ $np =~ ^[0-9]+$ ]] && ((np >= 1 && np <= n)) || die "-n must be 1..$n (hosts up), got '$np'"
-    n=$np
-  fi
+  n=$(hosts_to_use "$np") || exit 1
   local per_host=1
   [[ -r $STATE_FILE ]] && per_host=$(<"$STATE_FILE")
   for v in $(compgen -e | grep '^PRIOCCL_' || true); do xs+=(-x "$v"); done
@@ -276,12 +283,7 @@ cmd_launch() {
   (($# >= 1)) || usage
   need_tools
   local n per_host=1 i k rank rc status=0
-  n=$(host_count)
-  ((n >= 1)) || die "testbed is down (no namespace ${NS_PREFIX}1); run 'perf/testbed.sh up N RATE' first"
-  if [[ -n $np ]]; then
-    [[ $np =~ ^[0-9]+$ ]] && ((np >= 1 && np <= n)) || die "-n must be 1..$n (hosts up), got '$np'"
-    n=$np
-  fi
+  n=$(hosts_to_use "$np") || exit 1
   [[ -r $STATE_FILE ]] && per_host=$(<"$STATE_FILE")
   export WORLD_SIZE=$((n * per_host)) LOCAL_WORLD_SIZE=$per_host MASTER_ADDR=$SUBNET.1
   export MASTER_PORT=${MASTER_PORT:-$((20000 + RANDOM % 30000))}
