@@ -6,7 +6,8 @@
 #   the torch.distributed backend "prioccl" (python/tests/test_torch_backend.py: every collective,
 #   a new_group, DDP against DDP over gloo), the id through torch's store at MASTER_ADDR, and
 #   its communicators made with the bulk chunk size (backend.py).
-# Usage: launch_on_testbed.sh INIT_RANK_BINARY PYTHON. Needs root and network namespaces (exit 77,
+# Usage: launch_on_testbed.sh INIT_RANK_BINARY PYTHON (- in a sanitizer build: no Python part).
+# Needs root and network namespaces (exit 77,
 # CTest's skip, without them). Prints "TESTBED_LAUNCH c_auto=.. c_ucx=.. torch=.." (ok, failed,
 # or skipped with the reason), exits 0 only if none failed.
 set -u
@@ -45,7 +46,11 @@ launch() {
 PRIOCCL_COMM_ID=198.18.0.1:$(port) PRIOCCL_CALIBRATE=0 launch c_auto "LAUNCH rank=2 ok" "$binary"
 PRIOCCL_COMM_ID=198.18.0.1:$(port) PRIOCCL_CALIBRATE=0 PRIOCCL_TRANSPORT=ucx UCX_TLS=tcp \
   launch c_ucx "LAUNCH rank=2 ok" "$binary"
-if "$python" -c 'import torch.distributed' 2>/dev/null; then
+if [[ $python == - ]]; then
+  # A sanitizer build's library cannot be loaded by an uninstrumented interpreter.
+  echo "  [torch] skipped: a sanitizer build (the Python part runs in the plain build's tier)"
+  result+=("torch=skipped(sanitizer-build)")
+elif "$python" -c 'import torch.distributed' 2>/dev/null; then
   # gloo (the reference DDP run) must use the hosts' own links.
   MASTER_PORT=$(port) GLOO_SOCKET_IFNAME=eth0 OMP_NUM_THREADS=1 PRIOCCL_DEBUG=INFO \
     launch torch "test_torch_backend: all checks passed on 3 ranks" \
