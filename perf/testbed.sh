@@ -217,6 +217,18 @@ MPIRUN_BASE=(
   --mca mpi_yield_when_idle 1
 )
 
+# How a process of host i starts (run's ranks, launch's processes): `ip netns exec pccl<i>
+# unshare --uts -- sh -c "$SET_HOST" pccl<i> CMD...` gives it the hostname of its emulated host in
+# a UTS namespace of its own, so that prioccl (and anything else that asks gethostname) tells the
+# hosts apart: they share one kernel, so MPI's shared-memory grouping would see a single node.
+# shellcheck disable=SC2016  # expanded by each process's shell
+readonly SET_HOST='echo "$0" >/proc/sys/kernel/hostname && exec "$@"'
+
+# Ranks per host, as 'up' was asked (1 when it was not said).
+ranks_per_host() {
+  if [[ -r $STATE_FILE ]]; then cat "$STATE_FILE"; else echo 1; fi
+}
+
 # The hosts a run or launch uses: all that are up, or the first NP (-n); dies naming the problem.
 hosts_to_use() {
   local np=$1 n
@@ -250,22 +262,18 @@ cmd_run() {
   need_tools
   local n i v
   n=$(hosts_to_use "$np") || exit 1
-  local per_host=1
-  [[ -r $STATE_FILE ]] && per_host=$(<"$STATE_FILE")
+  local per_host
+  per_host=$(ranks_per_host)
   for v in $(compgen -e | grep '^PRIOCCL_' || true); do xs+=(-x "$v"); done
   # The PMIx server in mpirun reads its own environment, so the variable is set there too.
   export PMIX_MCA_ptl_tcp_if_include=$BRIDGE
   local -a cmd=("${MPIRUN_BASE[@]}" "${xs[@]}")
-  # Each rank gets the hostname of its emulated host in a UTS namespace of its own, so that
-  # prioccl (and anything else that asks gethostname) tells the hosts apart: they share one
-  # kernel, so MPI's shared-memory grouping sees a single node. Ranks of one host share its
-  # network namespace, so their traffic between them is loopback (unshaped) and across hosts
-  # crosses the shaped links.
-  # shellcheck disable=SC2016  # expanded by each rank's shell
-  local set_host='echo "$0" >/proc/sys/kernel/hostname && exec "$@"'
+  # Each rank in its host's namespaces (SET_HOST). Ranks of one host share its network
+  # namespace, so their traffic between them is loopback (unshaped) and across hosts crosses the
+  # shaped links.
   for ((i = 1; i <= n; i++)); do
     ((i > 1)) && cmd+=(:)
-    cmd+=(-np "$per_host" ip netns exec "${NS_PREFIX}$i" unshare --uts -- sh -c "$set_host"
+    cmd+=(-np "$per_host" ip netns exec "${NS_PREFIX}$i" unshare --uts -- sh -c "$SET_HOST"
           "${NS_PREFIX}$i" "$@")
   done
   exec "${cmd[@]}"
@@ -282,18 +290,16 @@ cmd_launch() {
   done
   (($# >= 1)) || usage
   need_tools
-  local n per_host=1 i k rank rc status=0
+  local n per_host i k rank rc status=0
   n=$(hosts_to_use "$np") || exit 1
-  [[ -r $STATE_FILE ]] && per_host=$(<"$STATE_FILE")
+  per_host=$(ranks_per_host)
   export WORLD_SIZE=$((n * per_host)) LOCAL_WORLD_SIZE=$per_host MASTER_ADDR=$SUBNET.1
   export MASTER_PORT=${MASTER_PORT:-$((20000 + RANDOM % 30000))}
-  # shellcheck disable=SC2016  # expanded by each process's shell
-  local set_host='echo "$0" >/proc/sys/kernel/hostname && exec "$@"'
   local -a pids=()
   for ((i = 1; i <= n; i++)); do
     for ((k = 0; k < per_host; k++)); do
       rank=$(((i - 1) * per_host + k))
-      RANK=$rank LOCAL_RANK=$k ip netns exec "${NS_PREFIX}$i" unshare --uts -- sh -c "$set_host" \
+      RANK=$rank LOCAL_RANK=$k ip netns exec "${NS_PREFIX}$i" unshare --uts -- sh -c "$SET_HOST" \
         "${NS_PREFIX}$i" "$@" > >(sed -u "s/^/[rank $rank] /") 2>&1 &
       pids+=($!)
     done

@@ -29,8 +29,8 @@ import zlib
 from . import _constants, _lib, _tensors
 from ._errors import PriocclError
 
-__all__ = ["init", "init_rank", "get_unique_id", "shutdown", "abort", "is_initialized", "rank", "size", "local_rank",
-           "local_size", "cross_rank", "cross_size", "is_homogeneous", "mpi_threads_supported",
+__all__ = ["init", "init_rank", "get_unique_id", "shutdown", "abort", "is_initialized", "rank",
+           "size", "local_rank", "local_size", "cross_rank", "cross_size", "is_homogeneous", "mpi_threads_supported",
            "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "grouped_allreduce",
            "grouped_allreduce_", "grouped_allreduce_async", "grouped_allreduce_async_",
            "group", "counters", "synchronize", "poll", "broadcast", "broadcast_",
@@ -224,8 +224,7 @@ def init_rank(size, unique_id, rank, process_sets=None):
             raise PriocclError(f"init_rank: {name} must be an int, not {type(value).__name__}")
     ctypes.memmove(ctypes.byref(uid), bytes(unique_id), ctypes.sizeof(uid))
     handle = ctypes.c_void_p()
-    _interruptible(lambda: _L.priocclCommInitRank(ctypes.byref(handle), size, uid, rank),
-                   "init_rank")
+    _init_rank(handle, size, uid, rank, "init_rank")
     _install(handle, process_sets)
 
 
@@ -281,29 +280,31 @@ def _join(handle, rank, size, store, key, what, config=None):
             store.set(key, ctypes.string_at(ctypes.addressof(uid), ctypes.sizeof(uid)))
         else:
             ctypes.memmove(ctypes.byref(uid), store.get(key), ctypes.sizeof(uid))
-    if config is None:
-        _interruptible(lambda: _L.priocclCommInitRank(ctypes.byref(handle), size, uid, rank),
-                       what)
-    else:
-        _interruptible(lambda: _L.priocclCommInitRankConfig(
-            ctypes.byref(handle), size, uid, rank, ctypes.byref(config)), what)
+    _init_rank(handle, size, uid, rank, what, config)
 
 
-def _interruptible(init, what):
-    """_check(init(), what) for a priocclCommInitRank call, which waits for every rank, such that
-    Ctrl-C works meanwhile: on the main thread the call (and the reading of its error, which is
-    per thread) goes to a helper thread, and a KeyboardInterrupt cancels it
-    (priocclCommInitCancel: it returns within about 100 ms) and is raised. A signal reaches
-    Python only between bytecodes of the main thread, never while it is inside a C call, so
-    without this Ctrl-C would wait for PRIOCCL_TIMEOUT_S."""
+def _init_rank(handle, size, uid, rank, what, config=None):
+    """priocclCommInitRank[Config] into `handle` (config: a _lib.Config or None), raising
+    PriocclError naming `what`, such that Ctrl-C works meanwhile: the join waits for every rank,
+    and a signal reaches Python only between bytecodes of the main thread, never while it is in
+    a C call (Ctrl-C would wait for PRIOCCL_TIMEOUT_S). So on the main thread the call, and the
+    reading of its error (kept per thread), go to a helper thread, and a KeyboardInterrupt
+    cancels the join (priocclCommInitCancel: it returns within about 100 ms) and is raised."""
+    def init():
+        if config is None:
+            result = _L.priocclCommInitRank(ctypes.byref(handle), size, uid, rank)
+        else:
+            result = _L.priocclCommInitRankConfig(ctypes.byref(handle), size, uid, rank,
+                                                  ctypes.byref(config))
+        _check(result, what)
     if threading.current_thread() is not threading.main_thread():
-        _check(init(), what)
+        init()
         return
     failed = []
 
     def run():
         try:
-            _check(init(), what)
+            init()
         except PriocclError as e:
             failed.append(e)
     helper = threading.Thread(target=run, name="prioccl-init", daemon=True)

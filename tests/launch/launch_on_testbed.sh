@@ -6,14 +6,15 @@
 #   the torch.distributed backend "prioccl" (python/tests/test_torch_backend.py: every collective,
 #   a new_group, DDP against DDP over gloo), the id through torch's store at MASTER_ADDR, and
 #   its communicators made with the bulk chunk size (backend.py).
-# Usage: launch_on_testbed.sh INIT_RANK_BINARY PYTHON (- in a sanitizer build: no Python part).
+# Usage: launch_on_testbed.sh INIT_RANK_BINARY PYTHON [ucx|no-ucx] (PYTHON -: a sanitizer build,
+# no Python part; no-ucx: a build without the UCX transport).
 # Needs root and network namespaces (exit 77,
 # CTest's skip, without them). Prints "TESTBED_LAUNCH c_auto=.. c_ucx=.. torch=.." (ok, failed,
 # or skipped with the reason), exits 0 only if none failed.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 testbed=$here/../../perf/testbed.sh
-binary=$1 python=${2:-/usr/bin/python3}
+binary=$1 python=${2:-/usr/bin/python3} ucx=${3:-ucx}
 if [[ $(id -u) != 0 ]] || ! ip netns add pcclprobe$$ 2>/dev/null; then
   echo "launch_on_testbed.sh: SKIPPED: needs root and network namespaces for the testbed"
   exit 77
@@ -44,8 +45,13 @@ launch() {
   if [[ $code -eq 0 && $got -ge 1 ]]; then result+=("$name=ok"); else result+=("$name=failed"); fi
 }
 PRIOCCL_COMM_ID=198.18.0.1:$(port) PRIOCCL_CALIBRATE=0 launch c_auto "LAUNCH rank=2 ok" "$binary"
-PRIOCCL_COMM_ID=198.18.0.1:$(port) PRIOCCL_CALIBRATE=0 PRIOCCL_TRANSPORT=ucx UCX_TLS=tcp \
-  launch c_ucx "LAUNCH rank=2 ok" "$binary"
+if [[ $ucx == ucx ]]; then
+  PRIOCCL_COMM_ID=198.18.0.1:$(port) PRIOCCL_CALIBRATE=0 PRIOCCL_TRANSPORT=ucx UCX_TLS=tcp \
+    launch c_ucx "LAUNCH rank=2 ok" "$binary"
+else
+  echo "  [c_ucx] skipped: this build has no UCX transport"
+  result+=("c_ucx=skipped(no-ucx-build)")
+fi
 if [[ $python == - ]]; then
   # A sanitizer build's library cannot be loaded by an uninstrumented interpreter.
   echo "  [torch] skipped: a sanitizer build (the Python part runs in the plain build's tier)"

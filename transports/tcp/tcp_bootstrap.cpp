@@ -596,10 +596,12 @@ void TcpBootstrap::exchange(int toFd, const void* out, int fromFd, void* in, siz
     nfds_t n = 0;
     if (sent < total) p[n++] = {toFd, POLLOUT, 0};
     if (received < total) p[n++] = {fromFd, POLLIN, 0};
-    if (Clock::now() >= end || setupCancelled())
+    if (setupCancelled())
+      fail(priocclInvalidUsage, "bootstrap: ", what, " on rank ", rank_,
+           ": the creation was cancelled (priocclCommInitCancel)");
+    if (Clock::now() >= end)
       fail(priocclRemoteError, "bootstrap: ", what, ": rank ", sent < total ? to : from,
-           " did not take part within ", timeout_.count() / 1000.0, " s (PRIOCCL_TIMEOUT_S)",
-           setupCancelled() ? " or before the creation was cancelled" : "");
+           " did not take part within ", timeout_.count() / 1000.0, " s (PRIOCCL_TIMEOUT_S)");
     ::poll(p, n, 100);
     size_t length = 0;
     if (sent < total) {

@@ -18,9 +18,9 @@ Priorities, on by default: each all-reduce is more urgent than every one before 
 are ready, the last layers' first, so the first layers' bucket, which the next forward pass needs
 first, is the most urgent of those in flight. Set PRIOCCL_BACKEND_PRIORITIES=0 for priority 0.
 
-Chunks: a communicator the backend makes itself (not one prioccl.init() made) cuts ops into the
-chunks the library uses on fast links (1 MiB at 4 ranks or more: 256 KiB ring messages) on every
-link, unless PRIOCCL_CHUNK_BYTES is set. DDP waits for all its buckets before the optimizer
+Chunks: a communicator the backend makes itself (not one prioccl.init() made) cuts ops into
+1 MiB chunks on every link (the library's own rule picks that on fast links at 4 ranks or more;
+on slow ones 128 KiB), unless PRIOCCL_CHUNK_BYTES is set. DDP waits for all its buckets before the optimizer
 step, so preempting one bucket for another cannot shorten a step, while on slow links the
 library's own 32 KiB messages cost each rank a third more communication CPU than gloo
 (docs/benchmarks.md, "DDP over the backend: the chunk size").
@@ -45,16 +45,15 @@ from prioccl.torch.ddp import _STOP, _complete_in_order
 __all__ = ["ProcessGroupPrioccl"]
 
 
-def _bulk_config(size):
-    """The config of the backend's own communicators: the fast link class's chunk (256 KiB a
-    rank, a power of two, 64 KiB to 1 MiB: Config::resolveAuto's rule) unless PRIOCCL_CHUNK_BYTES
-    is set; everything else from the environment, as for any communicator."""
+_BULK_CHUNK_BYTES = 1 << 20  # the largest chunk the library's own link-measured rule picks
+
+
+def _bulk_config():
+    """The config of the backend's own communicators: 1 MiB chunks unless PRIOCCL_CHUNK_BYTES is
+    set; everything else from the environment, as for any communicator."""
     config = prioccl._lib.Config.initial()
     if "PRIOCCL_CHUNK_BYTES" not in os.environ:
-        chunk = 256 << 10
-        while chunk < (256 << 10) * size:
-            chunk *= 2
-        config.chunkBytes = min(max(chunk, 64 << 10), 1 << 20)
+        config.chunkBytes = _BULK_CHUNK_BYTES
     return config
 
 
@@ -78,7 +77,7 @@ class ProcessGroupPrioccl(ProcessGroup):
         if not prioccl.is_initialized():
             handle = prioccl.ctypes.c_void_p()
             prioccl._join(handle, rank, size, store, "prioccl/unique_id", "init_process_group",
-                          _bulk_config(size))
+                          _bulk_config())
             prioccl._install(handle)
             self._ps = prioccl.global_process_set
         elif prioccl.rank() == rank and prioccl.size() == size and not dist.is_initialized():
@@ -91,7 +90,7 @@ class ProcessGroupPrioccl(ProcessGroup):
                     "it (python3 -m prioccl.run --store)")
             handle = prioccl.ctypes.c_void_p()
             prioccl._join(handle, rank, size, store, "prioccl/unique_id", "new_group",
-                          _bulk_config(size))
+                          _bulk_config())
             self._ps = prioccl._adopt(handle, rank, size)
         self._priorities = os.environ.get("PRIOCCL_BACKEND_PRIORITIES", "1") != "0"
         self._seq = 0
