@@ -2,6 +2,7 @@
 // transport, the engine, the cost model), split, the communicator's own monitoring calls, abort
 // and teardown.
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -14,6 +15,35 @@
 
 namespace prioccl::detail {
 
+namespace {
+
+// Where a creation spends its time, for PRIOCCL_DEBUG=INFO's one "init timings" line (NCCL logs
+// the same): the stages in order, each in milliseconds since the previous mark.
+class StageClock {
+ public:
+  void mark(const char* stage) {
+    auto now = std::chrono::steady_clock::now();
+    text_ += concat(text_.empty() ? "" : ", ", stage, " ",
+                    fixed(std::chrono::duration<double, std::milli>(now - last_).count()));
+    last_ = now;
+  }
+  std::string summary() const {
+    double total = std::chrono::duration<double, std::milli>(last_ - start_).count();
+    return concat("init timings (ms): total ", fixed(total), " (", text_, ")");
+  }
+
+ private:
+  static std::string fixed(double ms) {
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, "%.2f", ms);
+    return buffer;
+  }
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_ = start_;
+  std::string text_;
+};
+
+}  // namespace
+
 void failDestroyed() {
   fail(priocclInvalidUsage, "communicator has been destroyed");
 }
@@ -22,11 +52,14 @@ CommImpl::CommImpl(const Config& config,
                    const std::function<std::unique_ptr<Bootstrap>()>& makeBootstrap)
     : config_(config), requested_(config), errors_(std::make_shared<ErrorLog>()) {
   validateConfig(config_);  // the parameter table's ranges
+  StageClock clock;
   // Members are destroyed in reverse: on a throw below, the engine goes before the bootstrap.
   bootstrap_ = makeBootstrap();
+  clock.mark("bootstrap");
   // PRIOCCL_DEBUG_FILE's %r: lines logged from here on know their rank.
   setLogRank(bootstrap_->processIds()[static_cast<size_t>(bootstrap_->rank())]);
   LinkEstimate link = measureRingLink(*bootstrap_);
+  clock.mark("link");
   // Over NCCL a chunk is one kernel launch on the GPU's own links, which the bootstrap's link
   // measurement (host memory, MPI) says nothing about: launches cost microseconds each, so a
   // chunk must be large enough for NCCL to reach its bandwidth (16 MiB: an urgent op then
@@ -51,9 +84,11 @@ CommImpl::CommImpl(const Config& config,
                         : (buildFeatures() & PRIOCCL_FEATURE_UCX) != 0 ? priocclTransportUcx
                                                                        : priocclTransportTcp;
   levels_ = measureHostLevels(*bootstrap_, *hosts_);
+  clock.mark("hosts");
   placement_ = choosePlacement(config_.placement, std::getenv("UCX_NET_DEVICES"));
   logHost(hosts);
   std::unique_ptr<Transport> transport = agreeAndConnect();
+  clock.mark("transport");
   rank_ = transport->rank();
   size_ = transport->size();
   if (rank_ == 0)
@@ -65,9 +100,14 @@ CommImpl::CommImpl(const Config& config,
   engine_ = std::make_unique<Engine>(std::move(transport), config_, selector_, errors_, heartbeats_,
                                      timelineClock_, std::move(collectives), hosts_);
   bindProgressThread();
+  clock.mark("engine");
   agreeAndCalibrate(bootstrap_->processIds());
   engine_->startApplication();  // counters and op numbers are the application's
-  if (rank_ == 0) log(LogLevel::kInfo, "algorithm model: ", selector_.describe());
+  clock.mark("calibration");
+  if (rank_ == 0) {
+    log(LogLevel::kInfo, "algorithm model: ", selector_.describe());
+    log(LogLevel::kInfo, clock.summary());
+  }
 }
 
 std::string CommImpl::startTimeline(const std::string& path) {

@@ -119,7 +119,7 @@ const std::vector<Param>& paramTable() {
      "0 = off"},
     // Logging is process-wide and starts before any Config exists: log.cpp reads these itself.
     {"PRIOCCL_DEBUG", "", ParamKind::kChoice, 0, 0, std::monostate{}, kNoC, kLocal,
-     ParamScope::kProcess, "log level: WARN, INFO (configuration, link, algorithm model), TRACE",
+     ParamScope::kProcess, "log level: WARN, INFO (configuration, link, algorithm model, init timings), TRACE",
      {{"WARN", 1}, {"INFO", 2}, {"TRACE", 3}}, "", "", "unset"},
     {"PRIOCCL_DEBUG_FILE", "", ParamKind::kString, 0, 0, std::monostate{}, kNoC, kLocal,
      ParamScope::kProcess, "log to this file instead of stderr (%h host, %p pid, %r world rank)",

@@ -22,6 +22,14 @@ for r in 0 1; do
   echo "rank $r: $(wc -l <"${files[0]}") lines in $(basename "${files[0]}")"
 done
 grep -q "nranks=2" "$work"/log.*.0 || { echo "rank 0's configuration line missing"; exit 1; }
+# Where the creation's time went: every stage named, with its milliseconds, adding up to no more
+# than the total.
+timings=$(grep -o "init timings (ms): .*" "$work"/log.*.0) || { echo "rank 0's init timings line missing"; exit 1; }
+awk '{ total = $5; sum = 0; n = 0
+       for (i = 6; i <= NF; i += 2) { gsub(/[(),]/, "", $(i + 1)); sum += $(i + 1); n++ }
+       exit !(n == 6 && total > 0 && sum <= total + 0.05) }' <<<"$timings" ||
+  { echo "init timings line malformed: $timings"; exit 1; }
+echo "$timings"
 if grep -q "PRIOCCL" "$work/stderr"; then
   echo "log lines on stderr although PRIOCCL_DEBUG_FILE is set:"; head "$work/stderr"; exit 1
 fi

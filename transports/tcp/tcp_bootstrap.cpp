@@ -128,6 +128,13 @@ int dial(const sockaddr_storage& at, Clock::time_point deadline, std::string* er
 bool sendAll(int fd, const void* p, size_t bytes, Clock::time_point deadline) {
   return moveFull(fd, static_cast<char*>(const_cast<void*>(p)), bytes, true, deadline);
 }
+// A frame and its payload, in one segment where they fit.
+bool sendFramed(int fd, const Frame& f, const void* payload, size_t bytes,
+                Clock::time_point deadline) {
+  return moveFull(fd, reinterpret_cast<char*>(const_cast<Frame*>(&f)), sizeof f, true, deadline,
+                  bytes > 0) &&
+         sendAll(fd, payload, bytes, deadline);
+}
 bool recvAll(int fd, void* p, size_t bytes, Clock::time_point deadline) {
   return moveFull(fd, static_cast<char*>(p), bytes, false, deadline);
 }
@@ -360,8 +367,7 @@ void TcpBootstrap::joinAsRoot() {
   ::close(std::exchange(listenFd_, -1));
   Frame t = frameOf(FrameType::kTable, id_, 0, size_, table_.size() * sizeof(Entry));
   for (int r = 1; r < size_; ++r)
-    if (!sendAll(fds_[r], &t, sizeof t, end) ||
-        !sendAll(fds_[r], table_.data(), table_.size() * sizeof(Entry), end))
+    if (!sendFramed(fds_[r], t, table_.data(), table_.size() * sizeof(Entry), end))
       fail(priocclRemoteError, "bootstrap: rank ", r, " went away before it got the table");
 }
 
@@ -408,8 +414,7 @@ void TcpBootstrap::giveUp(std::vector<PendingHello>& pending) {
   Frame f = frameOf(FrameType::kFailed, id_, 0, size_, text.size());
   const auto until = Clock::now() + std::chrono::seconds(1);
   for (int r = 1; r < size_; ++r)
-    if (fds_[r] >= 0 && sendAll(fds_[r], &f, sizeof f, until))
-      sendAll(fds_[r], text.data(), text.size(), until);
+    if (fds_[r] >= 0) sendFramed(fds_[r], f, text.data(), text.size(), until);
   fail(priocclTimeout, "bootstrap: ", text);
 }
 
@@ -435,7 +440,7 @@ void TcpBootstrap::joinAsMember() {
     Frame hello = frameOf(FrameType::kHello, id_, rank_, size_, sizeof mine);
     Frame t;
     // Rank 0 waits up to the same deadline for the others; its verdict may come just after it.
-    if (sendAll(rootFd_, &hello, sizeof hello, end) && sendAll(rootFd_, &mine, sizeof mine, end) &&
+    if (sendFramed(rootFd_, hello, &mine, sizeof mine, end) &&
         recvAll(rootFd_, &t, sizeof t, end + kVerdictGrace)) {
       std::string problem = frameProblem(t, FrameType::kTable, id_, size_);
       if (!problem.empty()) fail(priocclRemoteError, "bootstrap: joining: rank 0 sent ", problem);
@@ -470,7 +475,7 @@ std::vector<std::vector<char>> TcpBootstrap::allGather(const void* data, size_t 
   const char* at = static_cast<const char*>(data);
   if (rank_ != 0) {
     Frame g = frameOf(FrameType::kGather, id_, rank_, size_, bytes);
-    if (!sendAll(rootFd_, &g, sizeof g, end) || !sendAll(rootFd_, at, bytes, end))
+    if (!sendFramed(rootFd_, g, at, bytes, end))
       fail(priocclRemoteError, "bootstrap: allGather: rank 0 went away");
     Frame r = readFrame(rootFd_, FrameType::kGathered, id_, size_, 0, "allGather", end);
     std::vector<char> all(r.bytes);
@@ -498,8 +503,7 @@ std::vector<std::vector<char>> TcpBootstrap::allGather(const void* data, size_t 
   for (const auto& part : parts) all.insert(all.end(), part.begin(), part.end());
   Frame answer = frameOf(FrameType::kGathered, id_, 0, size_, all.size());
   for (int r = 1; r < size_; ++r)
-    if (!sendAll(fds_[r], &answer, sizeof answer, end) ||
-        !sendAll(fds_[r], all.data(), all.size(), end))
+    if (!sendFramed(fds_[r], answer, all.data(), all.size(), end))
       fail(priocclRemoteError, "bootstrap: allGather: rank ", r, " went away");
   return parts;
 }
@@ -606,7 +610,9 @@ void TcpBootstrap::exchange(int toFd, const void* out, int fromFd, void* in, siz
     size_t length = 0;
     if (sent < total) {
       char* at = piece(sent, &head, const_cast<void*>(out), &length);
-      ssize_t r = ::send(toFd, at, length, MSG_NOSIGNAL | MSG_DONTWAIT);
+      // The header with MSG_MORE: it leaves with the first of its payload (socket_util.h).
+      const bool header = sent < sizeof(Frame) && bytes > 0;
+      ssize_t r = ::send(toFd, at, length, MSG_NOSIGNAL | MSG_DONTWAIT | (header ? MSG_MORE : 0));
       if (r > 0) sent += static_cast<size_t>(r);
       if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
         fail(priocclRemoteError, "bootstrap: ", what, ": to rank ", to, ": ", errnoText(errno));
