@@ -30,7 +30,8 @@ from . import _constants, _lib, _tensors
 from ._errors import PriocclError
 
 __all__ = ["init", "init_rank", "get_unique_id", "shutdown", "abort", "is_initialized", "rank",
-           "size", "local_rank", "local_size", "cross_rank", "cross_size", "is_homogeneous", "mpi_threads_supported",
+           "size", "local_rank", "local_size", "cross_rank", "cross_size", "is_homogeneous",
+           "mpi_threads_supported",
            "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "grouped_allreduce",
            "grouped_allreduce_", "grouped_allreduce_async", "grouped_allreduce_async_",
            "group", "counters", "synchronize", "poll", "broadcast", "broadcast_",

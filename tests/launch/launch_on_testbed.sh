@@ -7,10 +7,9 @@
 #   a new_group, DDP against DDP over gloo), the id through torch's store at MASTER_ADDR, and
 #   its communicators made with the bulk chunk size (backend.py).
 # Usage: launch_on_testbed.sh INIT_RANK_BINARY PYTHON [ucx|no-ucx] (PYTHON -: a sanitizer build,
-# no Python part; no-ucx: a build without the UCX transport).
-# Needs root and network namespaces (exit 77,
-# CTest's skip, without them). Prints "TESTBED_LAUNCH c_auto=.. c_ucx=.. torch=.." (ok, failed,
-# or skipped with the reason), exits 0 only if none failed.
+# no Python part; no-ucx: a build without the UCX transport). Needs root and network namespaces
+# (exit 77, CTest's skip, without them). Prints "TESTBED_LAUNCH c_auto=.. c_ucx=.. torch=.." (ok,
+# failed, or skipped with the reason), exits 0 only if none failed.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 testbed=$here/../../perf/testbed.sh

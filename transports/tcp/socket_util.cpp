@@ -31,10 +31,10 @@ bool waitFor(int fd, short events, Clock::time_point deadline) {
   }
 }
 
-bool moveFull(int fd, char* p, size_t bytes, bool out, Clock::time_point deadline, bool more) {
-  const int sendFlags = MSG_NOSIGNAL | MSG_DONTWAIT | (more ? MSG_MORE : 0);
+bool moveFull(int fd, char* p, size_t bytes, bool out, Clock::time_point deadline) {
   while (bytes > 0) {
-    ssize_t r = out ? ::send(fd, p, bytes, sendFlags) : ::recv(fd, p, bytes, MSG_DONTWAIT);
+    ssize_t r = out ? ::send(fd, p, bytes, MSG_NOSIGNAL | MSG_DONTWAIT)
+                    : ::recv(fd, p, bytes, MSG_DONTWAIT);
     if (r > 0) {
       p += r;
       bytes -= static_cast<size_t>(r);

@@ -24,11 +24,7 @@ bool waitFor(int fd, short events, Clock::time_point deadline);
 
 // Moves exactly `bytes` through a socket (send when `out`, else receive), waiting for it up to
 // the deadline; false on a timeout, an error or a closed connection. Never raises SIGPIPE.
-// `more` (sending): more bytes follow at once, so the kernel holds a partial segment for them
-// (MSG_MORE) and a header travels with its payload in one segment despite TCP_NODELAY: the
-// receiver wakes once, not twice.
-bool moveFull(int fd, char* p, size_t bytes, bool out, Clock::time_point deadline,
-              bool more = false);
+bool moveFull(int fd, char* p, size_t bytes, bool out, Clock::time_point deadline);
 
 void setNonBlocking(int fd);
 

@@ -128,12 +128,10 @@ int dial(const sockaddr_storage& at, Clock::time_point deadline, std::string* er
 bool sendAll(int fd, const void* p, size_t bytes, Clock::time_point deadline) {
   return moveFull(fd, static_cast<char*>(const_cast<void*>(p)), bytes, true, deadline);
 }
-// A frame and its payload, in one segment where they fit.
+// A frame, then its payload.
 bool sendFramed(int fd, const Frame& f, const void* payload, size_t bytes,
                 Clock::time_point deadline) {
-  return moveFull(fd, reinterpret_cast<char*>(const_cast<Frame*>(&f)), sizeof f, true, deadline,
-                  bytes > 0) &&
-         sendAll(fd, payload, bytes, deadline);
+  return sendAll(fd, &f, sizeof f, deadline) && sendAll(fd, payload, bytes, deadline);
 }
 bool recvAll(int fd, void* p, size_t bytes, Clock::time_point deadline) {
   return moveFull(fd, static_cast<char*>(p), bytes, false, deadline);
@@ -610,9 +608,7 @@ void TcpBootstrap::exchange(int toFd, const void* out, int fromFd, void* in, siz
     size_t length = 0;
     if (sent < total) {
       char* at = piece(sent, &head, const_cast<void*>(out), &length);
-      // The header with MSG_MORE: it leaves with the first of its payload (socket_util.h).
-      const bool header = sent < sizeof(Frame) && bytes > 0;
-      ssize_t r = ::send(toFd, at, length, MSG_NOSIGNAL | MSG_DONTWAIT | (header ? MSG_MORE : 0));
+      ssize_t r = ::send(toFd, at, length, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (r > 0) sent += static_cast<size_t>(r);
       if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
         fail(priocclRemoteError, "bootstrap: ", what, ": to rank ", to, ": ", errnoText(errno));

@@ -18,10 +18,10 @@ Priorities, on by default: each all-reduce is more urgent than every one before 
 are ready, the last layers' first, so the first layers' bucket, which the next forward pass needs
 first, is the most urgent of those in flight. Set PRIOCCL_BACKEND_PRIORITIES=0 for priority 0.
 
-Chunks: a communicator the backend makes itself (not one prioccl.init() made) cuts ops into
-1 MiB chunks on every link (the library's own rule picks that on fast links at 4 ranks or more;
-on slow ones 128 KiB), unless PRIOCCL_CHUNK_BYTES is set. DDP waits for all its buckets before the optimizer
-step, so preempting one bucket for another cannot shorten a step, while on slow links the
+Chunks: a communicator the backend makes itself (not one prioccl.init() made) cuts ops into 1 MiB
+chunks on every link (the library's own rule picks that on fast links at 4 ranks or more; on slow
+ones 128 KiB), unless PRIOCCL_CHUNK_BYTES is set. DDP waits for all its buckets before the
+optimizer step, so preempting one bucket for another cannot shorten a step, while on slow links the
 library's own 32 KiB messages cost each rank a third more communication CPU than gloo
 (docs/benchmarks.md, "DDP over the backend: the chunk size").
 
