@@ -114,6 +114,14 @@ int buildFeatures() {
   return features;
 }
 
+int ncclHeaderVersion() {
+#ifdef PRIOCCL_HAVE_NCCL
+  return NcclCollBackend::headerVersion();
+#else
+  return 0;
+#endif
+}
+
 std::unique_ptr<CollBackend> makeCollBackend(priocclTransport_t kind, Bootstrap& bootstrap) {
   if (kind == priocclTransportNccl) {
 #ifdef PRIOCCL_HAVE_NCCL

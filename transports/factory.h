@@ -50,5 +50,7 @@ std::unique_ptr<CollBackend> makeCollBackend(priocclTransport_t kind, Bootstrap&
 
 // PRIOCCL_FEATURE_* bits (prioccl.h) of what this build has.
 int buildFeatures();
+// NCCL_VERSION_CODE of the nccl.h this build compiled against; 0 without NCCL.
+int ncclHeaderVersion();
 
 }  // namespace prioccl

@@ -164,6 +164,10 @@ PRIOCCL_API priocclResult_t priocclGetVersion(int* version);
 #define PRIOCCL_FEATURE_CUDA 2 /* device (CUDA) buffers, staged over the host transports */
 #define PRIOCCL_FEATURE_NCCL 4 /* PRIOCCL_TRANSPORT=nccl */
 PRIOCCL_API priocclResult_t priocclGetBuildFeatures(int* features);
+/* NCCL_VERSION_CODE of the nccl.h this build was compiled against (22809 for NCCL 2.28.9), 0 in a
+ * build without PRIOCCL_FEATURE_NCCL: Horovod's nccl_built(). The libnccl loaded at run time may
+ * differ; PRIOCCL_TRANSPORT=nccl refuses one older than 2.10. */
+PRIOCCL_API priocclResult_t priocclGetNcclVersion(int* version);
 /* The value of one of this header's enumerators or integer macros by its name ("priocclFloat32",
  * "priocclSum", "PRIOCCL_FEATURE_NCCL"): for bindings that cannot read the header. An unknown
  * name is priocclInvalidArgument. PRIOCCL_ROWS_FAILED, a size_t, reads as -1. */

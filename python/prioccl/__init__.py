@@ -27,7 +27,7 @@ import time
 import zlib
 
 from . import _constants, _lib, _tensors
-from ._errors import PriocclError
+from ._errors import ArgumentError, PriocclError
 
 __all__ = ["init", "init_rank", "get_unique_id", "shutdown", "abort", "is_initialized", "rank",
            "size", "local_rank", "local_size", "cross_rank", "cross_size", "is_homogeneous",
@@ -40,7 +40,7 @@ __all__ = ["init", "init_rank", "get_unique_id", "shutdown", "abort", "is_initia
            "reducescatter", "reducescatter_async", "alltoall", "alltoall_async", "barrier",
            "send_async", "recv_async", "PriocclError", "ProcessSet", "global_process_set",
            "add_process_set", "remove_process_set", "Sum", "Prod", "Min", "Max", "Average",
-           "build_features", "FEATURE_UCX", "FEATURE_CUDA", "FEATURE_NCCL"]
+           "build_features", "nccl_version", "ArgumentError", "FEATURE_UCX", "FEATURE_CUDA", "FEATURE_NCCL"]
 
 # The library loads with the package, as Horovod's does: its constants (priocclRedOp_t values,
 # data types, feature bits) are read from it, never restated here (_constants.py).
@@ -535,6 +535,14 @@ def build_features():
         _check(_L.priocclGetBuildFeatures(ctypes.byref(bits)), "build_features")
         _features = bits.value
     return _features
+
+
+def nccl_version():
+    """NCCL_VERSION_CODE of the nccl.h the library was built against (22809 for NCCL 2.28.9), or 0
+    for a build without NCCL (FEATURE_NCCL)."""
+    version = ctypes.c_int()
+    _check(_L.priocclGetNcclVersion(ctypes.byref(version)), "nccl_version")
+    return version.value
 
 
 def _ready_on_device(t):
@@ -1403,49 +1411,40 @@ def reducescatter(tensor, op=Average, priority=0, name=None, process_set=None,
 
 
 def _parse_splits(splits, p, rows):
+    if splits is None:
+        # Horovod's equal split is each rank's own: ranks may hold different first dimensions, so
+        # the rows each rank receives are learnt inside the op, as with splits.
+        if rows % p:
+            raise ArgumentError(f"alltoall: the first dimension ({rows}) must divide into {p} "
+                                f"equal parts (or pass splits)")
+        return [rows // p] * p
     if hasattr(splits, "tolist"):  # numpy array or torch tensor
         splits = splits.tolist()
     try:
         out = [operator.index(s) for s in splits]  # ints only: 2.5 rows is a mistake
     except TypeError:
-        raise PriocclError(f"alltoall: splits must be a sequence of ints, got {splits!r}") from None
+        raise ArgumentError(f"alltoall: splits must be a sequence of ints, got {splits!r}") from None
     if len(out) != p or min(out) < 0 or sum(out) != rows:
-        raise PriocclError(f"alltoall: splits {out} must be {p} ints >= 0 (one per rank) summing "
-                           f"to the first dimension ({rows})")
+        raise ArgumentError(f"alltoall: splits {out} must be {p} ints >= 0 (one per rank) summing "
+                            f"to the first dimension ({rows})")
     return out
 
 
 def alltoall_async(tensor, splits=None, priority=0, name=None, return_received_splits=False,
                    process_set=None):
     """Starts an all-to-all: `tensor`'s first dimension is cut into parts of splits[j] rows
-    (size() equal parts when splits is None), part j goes to rank j, and the result (a new tensor)
-    holds the parts every rank sent this one, in rank order. The other dimensions and the dtype
-    must agree on every rank.
+    (size() equal parts when splits is None: each rank's own, so first dimensions may differ
+    between ranks, as in Horovod), part j goes to rank j, and the result (a new tensor) holds the
+    parts every rank sent this one, in rank order. The other dimensions and the dtype must agree
+    on every rank. Bad splits raise ArgumentError (a ValueError).
 
     synchronize() returns the result, or (result, received_splits) with
     return_received_splits=True: the rows received from each rank, an int64 tensor of the input's
-    kind. With splits, one library op learns the rows each rank receives inside it (CUDA tensors:
-    the splits are exchanged first, which blocks until every rank has called this, named
-    `name` + ".splits" when named)."""
+    kind. One library op learns the rows each rank receives inside it (CUDA tensors: the splits
+    are exchanged first, which blocks until every rank has called this, named `name` +
+    ".splits" when named)."""
     ps = _target(process_set, "alltoall")
     p = ps.size()
-    comm = ps._comm
-    if splits is None:
-        s_ptr, count, code = _buffer(tensor, writable=False)
-        shape = tuple(tensor.shape)
-        if not shape or shape[0] % p:
-            raise PriocclError(f"alltoall: the first dimension ({shape[0] if shape else 'none'}) "
-                               f"must divide into {p} equal parts (or pass splits)")
-        out = _empty_like(tensor)
-        d_ptr = _buffer(out)[0]
-        op = _submit("alltoall", name,
-                     lambda r: _L.priocclAllToAllAsync(s_ptr, d_ptr, count // p, code, priority,
-                                                       comm, r),
-                     lambda k, r: _L.priocclAllToAllNamedAsync(s_ptr, d_ptr, count // p, code,
-                                                               priority, k, comm, r),
-                     (tensor, out), ps, shape=shape)
-        result = (out, _int_tensor(tensor, [shape[0] // p] * p)) if return_received_splits else out
-        return Handle(op, result)
     if not (_collectives_on_device() or _tensors.kind_of(tensor).on_device(tensor)):
         def send_rows(first):
             if first is None:
@@ -1463,6 +1462,7 @@ def alltoall_async(tensor, splits=None, priority=0, name=None, return_received_s
         h._then = take
         return h
     # CUDA tensors: the splits are exchanged first (the ragged op's result is host memory).
+    comm = ps._comm
     local = None
     try:
         mine, (s_ptr, count, code), shape = _describe(tensor)

@@ -9,4 +9,10 @@ class PriocclError(RuntimeError):
         self.code = code
 
 
+class ArgumentError(PriocclError, ValueError):
+    """A bad argument, caught before the library is called: a ValueError, as Horovod raises for
+    one, and a PriocclError, as prioccl's other argument checks."""
+
+
 PriocclError.__module__ = "prioccl"  # as users import it
+ArgumentError.__module__ = "prioccl"

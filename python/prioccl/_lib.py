@@ -87,6 +87,7 @@ def _declare(lib):
     sigs = {
         "priocclGetErrorString": (ctypes.c_char_p, [i]),
         "priocclGetBuildFeatures": (R, [ctypes.POINTER(ctypes.c_int)]),
+        "priocclGetNcclVersion": (R, [ctypes.POINTER(ctypes.c_int)]),
         "priocclGetLastError": (ctypes.c_char_p, [v]),
         "priocclCommInitWorld": (R, [c_void_pp]),
         "priocclCommDestroy": (R, [v]),

@@ -41,7 +41,10 @@ def basics(r, p):
     # nccl_built/cuda_built are the library's build (unit.test_abi checks those bits against
     # CMake's configuration); no Gloo.
     feats = prioccl.build_features()
-    check(hvd.nccl_built() == bool(feats & prioccl.FEATURE_NCCL)
+    # Horovod's nccl_built() is NCCL's version code (its alltoall tests compare it with 2700).
+    nccl = hvd.nccl_built()
+    check((nccl >= 20900 if feats & prioccl.FEATURE_NCCL else nccl == 0)
+          and nccl == prioccl.nccl_version()
           and hvd.cuda_built() == bool(feats & prioccl.FEATURE_CUDA) and not hvd.gloo_built(),
           f"nccl_built/cuda_built/gloo_built against the library's features {feats}")
     # The timeline at run time: this rank's file gets the ops between start and stop.

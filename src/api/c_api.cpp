@@ -111,6 +111,13 @@ priocclResult_t priocclGetBuildFeatures(int* features) {
   });
 }
 
+priocclResult_t priocclGetNcclVersion(int* version) {
+  return guarded(__func__, nullptr, [&] {
+    if (!version) detail::fail(priocclInvalidArgument, "version is NULL");
+    *version = prioccl::ncclHeaderVersion();
+  });
+}
+
 priocclResult_t priocclCommInitMPI(priocclComm_t* comm, const void* mpiComm,
                                    const priocclConfig_t* config) {
   return guarded(__func__, nullptr, [&] {

@@ -92,3 +92,17 @@ TEST(Abi, BuildFeaturesAreTheBuildsOwn) {
   EXPECT_EQ(features, PRIOCCL_TEST_FEATURES);
   EXPECT_EQ(priocclGetBuildFeatures(nullptr), priocclInvalidArgument);
 }
+
+// priocclGetNcclVersion (Horovod's nccl_built): a NCCL_VERSION_CODE of NCCL 2.x
+// (major * 10000 + minor * 100 + patch since 2.9) exactly when the build has NCCL, else 0.
+TEST(Abi, NcclVersionIsTheBuildsOwn) {
+  int version = -1;
+  ASSERT_EQ(priocclGetNcclVersion(&version), priocclSuccess);
+  if (PRIOCCL_TEST_FEATURES & PRIOCCL_FEATURE_NCCL) {
+    EXPECT_EQ(version / 10000, 2) << version;
+    EXPECT_GE(version, 20900) << version;
+  } else {
+    EXPECT_EQ(version, 0);
+  }
+  EXPECT_EQ(priocclGetNcclVersion(nullptr), priocclInvalidArgument);
+}

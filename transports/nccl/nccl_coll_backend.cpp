@@ -116,6 +116,14 @@ const NcclApi& api() {
   return a;
 }
 
+}  // namespace
+
+int NcclCollBackend::headerVersion() {
+  return NCCL_VERSION_CODE;
+}
+
+namespace {
+
 const NcclApi& usable() {
   const NcclApi& a = api();
   if (!a.missing.empty()) fail(priocclUnhandledCudaError, "PRIOCCL_TRANSPORT=nccl: ", a.missing);

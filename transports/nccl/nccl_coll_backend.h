@@ -27,6 +27,9 @@ class NcclCollBackend final : public CollBackend {
   NcclCollBackend(const NcclCollBackend&) = delete;
   NcclCollBackend& operator=(const NcclCollBackend&) = delete;
 
+  // NCCL_VERSION_CODE of the nccl.h compiled against (not of the libnccl loaded).
+  static int headerVersion();
+
   const char* name() const override { return "nccl"; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }

@@ -53,7 +53,8 @@ def gloo_enabled():
 
 
 def nccl_built():
-    return bool(prioccl.build_features() & prioccl.FEATURE_NCCL)
+    """Horovod's answer: NCCL_VERSION_CODE of the NCCL the library was built with, else 0."""
+    return prioccl.nccl_version()
 
 
 def ddl_built():

@@ -73,10 +73,7 @@ _OPS = {prioccl.Sum: "Sum", prioccl.Prod: "Prod", prioccl.Min: "Min", prioccl.Ma
         prioccl.Average: "Average"}
 
 
-class ArgumentError(prioccl.PriocclError, ValueError):
-    """A bad argument: a ValueError where Horovod raises one, and a PriocclError as prioccl's other
-    argument checks."""
-
+ArgumentError = prioccl.ArgumentError  # a ValueError and a PriocclError
 
 class NotSupportedError(prioccl.PriocclError, NotImplementedError):
     """A Horovod feature prioccl does not implement (op=Adasum)."""
