@@ -594,17 +594,17 @@ def _trunc_div(t, n):
 
 
 def _check_scales(t, what, *factors):
-    """Scale factors apply to floating-point tensors only (raises before anything is sent)."""
-    if any(f != 1.0 for f in factors) and _code(t) not in _FLOAT_CODES:
-        raise PriocclError(f"{what}: prescale/postscale factors need a floating-point tensor, "
-                           f"not {t.dtype}")
+    """Scale factors apply to numbers, not to booleans (raises before anything is sent)."""
+    if any(f != 1.0 for f in factors) and _code(t) == _BOOL_CODE:
+        raise ArgumentError(f"{what}: prescale/postscale factors need a numeric tensor, "
+                            f"not {t.dtype}")
 
 
 def _scale(t, factor):
-    """t *= factor in place (a floating-point tensor: _check_scales refused the others before the
-    op was submitted)."""
+    """t *= factor in place, as Horovod scales: integers in float64, then truncated toward zero;
+    16-bit floats on the CPU in float32, rounded once."""
     if factor != 1.0:
-        _tensors.kind_of(t).scale(t, factor)
+        _tensors.kind_of(t).scale(t, factor, _code(t) not in _FLOAT_CODES)
 
 
 # ---- ops in flight: handles, names, abandoned handles ----
@@ -867,7 +867,8 @@ def _allreduce(src, dst, op, priority, name, process_set, prescale, postscale):
     code = _code(src)
     if code == _INT16_CODE:  # through int32: exact, then narrowed (wrapping as int16 would)
         wide = _cast(src, "int32")
-        h = _allreduce(wide, wide, Sum if op == Average else op, priority, name, ps, 1.0, 1.0)
+        h = _allreduce(wide, wide, Sum if op == Average else op, priority, name, ps, prescale,
+                       postscale)
 
         def narrow(res, n=ps.size()):
             out = _cast(res, "int16")
@@ -1359,7 +1360,7 @@ def reducescatter_async(tensor, op=Average, priority=0, name=None, process_set=N
     code = _code(tensor)
     if code == _INT16_CODE:  # through int32, as allreduce
         h = reducescatter_async(_cast(tensor, "int32"), Sum if op == Average else op, priority,
-                                name, ps)
+                                name, ps, prescale_factor, postscale_factor)
 
         def narrow(res, n=ps.size()):
             out = _cast(res, "int16")

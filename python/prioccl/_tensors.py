@@ -49,8 +49,14 @@ class _NumpyArrays:
         return (numpy.sign(t) * (numpy.abs(t) // n)).astype(t.dtype)
 
     @staticmethod
-    def scale(t, factor):
-        t *= t.dtype.type(factor)
+    def scale(t, factor, integer):
+        import numpy
+        if integer:  # in float64, truncated toward zero
+            t[...] = (t.astype(numpy.float64) * factor).astype(t.dtype)
+        elif t.dtype == numpy.float16:  # in float32, rounded once
+            t[...] = (t.astype(numpy.float32) * numpy.float32(factor)).astype(t.dtype)
+        else:
+            t *= t.dtype.type(factor)
 
     @staticmethod
     def int64s(values):
@@ -105,8 +111,14 @@ class _TorchTensors:
         return torch.div(t, n, rounding_mode="trunc")
 
     @staticmethod
-    def scale(t, factor):
-        t.mul_(factor)
+    def scale(t, factor, integer):
+        import torch
+        if integer:  # in float64, truncated toward zero
+            t.copy_((t.double() * factor).to(t.dtype))
+        elif t.dtype in (torch.float16, torch.bfloat16) and not t.is_cuda:
+            t.copy_((t.float() * factor).to(t.dtype))  # in float32 on the CPU, as Horovod
+        else:
+            t.mul_(factor)
 
     @staticmethod
     def int64s(values):

@@ -88,8 +88,16 @@ def allreduce_cases(r, p):
     inplace = x.clone()
     hvd.allreduce_(inplace, op=hvd.Average, prescale_factor=2.0)
     check(torch.allclose(inplace.double(), 2 * want / p, rtol=1e-6), "allreduce_ prescale")
-    raises(lambda: hvd.allreduce(ints, prescale_factor=2.0), hvd.PriocclError, "floating-point",
-           "scale factor on integers")
+    # Integers scale as Horovod's do: in float64, truncated toward zero (pre before the sum, on
+    # each rank; post after); int16 through int32 alike. Booleans refuse a factor.
+    neg = torch.full((9,), -7 - r, dtype=torch.int64)
+    for dt in (torch.int64, torch.int32, torch.int16):
+        got = hvd.allreduce(neg.to(dt), op=hvd.Sum, prescale_factor=0.3, postscale_factor=1.5)
+        pre = sum(int(-(7 + k) * 0.3) for k in range(p))  # int() truncates toward zero
+        check(got.dtype == dt and torch.equal(got, torch.full((9,), int(pre * 1.5), dtype=dt)),
+              f"prescale/postscale on {dt}: {got.tolist()} vs {int(pre * 1.5)}")
+    raises(lambda: hvd.allreduce(torch.ones(3, dtype=torch.bool), op=hvd.Max,
+                                 prescale_factor=2.0), ValueError, "numeric", "factor on bool")
     h = hvd.allreduce_async(x, name="async", op=hvd.Sum, priority=-1)
     check(torch.equal(hvd.synchronize(h).double(), want) and hvd.poll(h), "allreduce_async")
     # int16: exact (through int32), wrapping like int16 arithmetic; Average truncates
