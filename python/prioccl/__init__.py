@@ -706,17 +706,20 @@ _NONAME = b"prioccl.noname"
 
 def _free_name(key, what):
     """Under _lock, before an op named key[1] is registered in process set key[0]: raises if one
-    is in flight there (Horovod's rule), unless it has finished (then its Handle still completes
-    it)."""
+    is in flight there (Horovod's rule). An op is in flight until synchronize() (or a poll() that
+    saw it finish) has taken it; one whose Handle was dropped, until it has finished. Whether the
+    engine has finished an op the caller still holds is a race the caller cannot see (Horovod's
+    duplicate-name tests submit the same name twice in a row): not a reason to accept it."""
     old = _inflight.get(key)
     if old is None:
         return
     done = ctypes.c_int()
-    _L.priocclTest(old.request, ctypes.byref(done))  # unclaimed, so its request is still valid
+    if old in _orphans:
+        _L.priocclTest(old.request, ctypes.byref(done))  # unclaimed: its request is still valid
     if not done.value:
-        raise PriocclError(f"{what}: an op named '{key[1]}' is already in flight on rank "
-                           f"{rank()}: synchronize it first (names of ops in flight must be "
-                           "unique)")
+        raise ArgumentError(f"{what}: an op named '{key[1]}' is already in flight on rank "
+                            f"{rank()}: synchronize it first (names of ops in flight must be "
+                            "unique)")
     del _inflight[key]
 
 

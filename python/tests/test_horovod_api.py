@@ -273,11 +273,36 @@ def names_and_handles(r, p):
         check(hvd.synchronize(h)[0].item() == tri(p - 1), "the first op of the name")
     again = hvd.allreduce(t, name="dup", op=hvd.Sum)  # finished: the name is free again
     check(again[0].item() == tri(p - 1), "a name reused after synchronize")
-    # An abandoned handle never blocks: rank 0 drops its handle while the others have not
-    # submitted yet (they wait in a barrier that rank 0 reaches only afterwards).
+    # A name stays taken until synchronize(), whether or not the op has finished meanwhile (it
+    # may, on any rank but the last to submit), and whether or not its caller still holds the
+    # handle (Horovod's handle map keeps it): Horovod's duplicate-name tests submit a name twice
+    # in a row and drop the first handle.
+    if p > 1:
+        mine = torch.full((8,), float(r))
+        if r == 0:
+            hvd.barrier()
+            hvd.allreduce_async(mine, name="kept", op=hvd.Sum)  # handle dropped
+        else:
+            kept = hvd.allreduce_async(mine, name="kept", op=hvd.Sum)
+            hvd.barrier()
+        hvd.barrier()  # the op may have finished by now, or not: the name is taken either way
+        raises(lambda: hvd.allreduce_async(mine, name="kept"), ValueError, "already in flight",
+               "a finished, unsynchronized op's name")
+        if r:
+            check(hvd.synchronize(kept)[0].item() == tri(p - 1), "the kept op's result")
+            again = hvd.synchronize(hvd.allreduce_async(mine, name="kept", op=hvd.Sum))
+        else:
+            kept_handles = [h for h in hvd.mpi_ops._handles if not hvd.mpi_ops._taken(h)]
+            check(len(kept_handles) == 1, f"the dropped handle kept: {kept_handles}")
+            hvd.synchronize(kept_handles[0])
+            again = hvd.allreduce(mine, name="kept", op=hvd.Sum)
+        check(again[0].item() == tri(p - 1), "the name free after synchronize()")
+    # An abandoned handle of prioccl's own API never blocks: rank 0 drops its handle while the
+    # others have not submitted yet (they wait in a barrier that rank 0 reaches only
+    # afterwards); the op finishes in the background, and then its name is free.
     buf = torch.full((4096,), float(r + 1))
     if r == 0:
-        h = hvd.allreduce_async_(buf, name="abandoned", op=hvd.Sum)
+        h = prioccl.allreduce_async_(buf, name="abandoned", op=hvd.Sum)
         start = time.monotonic()
         del h
         gc.collect()

@@ -17,6 +17,32 @@ bool ready(const OpState& op) {
   return (!op.fence || op.fence->ready()) &&
          (!op.after || op.after->done.load(std::memory_order_acquire));
 }
+
+// Whether the ops submitted after `op` must wait while it waits: an unnamed op (unnamed ops
+// match by their order), or one on a stream (stream order). A named ragged op waiting for its
+// own exchange of sizes matches by its name, and the exchange may need another rank to get past
+// an op this rank submits later (Horovod's test: a named op pending on one rank across a
+// barrier): it waits aside.
+bool holdsLater(const OpState& op) {
+  return !op.named || op.fence != nullptr;
+}
+
+// The first waiting op that may go in now: ready, and no op before it holds it back.
+template <typename Ops>
+typename Ops::iterator firstAdmissible(Ops& waiting) {
+  for (auto it = waiting.begin(); it != waiting.end(); ++it) {
+    if (ready(**it)) return it;
+    if (holdsLater(**it)) break;
+  }
+  return waiting.end();
+}
+
+// Whether an op may pass every op in `waiting` (none of them holds later ops back).
+template <typename Ops>
+bool nothingHolds(const Ops& waiting) {
+  return std::none_of(waiting.begin(), waiting.end(),
+                      [](const std::shared_ptr<OpState>& w) { return holdsLater(*w); });
+}
 }  // namespace
 
 void StreamGate::Bell::ring() {
@@ -51,7 +77,7 @@ StreamGate::~StreamGate() {
 
 bool StreamGate::admit(const std::shared_ptr<OpState>& op) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (waiting_.empty() && ready(*op)) return true;
+  if (nothingHolds(waiting_) && ready(*op)) return true;
   waiting_.push_back(op);
   if (!thread_.joinable())
     thread_ = std::thread([this] {
@@ -64,8 +90,9 @@ bool StreamGate::admit(const std::shared_ptr<OpState>& op) {
 
 bool StreamGate::take(const std::shared_ptr<OpState>& op) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (waiting_.empty() || waiting_.front() != op) return false;  // failed meanwhile
-  waiting_.pop_front();
+  auto it = firstAdmissible(waiting_);
+  if (it == waiting_.end() || *it != op) return false;  // failed meanwhile
+  waiting_.erase(it);
   cv_.notify_all();  // a drain may be waiting for this
   return true;
 }
@@ -77,9 +104,10 @@ void StreamGate::run() {
   for (;;) {
     cv_.wait(lock, [&] { return stopping_ || !waiting_.empty(); });
     if (stopping_) return;
-    std::shared_ptr<OpState> first = waiting_.front();
+    auto it = firstAdmissible(waiting_);
+    std::shared_ptr<OpState> first = it == waiting_.end() ? nullptr : *it;
     lock.unlock();
-    if (ready(*first)) {
+    if (first) {
       handOver_(first);  // takes it (take()) under the communicator's lock, or fails it
       nap = microseconds(10);
     } else {

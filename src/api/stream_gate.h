@@ -12,7 +12,9 @@
 //
 // The same door holds the second op of a ragged collective (api/ragged.h) until the exchange of
 // sizes it is planned from has finished (OpState::after), for the same reason: the ops behind it
-// must not overtake it.
+// must not overtake it. Unless it is named: then it matches by its name, not its place, and its
+// exchange may need another rank to get past an op this rank submitted after it, so it waits
+// aside and the ops behind it go on.
 //
 // An op with nothing to wait for goes in on the caller's thread at once; the others are handed
 // over by the gate's thread, which polls the first one (from 10 us to 200 us apart, or sooner when
@@ -56,12 +58,13 @@ class StreamGate {
   StreamGate(const StreamGate&) = delete;
   StreamGate& operator=(const StreamGate&) = delete;
 
-  // Under the communicator's lock: true when `op` may enter the engine now (nothing waits, its
-  // stream has nothing left to run, and the op it comes after has finished); else it waits here,
-  // and false.
+  // Under the communicator's lock: true when `op` may enter the engine now (nothing that holds
+  // later ops back waits, its stream has nothing left to run, and the op it comes after has
+  // finished); else it waits here, and false.
   bool admit(const std::shared_ptr<OpState>& op);
-  // Under the communicator's lock, by the gate's thread only: takes the first waiting op if it is
-  // still `op` (nothing else takes them), so that an op admitted meanwhile cannot overtake it.
+  // Under the communicator's lock, by the gate's thread only: takes `op` if it is still the first
+  // waiting op that may go in (nothing else takes them), so that an op admitted meanwhile cannot
+  // overtake it.
   bool take(const std::shared_ptr<OpState>& op);
 
   // Waits until nothing waits here or `limit` has passed (never under the communicator's lock).

@@ -495,6 +495,35 @@ TEST_F(Collectives, RaggedAllGatherMatchesMpiAllgatherv) {
   }
 }
 
+// A named ragged op matches by its name, not its place: rank 0 submits it before a barrier, the
+// others after theirs (Horovod's duplicate-name tests do this). Its exchange of sizes cannot finish
+// before the others pass the barrier, so it must not hold rank 0's barrier at the door.
+TEST_F(Collectives, NamedRaggedOpsDoNotHoldLaterOpsAtTheDoor) {
+  const size_t p = static_cast<size_t>(size_), me = static_cast<size_t>(rank_);
+  for (int form = 0; form < 2; ++form) {
+    std::vector<int32_t> mine(2 * p, static_cast<int32_t>(me + 1));
+    std::vector<size_t> sendRows(p, 1);
+    prioccl::Rows result;
+    const std::string key = form ? "ragged.across.alltoall" : "ragged.across.allgather";
+    auto submit = [&] {
+      return form ? comm_.allToAllRowsAsync(mine.data(), sendRows.data(), 2, priocclInt32, &result,
+                                            0, key)
+                  : comm_.allGatherRowsAsync(mine.data(), p, 2, priocclInt32, &result, 0, key);
+    };
+    Request r;
+    if (rank_ == 0) r = submit();
+    comm_.barrier();
+    if (rank_ != 0) r = submit();
+    comm_.barrier();
+    r.wait();
+    ASSERT_EQ(result.bytes(), 2 * p * (form ? 1 : p) * sizeof(int32_t)) << key;
+    const int32_t* got = static_cast<const int32_t*>(result.data());
+    for (size_t k = 0; k < result.bytes() / sizeof(int32_t); ++k)
+      ASSERT_EQ(got[k], static_cast<int32_t>(form ? k / 2 + 1 : k / (2 * p) + 1))
+          << key << " " << k;
+  }
+}
+
 TEST_F(Collectives, RaggedAllToAllMatchesMpiAlltoallv) {
   const size_t p = static_cast<size_t>(size_), me = static_cast<size_t>(rank_);
   auto pairRows = [](size_t from, size_t to) {

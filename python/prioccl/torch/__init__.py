@@ -13,7 +13,7 @@ import prioccl
 from prioccl import (PriocclError, ProcessSet, global_process_set, add_process_set,
                      remove_process_set, init, init_rank, get_unique_id, shutdown, is_initialized,
                      rank, size, local_rank, local_size, cross_rank, cross_size, is_homogeneous,
-                     mpi_threads_supported, synchronize, poll)
+                     mpi_threads_supported, poll)
 from prioccl.torch.compression import Compression
 from prioccl.torch.mpi_ops import (
     Sum, Average, Min, Max, Product, Adasum,
@@ -22,7 +22,7 @@ from prioccl.torch.mpi_ops import (
     allgather, allgather_async, grouped_allgather, grouped_allgather_async,
     broadcast, broadcast_, broadcast_async, broadcast_async_,
     alltoall, alltoall_async, reducescatter, reducescatter_async, grouped_reducescatter,
-    grouped_reducescatter_async, barrier, join)
+    grouped_reducescatter_async, barrier, join, synchronize)
 from prioccl.torch.functions import (broadcast_parameters, broadcast_optimizer_state,
                                      broadcast_object, allgather_object)
 from prioccl.torch.optimizer import DistributedOptimizer

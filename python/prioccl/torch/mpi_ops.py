@@ -5,13 +5,15 @@ Differences from the core (prioccl.allreduce etc.): Horovod's argument order (na
 allgather, broadcast, alltoall and reducescatter are differentiable, as Horovod's), alltoall
 returning received splits as Horovod does. prioccl's `priority=` is accepted last everywhere.
 """
+import functools
+import threading
 import warnings
 
 import torch
 
 import prioccl
 from prioccl import (PriocclError, ProcessSet, global_process_set, add_process_set,
-                     remove_process_set, synchronize, poll)
+                     remove_process_set, poll)
 from prioccl.torch.compression import Compression
 
 Sum, Average, Min, Max = prioccl.Sum, prioccl.Average, prioccl.Min, prioccl.Max
@@ -38,6 +40,42 @@ def _op(op, average, what):
     return op
 
 
+# Horovod's handle map: the handle of an async op stays here until synchronize(), also when its
+# caller drops it, so that the op's name stays taken until then (prioccl._free_name), as
+# Horovod's tests expect of a name submitted twice in a row. As in Horovod, a handle that is
+# never synchronized keeps its tensors.
+_handles = set()
+_handles_lock = threading.Lock()
+
+
+def _kept(submit):
+    """An async op of this module whose handle is kept until synchronize()."""
+    @functools.wraps(submit)
+    def keep(*args, **kwargs):
+        handle = submit(*args, **kwargs)
+        with _handles_lock:
+            if len(_handles) >= 64:  # drop those synchronized through prioccl.synchronize
+                _handles.difference_update([h for h in _handles if _taken(h)])
+            _handles.add(handle)
+        return handle
+    return keep
+
+
+def _taken(handle):
+    """Whether prioccl.synchronize() has taken the handle (and every member of a group)."""
+    members = getattr(handle, "handles", None)  # a GroupHandle's
+    if members is not None:
+        return all(map(_taken, members))
+    return getattr(handle, "_op", None) is None and not getattr(handle, "_ops", None)
+
+
+def synchronize(handle):
+    """Waits for the op and returns its result (prioccl.synchronize); its name is free again."""
+    with _handles_lock:
+        _handles.discard(handle)
+    return prioccl.synchronize(handle)
+
+
 def _tensor(t, what):
     if not isinstance(t, torch.Tensor):
         raise PriocclError(f"{what}: expected a torch.Tensor, got {type(t).__name__}")
@@ -45,6 +83,7 @@ def _tensor(t, what):
 
 
 # ---- allreduce ----
+@_kept
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                     postscale_factor=1.0, process_set=global_process_set, priority=0):
     """Starts an all-reduce into a new tensor; `tensor` is unchanged. A handle for
@@ -54,6 +93,7 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
                                    prescale_factor, postscale_factor)
 
 
+@_kept
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=global_process_set, priority=0):
     """Starts an in-place all-reduce of `tensor`."""
@@ -98,6 +138,7 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     return compression.decompress(out, ctx)
 
 
+@_kept
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                             postscale_factor=1.0, process_set=global_process_set, priority=0):
     """All-reduces of a list of tensors submitted as one group; synchronize() returns the list."""
@@ -107,6 +148,7 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
                                            postscale_factor)
 
 
+@_kept
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                              postscale_factor=1.0, process_set=global_process_set, priority=0):
     op = _op(op, average, "grouped_allreduce")
@@ -139,6 +181,7 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
 
 
 # ---- allgather ----
+@_kept
 def allgather_async(tensor, name=None, process_set=global_process_set, priority=0):
     """Starts gathering every rank's tensor along the first dimension (which may differ)."""
     return prioccl.allgather_async(_tensor(tensor, "allgather"), priority, name, process_set)
@@ -168,10 +211,12 @@ def allgather(tensor, name=None, process_set=global_process_set, priority=0):
     return _Allgather.apply(_tensor(tensor, "allgather"), name, process_set, priority)
 
 
+@_kept
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set, priority=0):
-    return prioccl.GroupHandle([allgather_async(t, None if name is None else f"{name}.{i}",
-                                                process_set, priority)
-                                for i, t in enumerate(tensors)])
+    # The members unkept: the group's handle is kept, and synchronize() takes it.
+    return prioccl.GroupHandle([allgather_async.__wrapped__(
+        t, None if name is None else f"{name}.{i}", process_set, priority)
+        for i, t in enumerate(tensors)])
 
 
 def grouped_allgather(tensors, name=None, process_set=global_process_set, priority=0):
@@ -180,11 +225,13 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set, priori
 
 
 # ---- broadcast ----
+@_kept
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set, priority=0):
     return prioccl.broadcast_async(_tensor(tensor, "broadcast"), root_rank, priority, name,
                                    process_set)
 
 
+@_kept
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set, priority=0):
     return prioccl.broadcast_async_(_tensor(tensor, "broadcast"), root_rank, priority, name,
                                     process_set)
@@ -217,6 +264,7 @@ def broadcast(tensor, root_rank, name=None, process_set=global_process_set, prio
 
 
 # ---- alltoall ----
+@_kept
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set, priority=0):
     """synchronize() returns (output, received_splits), as Horovod's."""
     return prioccl.alltoall_async(_tensor(tensor, "alltoall"), splits, priority, name, True,
@@ -250,6 +298,7 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set, pri
 
 
 # ---- reducescatter ----
+@_kept
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
                         prescale_factor=1.0, postscale_factor=1.0, priority=0):
     op = _op(op, None, "reducescatter")
@@ -290,6 +339,7 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
     return compression.decompress(out, ctx)
 
 
+@_kept
 def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
                                 prescale_factor=1.0, postscale_factor=1.0, priority=0):
     op = _op(op, None, "grouped_reducescatter")

@@ -254,7 +254,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                  sparse_as_dense, process_set, model, warmup_steps, fusion_bytes, options):
         if warmup_steps < 0:
             raise ArgumentError(f"warmup_steps must be >= 0, not {warmup_steps}")
-        prioccl._require()
         _malloc.prime()  # glibc's thresholds raised, as DDP's buckets do (_malloc.py says why)
         # The wrapped class's constructor, on the wrapped optimizer's groups (their dicts carry
         # every hyper-parameter) and then its state (momentum buffers, ...).
@@ -266,7 +265,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self.sparse_as_dense = sparse_as_dense
         self.process_set = process_set
         self._compression = compression
-        self._set_names(named_parameters)
+        self._set_names(named_parameters)  # argument errors before "not initialised", as Horovod
+        prioccl._require()
         self._named = [(self._name[p], p) for p in self._order]
         # A rank outside process_set does not communicate (Horovod): it trains on its own.
         included = getattr(process_set, "included", None)
@@ -333,6 +333,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # over parts of one model, each given model.named_parameters().
         self._order = [p for p in order if p.requires_grad]  # the same order on every rank
         self._name = {p: name_of[p] for p in self._order}
+        self._parameter_names = self._name  # Horovod's attribute (parameter -> name)
 
     def _make_groups(self, groups, fusion_bytes):
         self._groups = []  # lists of params whose all-reduces start together, in one group
