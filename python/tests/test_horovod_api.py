@@ -178,6 +178,9 @@ def other_ops(r, p):
 
 
 def autograd_cases(r, p):
+    """Horovod's gradients: an allreduce's is the same reduction of the output gradients; an
+    allgather's and a broadcast's average them over the ranks; a reducescatter's gathers them,
+    times size() for a Sum (Horovod's test_torch.py checks each)."""
     w = torch.arange(6, dtype=torch.float64) + r  # the loss weights differ per rank
     wsum = sum(torch.arange(6, dtype=torch.float64) + k for k in range(p))
     x = torch.ones(6, dtype=torch.float64, requires_grad=True)
@@ -185,15 +188,16 @@ def autograd_cases(r, p):
     check(torch.equal(x.grad, wsum), "allreduce gradient = sum of the output gradients")
     x = torch.ones(6, dtype=torch.float64, requires_grad=True)
     (hvd.broadcast(x, root_rank=0) * w).sum().backward()
-    check(torch.equal(x.grad, wsum if r == 0 else torch.zeros(6, dtype=torch.float64)),
-          "broadcast gradient: the root gets the sum, the others zero")
+    check(torch.equal(x.grad, wsum / p if r == 0 else torch.zeros(6, dtype=torch.float64)),
+          "broadcast gradient: the root gets the average, the others zero")
     x = torch.ones(r + 1, 2, dtype=torch.float64, requires_grad=True)
     y = hvd.allgather(x)  # sum(k + 1) rows
     coeff = torch.arange(y.numel(), dtype=torch.float64).reshape(y.shape) * (r + 1)
     (y * coeff).sum().backward()
     start = sum(k + 1 for k in range(r))
     base = torch.arange(y.numel(), dtype=torch.float64).reshape(y.shape)[start:start + r + 1]
-    check(torch.equal(x.grad, base * tri(p)), "allgather gradient: my rows of the summed grads")
+    check(torch.allclose(x.grad, base * tri(p) / p, rtol=1e-15),
+          "allgather gradient: my rows of the averaged grads")
     splits = [k + 1 for k in range(p)]
     x = torch.ones(sum(splits), dtype=torch.float64, requires_grad=True)
     out, _ = hvd.alltoall(x, splits=splits)
@@ -202,8 +206,11 @@ def autograd_cases(r, p):
     check(torch.equal(x.grad, want), "alltoall gradient: back to where each row came from")
     x = torch.ones(2 * p, dtype=torch.float64, requires_grad=True)
     (hvd.reducescatter(x) * (r + 1)).sum().backward()  # Average
-    want = torch.cat([torch.full((2,), (k + 1) / p, dtype=torch.float64) for k in range(p)])
-    check(torch.allclose(x.grad, want), "reducescatter gradient (Average)")
+    want = torch.cat([torch.full((2,), k + 1.0, dtype=torch.float64) for k in range(p)])
+    check(torch.equal(x.grad, want), "reducescatter gradient (Average)")
+    x = torch.ones(2 * p, dtype=torch.float64, requires_grad=True)
+    (hvd.reducescatter(x, op=hvd.Sum) * (r + 1)).sum().backward()
+    check(torch.equal(x.grad, want * p), "reducescatter gradient (Sum): size() times Average's")
 
 
 def tri(p):

@@ -188,8 +188,9 @@ def allgather_async(tensor, name=None, process_set=global_process_set, priority=
 
 
 class _Allgather(torch.autograd.Function):
-    """Rank r's rows of the output came from rank r's input: its gradient is its rows of the sum
-    of every rank's output gradient."""
+    """Rank r's rows of the output came from rank r's input: its gradient is its rows of every
+    rank's output gradient, averaged over the ranks as Horovod's is (the data-parallel
+    convention: each rank's loss is one sample of the mean loss)."""
 
     @staticmethod
     def forward(ctx, tensor, name, process_set, priority):
@@ -200,10 +201,10 @@ class _Allgather(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         ps = ctx.process_set
-        summed = prioccl.allreduce(grad.contiguous(), op=Sum, process_set=ps)
+        averaged = prioccl.allreduce(grad.contiguous(), op=Average, process_set=ps)
         rows = prioccl.allgather(torch.tensor([ctx.rows], dtype=torch.int64), process_set=ps)
         start = int(rows[:ps.rank()].sum())
-        return summed.narrow(0, start, ctx.rows), None, None, None
+        return averaged.narrow(0, start, ctx.rows), None, None, None
 
 
 def allgather(tensor, name=None, process_set=global_process_set, priority=0):
@@ -242,8 +243,8 @@ def broadcast_(tensor, root_rank, name=None, process_set=global_process_set, pri
 
 
 class _Broadcast(torch.autograd.Function):
-    """Only the root's input reaches the outputs: its gradient is the sum of every rank's output
-    gradient, the others' zero."""
+    """Only the root's input reaches the outputs: its gradient is every rank's output gradient
+    averaged over the ranks (as Horovod's, see _Allgather), the others' zero."""
 
     @staticmethod
     def forward(ctx, tensor, root_rank, name, process_set, priority):
@@ -252,10 +253,10 @@ class _Broadcast(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        summed = prioccl.allreduce(grad.contiguous(), op=Sum, process_set=ctx.process_set)
+        averaged = prioccl.allreduce(grad.contiguous(), op=Average, process_set=ctx.process_set)
         if ctx.process_set.rank() != ctx.root:
-            summed.zero_()
-        return summed, None, None, None, None
+            averaged.zero_()
+        return averaged, None, None, None, None
 
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set, priority=0):
@@ -307,8 +308,10 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
 
 
 class _Reducescatter(torch.autograd.Function):
-    """Output r is the (scaled) sum of every rank's part r: each input part's gradient is the
-    gradient of the output it went to, gathered from its owner, scaled alike."""
+    """Output r is the (scaled) reduction of every rank's part r: each input part's gradient is
+    the gradient of the output it went to, gathered from its owner, scaled by the factors and, as
+    Horovod's, by size() for a Sum (the average convention of _Allgather, seen from the other
+    side: Horovod's gradient of a Sum is size() times that of an Average)."""
 
     @staticmethod
     def forward(ctx, tensor, name, op, process_set, prescale, postscale, priority):
@@ -320,8 +323,8 @@ class _Reducescatter(torch.autograd.Function):
     def backward(ctx, grad):
         op, ps, scale = ctx.args
         back = prioccl.allgather(grad.contiguous(), process_set=ps)
-        if op == Average:
-            scale /= ps.size()
+        if op == Sum:
+            scale *= ps.size()
         if scale != 1.0:
             back = back * scale
         return back, None, None, None, None, None, None
