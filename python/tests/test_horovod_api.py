@@ -213,6 +213,22 @@ def autograd_cases(r, p):
     check(torch.equal(x.grad, want * p), "reducescatter gradient (Sum): size() times Average's")
 
 
+def sparse_cases(r, p):
+    """sparse_allreduce_async: ranks hold different numbers of entries (rank 0 none), the same
+    index on several ranks adds up; Sum and Average against the dense all-reduce."""
+    dense = torch.zeros(6, 3, dtype=torch.float64)
+    for k in range(r):
+        dense[(k * 2 + r) % 6] += k + r + 1.5
+    mine = dense.to_sparse()
+    for op in (hvd.Sum, hvd.Average):
+        got = hvd.sparse_allreduce_async(mine, name=f"sparse.{op}", op=op)()
+        want = hvd.allreduce(dense, op=op)
+        check(got.is_sparse and torch.allclose(got.to_dense(), want, rtol=1e-15),
+              f"sparse_allreduce_async op={op} against the dense all-reduce")
+    raises(lambda: hvd.sparse_allreduce_async(dense, name="not.sparse"), ValueError, "sparse",
+           "sparse_allreduce of a dense tensor")
+
+
 def tri(p):
     return p * (p + 1) / 2
 
@@ -239,6 +255,16 @@ def objects_and_state(r, p):
     check(torch.equal(hvd.broadcast(mine, 0), mine), "broadcast_optimizer_state: root's, bitwise")
     flat = torch.cat([q.detach().flatten() for q in net.parameters()])
     check(torch.equal(hvd.broadcast(flat, 0), flat), "broadcast_parameters")
+    # A new optimizer gets its state as Horovod makes it: zero gradients on what requires one,
+    # one step of the wrapped optimizer (no all-reduce: only this rank steps), then the root's.
+    frozen = torch.nn.Parameter(torch.ones(3), requires_grad=False)
+    fresh = hvd.DistributedOptimizer(
+        torch.optim.SGD(list(net.parameters()) + [frozen], lr=0.1, momentum=0.9),
+        named_parameters=list(net.named_parameters()) + [("frozen", frozen)])
+    hvd.broadcast_optimizer_state(fresh, root_rank=0)
+    check(all(q.grad is not None and not q.grad.any() for q in net.parameters())
+          and frozen.grad is None and len(fresh.state_dict()["state"]) == 2,
+          "broadcast_optimizer_state of a new optimizer: zero grads, a state for each trained one")
 
 
 def process_sets(r, p):
@@ -384,6 +410,7 @@ def main():
     allreduce_cases(r, p)
     other_ops(r, p)
     autograd_cases(r, p)
+    sparse_cases(r, p)
     objects_and_state(r, p)
     process_sets(r, p)
     names_and_handles(r, p)

@@ -22,7 +22,7 @@ from prioccl.torch.mpi_ops import (
     allgather, allgather_async, grouped_allgather, grouped_allgather_async,
     broadcast, broadcast_, broadcast_async, broadcast_async_,
     alltoall, alltoall_async, reducescatter, reducescatter_async, grouped_reducescatter,
-    grouped_reducescatter_async, barrier, join, synchronize)
+    grouped_reducescatter_async, sparse_allreduce_async, barrier, join, synchronize)
 from prioccl.torch.functions import (broadcast_parameters, broadcast_optimizer_state,
                                      broadcast_object, allgather_object)
 from prioccl.torch.optimizer import DistributedOptimizer

@@ -52,12 +52,27 @@ def allgather_object(obj, name=None, process_set=global_process_set):
     return out
 
 
+def _make_state(optimizer):
+    """Horovod's state initialisation: zero gradients, and one step of the wrapped optimizer (a
+    DistributedOptimizer's own step() would all-reduce, and wait for ranks that do not step)."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.requires_grad:
+                p.grad = torch.zeros_like(p)
+    distributed = callable(getattr(optimizer, "_finish_step", None))
+    (optimizer._base() if distributed else optimizer).step()
+
+
 def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_set):
     """Makes every rank's optimizer state (momentum buffers, step counts, hyper-parameters of
     every param group) root_rank's, bit for bit: root_rank's state_dict is broadcast and loaded.
-    Works before the first step too (an empty state stays empty everywhere)."""
+    An optimizer without state yet gets one first as Horovod makes it: every parameter that
+    requires a gradient gets a zero gradient, and the wrapped optimizer steps once on them (no
+    communication). As in Horovod, that step applies weight decay to the parameters."""
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError("cannot broadcast torch.optim.LBFGS state")
+    if not optimizer.state_dict()["state"]:
+        _make_state(optimizer)
     state = broadcast_object(optimizer.state_dict() if process_set.rank() == root_rank else None,
                              root_rank, name="prioccl.broadcast_optimizer_state",
                              process_set=process_set)

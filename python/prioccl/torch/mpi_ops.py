@@ -298,6 +298,36 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set, pri
     return out if splits is None else (out, received)
 
 
+# ---- sparse allreduce ----
+def sparse_allreduce_async(tensor, name=None, op=Average, process_set=global_process_set,
+                           priority=0):
+    """Horovod's all-reduce of a sparse COO tensor: every rank's indices and values are
+    all-gathered (two ragged allgathers: ranks may hold different numbers of entries; neither
+    waits for the other ranks to start). Returns a callable: calling it waits and gives the sum
+    (op=Sum) or the average (op=Average) as a coalesced sparse tensor of the input's size."""
+    op = _op(op, None, "sparse_allreduce")
+    if op not in (Sum, Average):
+        raise prioccl.ArgumentError(f"sparse_allreduce: op must be Sum or Average, not {op!r}")
+    t = _tensor(tensor, "sparse_allreduce")
+    if not t.is_sparse:
+        raise prioccl.ArgumentError("sparse_allreduce: expected a sparse (COO) tensor; use "
+                                    "allreduce for a dense one")
+    t = t.coalesce()
+    # Rows of (index per sparse dim): allgather concatenates along the first dimension.
+    indices = prioccl.allgather_async(t.indices().t().contiguous(), priority,
+                                      None if name is None else f"{name}.indices", process_set)
+    values = prioccl.allgather_async(t.values().contiguous(), priority,
+                                     None if name is None else f"{name}.values", process_set)
+
+    def result():
+        got_values = prioccl.synchronize(values)
+        got_indices = prioccl.synchronize(indices)
+        if op == Average:
+            got_values = got_values / (process_set or global_process_set).size()
+        return torch.sparse_coo_tensor(got_indices.t(), got_values, t.shape).coalesce()
+    return result
+
+
 # ---- reducescatter ----
 @_kept
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,

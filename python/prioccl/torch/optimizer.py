@@ -449,8 +449,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         elif not self._synchronized:
             self._complete(wait)
         elif self._should_synchronize:
-            warnings.warn("optimizer.step() called after optimizer.synchronize() without "
-                          "optimizer.skip_synchronize(): the gradients synchronize() reduced are "
+            warnings.warn("optimizer.step() called without optimizer.skip_synchronize() after "
+                          "optimizer.synchronize(): the gradients synchronize() reduced are "
                           "used as they are (not reduced again); write `with "
                           "optimizer.skip_synchronize(): optimizer.step()` after synchronize()",
                           stacklevel=_caller_level())
