@@ -1404,7 +1404,7 @@ def reducescatter_async(tensor, op=Average, priority=0, name=None, process_set=N
                                                           comm, r),
                   lambda k, r: _L.priocclReduceScatterVNamedAsync(s_ptr, d_ptr, counts, wire, op,
                                                                   priority, k, comm, r),
-                  (tensor, flat, counts), ps, finish)
+                  (tensor, flat, counts), ps, finish, shape=shape)
     return Handle(req, _reshape_rows(flat, tensor, mine))
 
 

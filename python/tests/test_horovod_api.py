@@ -354,7 +354,8 @@ def names_and_handles(r, p):
 
 def shapes(r, p):
     """Same element count, different shapes: every rank raises (Horovod's rule), naming its own
-    shape; named or not, for allreduce, broadcast and reduce."""
+    shape; named or not, for allreduce, broadcast, reduce and reducescatter (its first dimension
+    divisible by size() or not: the plain and the v-call)."""
     if p == 1:
         return
     t = torch.ones((2, 3) if r == 0 else (3, 2))
@@ -367,6 +368,10 @@ def shapes(r, p):
            "broadcast, shapes differ")
     raises(lambda: prioccl.reduce(t, 0), hvd.PriocclError, "tensor shape digest",
            "reduce, shapes differ")
+    for rows in (p, 2 * p + 1):
+        uneven = torch.ones((rows, 6) if r == 0 else (rows, 2, 3))
+        raises(lambda: hvd.reducescatter(uneven, name=f"shaped.{rows}"), hvd.PriocclError,
+               "shape", f"reducescatter of {rows} rows, shapes after the first differ")
     flat = torch.ones(6)  # 1-D against 2-D of the same count differs too
     raises(lambda: hvd.allreduce(flat if r == 0 else t.reshape(2, 3)), hvd.PriocclError,
            "shape", "1-D against 2-D")

@@ -102,7 +102,7 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   Request collective(const OpDesc& d, uint64_t shape, bool callerWaits);
   // The matching compares the counts every rank must share (a digest of them) and, for an
   // all-to-all-v, that what each rank sends each other is what that one expects.
-  Request collectiveV(const OpDesc& d, bool callerWaits);
+  Request collectiveV(const OpDesc& d, uint64_t shape, bool callerWaits);
   Request pointToPoint(const OpDesc& d);
 
   // A collective's common tail: its priority and key, then to the engine (or the group).

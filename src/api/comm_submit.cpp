@@ -21,7 +21,7 @@ Request CommImpl::submit(const OpDesc& d, bool callerWaits) {
   validateEnums(d.dtype, d.op);              // before anything loads them as enums
   switch (familyOf(d.kind)) {
     case OpFamily::kCollectiveV:
-      return collectiveV(d, callerWaits);  // the v-kinds compare their counts instead (layout)
+      return collectiveV(d, shape, callerWaits);  // their counts' digest, and the shape's
     case OpFamily::kPointToPoint:
       return pointToPoint(d);  // matched by order and count only
     case OpFamily::kCollective:
@@ -44,10 +44,14 @@ Request CommImpl::collective(const OpDesc& d, uint64_t shape, bool callerWaits) 
   return submitCollective(state, d, callerWaits, {x.sendBytes, x.recvBytes, false});
 }
 
-Request CommImpl::collectiveV(const OpDesc& d, bool callerWaits) {
+Request CommImpl::collectiveV(const OpDesc& d, uint64_t shape, bool callerWaits) {
   auto state = makeOp(d.send, d.recv, 0, d.dtype,
                       d.kind == OpState::Kind::kReduceScatterV ? d.op : priocclSum);
   const Extents extents = fillCollectiveV(*state, d, rank_, size_);
+  // Equal counts from tensors of different shapes (Horovod fails those): the shape joins the
+  // counts' digest (an all-to-all's counts are checked pairwise, without a layout).
+  if (shape != 0 && state->layout != 0)
+    state->layout = layoutDigest({static_cast<size_t>(state->layout), static_cast<size_t>(shape)});
   return submitCollective(state, d, callerWaits, extents);
 }
 

@@ -39,8 +39,9 @@ std::string describeArgs(const Announce& a, bool withKind) {
            "only named ones)";
   // The v-variants' counts differ by rank; the digest of them tells two layouts apart.
   if (a.kind == kAllGatherVKind || a.kind == kReduceScatterVKind)
-    return concat(wireKindName(a.kind), ", per-rank counts with digest ", std::hex, a.layout,
-                  std::dec, " (largest ", a.count, "), ", dtype,
+    return concat(wireKindName(a.kind),
+                  ", per-rank counts (and tensor shape, where given) with digest ", std::hex,
+                  a.layout, std::dec, " (largest ", a.count, "), ", dtype,
                   a.kind == kReduceScatterVKind
                       ? concat(", ", reduce::opName(static_cast<priocclRedOp_t>(a.op)))
                       : std::string());
