@@ -42,6 +42,13 @@ double Liveness::silentSeconds(int peer, Clock::time_point now) const {
   return std::chrono::duration<double>(now - lastHeard_[peer]).count();
 }
 
+std::vector<int> Liveness::departed() const {
+  std::vector<int> out;
+  for (int p : peers_)
+    if (left_[p]) out.push_back(p);
+  return out;
+}
+
 std::string Liveness::report(Clock::time_point now, Clock::duration least) const {
   std::string out;
   for (int p : peers_) {

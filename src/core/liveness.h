@@ -50,6 +50,8 @@ class Liveness {
   void heard(int peer, Clock::time_point now);
   void left(int peer);
   bool hasLeft(int peer) const { return left_[peer]; }
+  // The peers that said goodbye (destroyed their communicator), in rank order.
+  std::vector<int> departed() const;
   // A peer silent for longer than the timeout and not gone, or -1.
   int lost(Clock::time_point now) const;
   double silentSeconds(int peer, Clock::time_point now) const;

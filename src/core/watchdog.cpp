@@ -29,8 +29,19 @@ void Watchdog::check(Clock::time_point now) {
   // An op is stuck when neither it nor anything ahead of it in its lane has moved.
   auto inspect = [&](OpState& op, Clock::time_point laneProgress) {
     // A join waits, as Horovod's, for as long as the others have work: a lost peer still fails
-    // it (above), a slow one does not.
-    if (op.kind == OpState::Kind::kJoin) return;
+    // it (above), a slow one does not. A peer that destroyed its communicator without joining
+    // never will (its join would have finished every rank's): the join fails naming it, on the
+    // coordinator (which hears every rank's goodbye) and so on every rank.
+    if (op.kind == OpState::Kind::kJoin) {
+      if (std::vector<int> gone = liveness_.departed(); !gone.empty()) {
+        std::string ranks;
+        for (int p : gone) ranks += concat(ranks.empty() ? "" : ", ", p);
+        fail(priocclRemoteError, describePending(op), ": rank", gone.size() > 1 ? "s " : " ", ranks,
+             " destroyed ", gone.size() > 1 ? "their communicators" : "its communicator",
+             " without joining: every rank must call join()");
+      }
+      return;
+    }
     Clock::duration idle = std::min(idleFor(op), now - laneProgress);
     if (timeout.count() > 0 && idle > timeout)
       fail(priocclTimeout, describePending(op), " made no progress for ",

@@ -235,6 +235,30 @@ TEST(Join, UnevenWorkEndsWithTheBusiestRankLast) {
   EXPECT_EQ(v, size);
 }
 
+// A rank that destroys its communicator without joining can never join: the others' join fails
+// at once, naming it (Horovod's suite has a rank leave after a failed test while the other
+// waits in join; it waited until the test runner's timeout).
+TEST(Join, FailsWhenARankLeavesWithoutJoining) {
+  const int rank = worldRank(), size = worldSize(), leaver = size - 1;
+  if (size < 2) GTEST_SKIP() << "needs a rank that leaves and one that joins";
+  {
+    Communicator comm = Communicator::world();
+    if (rank != leaver) {
+      try {
+        comm.join();
+        ADD_FAILURE() << "join returned though rank " << leaver << " left without joining";
+      } catch (const prioccl::Error& e) {
+        EXPECT_EQ(e.code(), priocclRemoteError) << e.what();
+        EXPECT_NE(std::string(e.what()).find("rank " + std::to_string(leaver) +
+                                             " destroyed its communicator without joining"),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 TEST(Join, NotInsideAGroup) {
   Communicator comm = Communicator::world();
   prioccl::groupStart();
