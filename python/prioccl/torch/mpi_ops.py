@@ -6,7 +6,6 @@ allgather, broadcast, alltoall and reducescatter are differentiable, as Horovod'
 returning received splits as Horovod does. prioccl's `priority=` is accepted last everywhere.
 """
 import functools
-import threading
 import warnings
 
 import torch
@@ -44,8 +43,7 @@ def _op(op, average, what):
 # caller drops it, so that the op's name stays taken until then (prioccl._free_name), as
 # Horovod's tests expect of a name submitted twice in a row. As in Horovod, a handle that is
 # never synchronized keeps its tensors.
-_handles = set()
-_handles_lock = threading.Lock()
+_handles = set()  # add and discard are atomic under the GIL: no lock on the op's path
 
 
 def _kept(submit):
@@ -53,10 +51,9 @@ def _kept(submit):
     @functools.wraps(submit)
     def keep(*args, **kwargs):
         handle = submit(*args, **kwargs)
-        with _handles_lock:
-            if len(_handles) >= 64:  # drop those synchronized through prioccl.synchronize
-                _handles.difference_update([h for h in _handles if _taken(h)])
-            _handles.add(handle)
+        if len(_handles) >= 64:  # drop those synchronized through prioccl.synchronize
+            _handles.difference_update([h for h in list(_handles) if _taken(h)])
+        _handles.add(handle)
         return handle
     return keep
 
@@ -71,8 +68,7 @@ def _taken(handle):
 
 def synchronize(handle):
     """Waits for the op and returns its result (prioccl.synchronize); its name is free again."""
-    with _handles_lock:
-        _handles.discard(handle)
+    _handles.discard(handle)
     return prioccl.synchronize(handle)
 
 
