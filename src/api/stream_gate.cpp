@@ -18,30 +18,28 @@ bool ready(const OpState& op) {
          (!op.after || op.after->done.load(std::memory_order_acquire));
 }
 
-// Whether the ops submitted after `op` must wait while it waits: an unnamed op (unnamed ops
-// match by their order), or one on a stream (stream order). A named ragged op waiting for its
-// own exchange of sizes matches by its name, and the exchange may need another rank to get past
-// an op this rank submits later (Horovod's test: a named op pending on one rank across a
-// barrier): it waits aside.
-bool holdsLater(const OpState& op) {
-  return !op.named || op.fence != nullptr;
+// Whether `later`, submitted after `ahead`, must wait while `ahead` waits. Ops are numbered for
+// matching as they enter: unnamed ones in one sequence, named ones per key. So an unnamed op
+// holds every later op, and a named one the later ops of its key; an op on a stream holds
+// every later op (stream order). A named ragged op waiting for its own exchange of sizes lets
+// the others pass: the exchange may need another rank to get past an op this rank submitted
+// later (Horovod's test: a named op pending on one rank across a barrier).
+bool holds(const OpState& ahead, const OpState& later) {
+  return !ahead.named || ahead.fence != nullptr || (later.named && later.key == ahead.key);
 }
 
-// The first waiting op that may go in now: ready, and no op before it holds it back.
+// Whether `op` may pass every op in [begin, end) (none of them holds it).
+template <typename It>
+bool mayPass(It begin, It end, const OpState& op) {
+  return std::none_of(begin, end, [&](const std::shared_ptr<OpState>& w) { return holds(*w, op); });
+}
+
+// The first waiting op that may go in now: ready, and held by no op before it.
 template <typename Ops>
 typename Ops::iterator firstAdmissible(Ops& waiting) {
-  for (auto it = waiting.begin(); it != waiting.end(); ++it) {
-    if (ready(**it)) return it;
-    if (holdsLater(**it)) break;
-  }
+  for (auto it = waiting.begin(); it != waiting.end(); ++it)
+    if (ready(**it) && mayPass(waiting.begin(), it, **it)) return it;
   return waiting.end();
-}
-
-// Whether an op may pass every op in `waiting` (none of them holds later ops back).
-template <typename Ops>
-bool nothingHolds(const Ops& waiting) {
-  return std::none_of(waiting.begin(), waiting.end(),
-                      [](const std::shared_ptr<OpState>& w) { return holdsLater(*w); });
 }
 }  // namespace
 
@@ -77,7 +75,7 @@ StreamGate::~StreamGate() {
 
 bool StreamGate::admit(const std::shared_ptr<OpState>& op) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (nothingHolds(waiting_) && ready(*op)) return true;
+  if (mayPass(waiting_.begin(), waiting_.end(), *op) && ready(*op)) return true;
   waiting_.push_back(op);
   if (!thread_.joinable())
     thread_ = std::thread([this] {

@@ -12,9 +12,9 @@
 //
 // The same door holds the second op of a ragged collective (api/ragged.h) until the exchange of
 // sizes it is planned from has finished (OpState::after), for the same reason: the ops behind it
-// must not overtake it. Unless it is named: then it matches by its name, not its place, and its
-// exchange may need another rank to get past an op this rank submitted after it, so it waits
-// aside and the ops behind it go on.
+// must not overtake it. Unless it is named: then it matches by its name and its place among the
+// ops of that name, and its exchange may need another rank to get past an op this rank submitted
+// after it, so it waits aside and the ops behind it go on, but for those of its own name.
 //
 // An op with nothing to wait for goes in on the caller's thread at once; the others are handed
 // over by the gate's thread, which polls the first one (from 10 us to 200 us apart, or sooner when
@@ -58,9 +58,9 @@ class StreamGate {
   StreamGate(const StreamGate&) = delete;
   StreamGate& operator=(const StreamGate&) = delete;
 
-  // Under the communicator's lock: true when `op` may enter the engine now (nothing that holds
-  // later ops back waits, its stream has nothing left to run, and the op it comes after has
-  // finished); else it waits here, and false.
+  // Under the communicator's lock: true when `op` may enter the engine now (no waiting op holds
+  // it, its stream has nothing left to run, and the op it comes after has finished); else it
+  // waits here, and false.
   bool admit(const std::shared_ptr<OpState>& op);
   // Under the communicator's lock, by the gate's thread only: takes `op` if it is still the first
   // waiting op that may go in (nothing else takes them), so that an op admitted meanwhile cannot

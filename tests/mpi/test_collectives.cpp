@@ -524,6 +524,36 @@ TEST_F(Collectives, NamedRaggedOpsDoNotHoldLaterOpsAtTheDoor) {
   }
 }
 
+// ... but it keeps its place among the ops of its own name, which are numbered by the order
+// they enter (Python submits every unnamed op under one name). Rank 0 submits a named ragged
+// all-gather and an all-reduce of the same name before the others start; they submit the
+// all-gather, wait for it, then the all-reduce. Had rank 0's all-reduce gone in first, it
+// would be that name's first op there and the second elsewhere: a mismatch.
+TEST_F(Collectives, NamedRaggedOpsKeepTheirPlaceAmongTheirName) {
+  const size_t p = static_cast<size_t>(size_), me = static_cast<size_t>(rank_);
+  const std::string key = "ragged.same.name";
+  std::vector<int32_t> mine(2, static_cast<int32_t>(me + 1));
+  prioccl::Rows result;
+  int64_t one = 1, sum = 0;
+  Request gather, reduce;
+  if (rank_ == 0) {
+    gather = comm_.allGatherRowsAsync(mine.data(), 1, 2, priocclInt32, &result, 0, key);
+    reduce = comm_.allReduceAsync(&one, &sum, 1, priocclInt64, priocclSum, 0, key);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank_ != 0) {
+    comm_.allGatherRowsAsync(mine.data(), 1, 2, priocclInt32, &result, 0, key).wait();
+    reduce = comm_.allReduceAsync(&one, &sum, 1, priocclInt64, priocclSum, 0, key);
+  } else {
+    gather.wait();
+  }
+  reduce.wait();
+  EXPECT_EQ(sum, size_);
+  ASSERT_EQ(result.bytes(), 2 * p * sizeof(int32_t));
+  const int32_t* got = static_cast<const int32_t*>(result.data());
+  for (size_t k = 0; k < 2 * p; ++k) EXPECT_EQ(got[k], static_cast<int32_t>(k / 2 + 1)) << k;
+}
+
 TEST_F(Collectives, RaggedAllToAllMatchesMpiAlltoallv) {
   const size_t p = static_cast<size_t>(size_), me = static_cast<size_t>(rank_);
   auto pairRows = [](size_t from, size_t to) {
