@@ -17,6 +17,18 @@ std::string concat(Args&&... args) {
   return os.str();
 }
 
+// "a, b, c": the items of a range, for messages that list ranks.
+template <typename Range>
+std::string commaList(const Range& items) {
+  std::ostringstream os;
+  const char* sep = "";
+  for (const auto& item : items) {
+    os << sep << item;
+    sep = ", ";
+  }
+  return os.str();
+}
+
 // The bits of an enum argument as an int, without loading it as the enum: callers from C or
 // ctypes may pass any int, and a C++ load of an out-of-range enum value is undefined.
 template <typename E>

@@ -34,10 +34,9 @@ void Watchdog::check(Clock::time_point now) {
     // coordinator (which hears every rank's goodbye) and so on every rank.
     if (op.kind == OpState::Kind::kJoin) {
       if (std::vector<int> gone = liveness_.departed(); !gone.empty()) {
-        std::string ranks;
-        for (int p : gone) ranks += concat(ranks.empty() ? "" : ", ", p);
-        fail(priocclRemoteError, describePending(op), ": rank", gone.size() > 1 ? "s " : " ", ranks,
-             " destroyed ", gone.size() > 1 ? "their communicators" : "its communicator",
+        fail(priocclRemoteError, describePending(op), ": rank", gone.size() > 1 ? "s " : " ",
+             commaList(gone), " destroyed ",
+             gone.size() > 1 ? "their communicators" : "its communicator",
              " without joining: every rank must call join()");
       }
       return;
@@ -78,10 +77,8 @@ std::string Watchdog::waitingFor(const OpState& op, Clock::time_point now) const
   if (!op.pointToPoint() && matcher_.awaitingDecision(op)) {
     if (rank_ != Negotiator::kCoordinator)
       return concat("not every rank has submitted it (rank 0's log names them)", tail);
-    std::string ranks;
     auto [key, occurrence] = OpMatcher::announced(op);
-    for (int r : negotiator_.missingRanks(key, occurrence))
-      ranks += concat(ranks.empty() ? "" : ", ", r);
+    std::string ranks = commaList(negotiator_.missingRanks(key, occurrence));
     return concat("ranks ", ranks.empty() ? "?" : ranks, " have not submitted it", tail);
   }
   if (collectives_ && !op.pointToPoint()) return collectives_->waitingFor(op) + tail;

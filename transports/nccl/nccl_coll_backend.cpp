@@ -116,14 +116,6 @@ const NcclApi& api() {
   return a;
 }
 
-}  // namespace
-
-int NcclCollBackend::headerVersion() {
-  return NCCL_VERSION_CODE;
-}
-
-namespace {
-
 const NcclApi& usable() {
   const NcclApi& a = api();
   if (!a.missing.empty()) fail(priocclUnhandledCudaError, "PRIOCCL_TRANSPORT=nccl: ", a.missing);
@@ -131,6 +123,10 @@ const NcclApi& usable() {
 }
 
 }  // namespace
+
+int NcclCollBackend::headerVersion() {
+  return NCCL_VERSION_CODE;
+}
 
 std::string NcclCollBackend::unavailable() {
   const NcclApi& a = api();

@@ -59,8 +59,8 @@ def _make_state(optimizer):
         for p in group["params"]:
             if p.requires_grad:
                 p.grad = torch.zeros_like(p)
-    distributed = callable(getattr(optimizer, "_finish_step", None))
-    (optimizer._base() if distributed else optimizer).step()
+    wrapped = getattr(optimizer, "_base", None)  # a DistributedOptimizer's wrapped optimizer
+    (wrapped() if wrapped else optimizer).step()
 
 
 def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_set):
