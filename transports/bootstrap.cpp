@@ -3,7 +3,17 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/error.h"
+
 namespace prioccl {
+
+std::unique_ptr<Bootstrap> Bootstrap::shrink(const std::vector<int>&) {
+  detail::fail(priocclInvalidUsage,
+               "shrink: this communicator was made over MPI (priocclCommInitWorld / InitMPI), and "
+               "MPI cannot leave ranks out of its collectives (Open MPI 4.1 has no "
+               "fault-tolerant communicators): only communicators made by priocclCommInitRank "
+               "(the TCP bootstrap) can shrink");
+}
 
 LinkEstimate measureRingLink(Bootstrap& bootstrap) {
   LinkEstimate e;

@@ -44,6 +44,11 @@ class Bootstrap {
   // Collective: the ranks with the same color >= 0 form a new group, ordered by key (ties by rank
   // here); a rank with a negative color gets nullptr.
   virtual std::unique_ptr<Bootstrap> split(int color, int key) = 0;
+  // Called by every rank not in `excluded` (ascending or not, each rank once; the excluded ranks
+  // do not call it, and may be dead): a new group of the others, renumbered in rank order, that
+  // never uses this group's collectives (its rank 0 may be among the excluded). Throws
+  // InvalidUsage where the launcher's library cannot leave ranks out (MPI).
+  virtual std::unique_ptr<Bootstrap> shrink(const std::vector<int>& excluded);
 };
 
 // What the links between ring neighbours can do, measured with a few blocking exchanges over

@@ -221,6 +221,19 @@ PRIOCCL_API priocclResult_t priocclCommAbort(priocclComm_t comm);
 #define PRIOCCL_SPLIT_NOCOLOR (-1)
 PRIOCCL_API priocclResult_t priocclCommSplit(priocclComm_t comm, int color, int key,
                                              priocclComm_t* newcomm);
+/* As ncclCommShrink: called by every rank of comm except the excludeCount ranks listed in
+ * excludeRanks (those do not call it; they may be dead, rank 0 included): *newcomm becomes a
+ * communicator of the others, renumbered in order, with comm's configuration as it was given.
+ * Works after comm has failed (a lost rank) and leaves comm as it is: destroy it afterwards
+ * (priocclCommAbort first if ops of it still wait for the dead). Every caller must list the same
+ * ranks, or every caller fails within PRIOCCL_TIMEOUT_S. Only for communicators made by
+ * priocclCommInitRank: over MPI (priocclCommInitWorld/InitMPI) priocclInvalidUsage. */
+PRIOCCL_API priocclResult_t priocclCommShrink(priocclComm_t comm, const int* excludeRanks,
+                                              int excludeCount, priocclComm_t* newcomm);
+/* The same with a configuration: fields left at their initializer's value keep comm's. */
+PRIOCCL_API priocclResult_t priocclCommShrinkConfig(priocclComm_t comm, const int* excludeRanks,
+                                                    int excludeCount, priocclComm_t* newcomm,
+                                                    const priocclConfig_t* config);
 /* The communicator's health without submitting an op (as ncclCommGetAsyncError): *asyncError is
  * priocclSuccess, or the error every later op gets (a lost peer, a peer's abort, a timeout). */
 PRIOCCL_API priocclResult_t priocclCommGetAsyncError(priocclComm_t comm,

@@ -280,6 +280,14 @@ class PRIOCCL_API Communicator {
   // Communicator. A color below -1 on any rank fails every rank. The new communicator has this
   // one's configuration as requested, and its own progress thread and op numbering.
   Communicator split(int color, int key) const;
+  // NCCL's ncclCommShrink: called by every rank except `excluded` (those do not call it; they
+  // may be dead, rank 0 included): a communicator of the others, renumbered in order, with this
+  // one's configuration as requested (or `config`). Works while this communicator has failed,
+  // and leaves it as it is (destroy it, or abort it first if its ops wait for the dead). Every
+  // caller must pass the same ranks, or all fail within PRIOCCL_TIMEOUT_S. Only for
+  // communicators made by fromUniqueId (MPI cannot leave ranks out): InvalidUsage otherwise.
+  Communicator shrink(const std::vector<int>& excluded) const;
+  Communicator shrink(const std::vector<int>& excluded, const Config& config) const;
   // The communicator's failure (the result every later op gets), or priocclSuccess while it is
   // healthy. Never blocks, submits nothing (ncclCommGetAsyncError).
   priocclResult_t asyncError() const;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "api/c_api_support.h"
+#include "api/comm_impl.h"
 #include "api/params.h"
 #include "common/error.h"
 #include "core/op.h"
@@ -182,6 +183,34 @@ priocclResult_t priocclCommSplit(priocclComm_t comm, int color, int key, prioccl
     Communicator part = c.split(color, key);
     if (part.valid()) *newcomm = toHandle(comms().add(std::move(part)));
   });
+}
+
+priocclResult_t priocclCommShrinkConfig(priocclComm_t comm, const int* excludeRanks,
+                                        int excludeCount, priocclComm_t* newcomm,
+                                        const priocclConfig_t* config) {
+  return guarded(__func__, comm, [&] {
+    Communicator c = lookup(comm);
+    if (!newcomm) detail::fail(priocclInvalidArgument, "newcomm is NULL");
+    *newcomm = nullptr;
+    if (excludeCount < 0 || (excludeCount > 0 && !excludeRanks))
+      detail::fail(priocclInvalidArgument, "excludeRanks is NULL or excludeCount (", excludeCount,
+                   ") is negative");
+    std::vector<int> excluded(excludeRanks, excludeRanks + excludeCount);
+    Communicator part;
+    if (config) {
+      Config merged = detail::CommAccess::of(c).requested();
+      detail::mergeCConfig(*config, merged);
+      part = c.shrink(excluded, merged);
+    } else {
+      part = c.shrink(excluded);
+    }
+    *newcomm = toHandle(comms().add(std::move(part)));
+  });
+}
+
+priocclResult_t priocclCommShrink(priocclComm_t comm, const int* excludeRanks, int excludeCount,
+                                  priocclComm_t* newcomm) {
+  return priocclCommShrinkConfig(comm, excludeRanks, excludeCount, newcomm, nullptr);
 }
 
 priocclResult_t priocclCommGetAsyncError(priocclComm_t comm, priocclResult_t* asyncError) {

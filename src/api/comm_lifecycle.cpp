@@ -143,6 +143,12 @@ std::shared_ptr<CommImpl> CommImpl::split(int color, int key) {
   return std::make_shared<CommImpl>(requested_, [&] { return std::move(part); });
 }
 
+std::shared_ptr<CommImpl> CommImpl::shrink(const std::vector<int>& excluded, const Config* config) {
+  if (!bootstrap_ || destroyed()) failDestroyed();
+  std::unique_ptr<Bootstrap> part = bootstrap_->shrink(excluded);
+  return std::make_shared<CommImpl>(config ? *config : requested_, [&] { return std::move(part); });
+}
+
 priocclResult_t CommImpl::asyncError() {
   std::lock_guard<std::mutex> lock(mutex_);
   requireLive();

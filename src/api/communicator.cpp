@@ -75,6 +75,14 @@ Communicator Communicator::split(int color, int key) const {
   return Communicator(impl().split(color, key));
 }
 
+Communicator Communicator::shrink(const std::vector<int>& excluded) const {
+  return Communicator(impl().shrink(excluded, nullptr));
+}
+
+Communicator Communicator::shrink(const std::vector<int>& excluded, const Config& config) const {
+  return Communicator(impl().shrink(excluded, &config));
+}
+
 priocclResult_t Communicator::asyncError() const {
   return impl().asyncError();
 }

@@ -3,7 +3,11 @@
  * ABI's unique-id init, then an all-reduce, a ragged all-gather, a split and a ring of sends,
  * each checked exactly. Prints "LAUNCH rank=R ok" and exits 0, or names what failed.
  * With LAUNCH_LOOP_S=S it prints "LAUNCH rank=R joined" after the first all-reduce and then
- * all-reduces for S seconds (the launcher kills a rank meanwhile: the others must fail). */
+ * all-reduces for S seconds (the launcher kills a rank meanwhile: the others must fail). With
+ * LAUNCH_SHRINK=1 as well, a rank whose all-reduce failed prints "LAUNCH rank=R lost: <error>"
+ * and carries on: it shrinks the communicator without rank LAUNCH_VICTIM (default: the last),
+ * checks an all-reduce there and prints "LAUNCH rank=R ok". Without a kill, the last part ends
+ * with a planned shrink: every rank but the last makes a communicator without it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +18,29 @@
 static int fail(int rank, const char* what, priocclComm_t comm) {
   printf("LAUNCH rank=%d FAILED %s: %s\n", rank, what, priocclGetLastError(comm));
   return 1;
+}
+
+/* Every rank but `gone` (which must not call it) shrinks `comm`; the new communicator must
+ * renumber the others in order and sum their old ranks exactly. Returns 0 when it did. */
+static int shrinkWithout(int gone, int rank, int size, priocclComm_t comm) {
+  const int excluded[1] = {gone};
+  priocclComm_t rest = NULL;
+  if (priocclCommShrink(comm, excluded, 1, &rest)) return fail(rank, "priocclCommShrink", comm);
+  int newRank = -1, newSize = -1;
+  priocclCommRank(rest, &newRank);
+  priocclCommSize(rest, &newSize);
+  const int want = rank - (rank > gone);
+  if (newRank != want || newSize != size - 1) {
+    printf("LAUNCH rank=%d FAILED shrink: rank %d of %d, not %d of %d\n", rank, newRank, newSize,
+           want, size - 1);
+    return 1;
+  }
+  int64_t mine = rank, sum = 0;
+  if (priocclAllReduce(&mine, &sum, 1, priocclInt64, priocclSum, rest) ||
+      sum != (int64_t)size * (size - 1) / 2 - gone)
+    return fail(rank, "all-reduce on the shrunk communicator", rest);
+  if (priocclCommDestroy(rest)) return fail(rank, "priocclCommDestroy (shrunk)", NULL);
+  return 0;
 }
 
 int main(void) {
@@ -47,8 +74,17 @@ int main(void) {
     struct timespec t0, now;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     do {
-      if (priocclAllReduce(x, x, kCount, priocclFloat64, priocclMax, comm))
-        return fail(rank, "priocclAllReduce in the loop", comm);
+      if (priocclAllReduce(x, x, kCount, priocclFloat64, priocclMax, comm)) {
+        if (!getenv("LAUNCH_SHRINK")) return fail(rank, "priocclAllReduce in the loop", comm);
+        printf("LAUNCH rank=%d lost: %s\n", rank, priocclGetLastError(comm));
+        fflush(stdout);
+        const char* victim = getenv("LAUNCH_VICTIM");
+        if (shrinkWithout(victim ? atoi(victim) : size - 1, rank, size, comm)) return 1;
+        priocclCommDestroy(comm);
+        free(x);
+        printf("LAUNCH rank=%d ok\n", rank);
+        return 0;
+      }
       clock_gettime(CLOCK_MONOTONIC, &now);
     } while (now.tv_sec - t0.tv_sec < atoi(loop));
   }
@@ -91,6 +127,8 @@ int main(void) {
         priocclWait(s) || priocclWait(q) || from != (rank + size - 1) % size)
       return fail(rank, "ring of sends", comm);
   }
+  /* A planned scale-down: the last rank leaves, the others go on without it. */
+  if (size > 1 && rank < size - 1 && shrinkWithout(size - 1, rank, size, comm)) return 1;
   if (priocclCommDestroy(comm)) return fail(rank, "priocclCommDestroy", NULL);
   free(x);
   printf("LAUNCH rank=%d ok\n", rank);

@@ -8,6 +8,11 @@
 #                                             while they all-reduce: every other rank must fail
 #                                             within PRIOCCL_TIMEOUT_S (3) + 5 s of the kill,
 #                                             naming it
+#   launch_without_mpi.sh PROGRAM NP shrink   the same kill; every other rank must name it, then
+#                                             shrink the communicator without it and finish
+#                                             ("LAUNCH rank=R ok", exit 0) within
+#                                             PRIOCCL_TIMEOUT_S (3) + 5 s of the kill;
+#                                             LAUNCH_VICTIM=R kills rank R instead
 # Prints "LAUNCH_RESULT ok=N of=M" (N ranks behaved as they must).
 set -u
 program=$1 np=$2 mode=${3:-all}
@@ -18,9 +23,10 @@ if [ "$mode" = missing ]; then
   started=$((np - 1))
   export PRIOCCL_TIMEOUT_S=3
 fi
-if [ "$mode" = killed ]; then
+if [ "$mode" = killed ] || [ "$mode" = shrink ]; then
   export PRIOCCL_TIMEOUT_S=3 LAUNCH_LOOP_S=60
 fi
+[ "$mode" = shrink ] && export LAUNCH_SHRINK=1
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 begin=$(date +%s%N)
@@ -29,8 +35,8 @@ for ((r = 0; r < started; r++)); do
   RANK=$r LOCAL_RANK=$r timeout -k 5 120 "$program" > "$dir/out.$r" 2>&1 &
   pids+=($!)
 done
-victim=$((np - 1))
-if [ "$mode" = killed ]; then
+victim=${LAUNCH_VICTIM:-$((np - 1))}
+if [ "$mode" = killed ] || [ "$mode" = shrink ]; then
   # Every rank joined (its first all-reduce done): then the victim goes, mid-op.
   for ((i = 0; i < 600; i++)); do
     joined=$(cat "$dir"/out.* 2>/dev/null | grep -c "LAUNCH rank=[0-9]* joined")
@@ -42,10 +48,11 @@ if [ "$mode" = killed ]; then
   wait "${pids[$victim]}" 2>/dev/null
   begin=$(date +%s%N)
   echo "killed rank $victim after $joined of $np joined"
-  started=$victim
+  started=$((np - 1))
 fi
 ok=0
-for ((r = 0; r < started; r++)); do
+for ((r = 0; r < ${#pids[@]}; r++)); do
+  if [ "$mode" = killed ] || [ "$mode" = shrink ]; then [ $r -eq "$victim" ] && continue; fi
   wait "${pids[$r]}"
   code=$?
   elapsed_ms=$((($(date +%s%N) - begin) / 1000000))
@@ -56,6 +63,13 @@ for ((r = 0; r < started; r++)); do
       ok=$((ok + 1))
     else
       echo "rank $r: exit $code ${elapsed_ms} ms after the kill without naming rank $victim in time"
+    fi
+  elif [ "$mode" = shrink ]; then
+    if [ $code -eq 0 ] && grep -q "LAUNCH rank=$r lost:.*rank $victim\b" "$dir/out.$r" &&
+        grep -q "LAUNCH rank=$r ok" "$dir/out.$r" && [ $elapsed_ms -lt 8000 ]; then
+      ok=$((ok + 1))
+    else
+      echo "rank $r: exit $code ${elapsed_ms} ms after the kill: did not name rank $victim and carry on in time"
     fi
   elif [ "$mode" = missing ]; then
     # Rank 0 names the missing rank; the others hear it from rank 0.

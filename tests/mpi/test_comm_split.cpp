@@ -147,4 +147,25 @@ TEST(CommSplit, BadArgumentOnOneRankFailsEveryRank) {
   EXPECT_EQ(priocclCommDestroy(world), priocclSuccess);
 }
 
+// Shrink needs ranks that can be left out of the bootstrap's collectives: over MPI it is refused,
+// saying why, and the communicator is unharmed; bad arguments are refused before that.
+TEST(CommShrink, RefusedOverMpiWithTheReason) {
+  const int size = worldSize();
+  priocclComm_t world = nullptr;
+  ASSERT_EQ(priocclCommInitWorld(&world), priocclSuccess);
+  const int gone[1] = {size - 1};
+  priocclComm_t rest = reinterpret_cast<priocclComm_t>(&rest);  // must come back NULL
+  EXPECT_EQ(priocclCommShrink(world, gone, 1, &rest), priocclInvalidUsage);
+  EXPECT_EQ(rest, nullptr);
+  std::string msg = priocclGetLastError(world);
+  EXPECT_NE(msg.find("priocclCommShrink"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("MPI cannot leave ranks out"), std::string::npos) << msg;
+  EXPECT_EQ(priocclCommShrink(world, nullptr, 1, &rest), priocclInvalidArgument);
+  EXPECT_EQ(priocclCommShrink(world, gone, 1, nullptr), priocclInvalidArgument);
+  int v = 3, out = 0;
+  EXPECT_EQ(priocclAllReduce(&v, &out, 1, priocclInt32, priocclSum, world), priocclSuccess);
+  EXPECT_EQ(out, 3 * size);
+  EXPECT_EQ(priocclCommDestroy(world), priocclSuccess);
+}
+
 }  // namespace

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -214,6 +215,60 @@ TEST(TcpBootstrap, AMissingRankFailsEveryRankInTimeNamingIt) {
     if (errors[r].find("rank 0 says: rank(s) [2, 3]") != std::string::npos) ++told;
   }
   EXPECT_EQ(told, 1) << errors[1] << " | " << errors[2];
+}
+
+// Shrink: rank 0 leaves (its bootstrap closes, as a dead process's would), the others make a
+// group without it, renumbered in order; that group shrinks again without its own rank 1.
+TEST(TcpBootstrap, ShrinkLeavesRanksOutRankZeroIncluded) {
+  const int n = 4;
+  UniqueIdFields id = newUniqueId("", "");
+  auto errors = onRanks(n, [&](int r) {
+    auto b = std::make_unique<TcpBootstrap>(id, r, n, milliseconds(20000));
+    b->barrier();
+    if (r == 0) return;                                // gone: its sockets close with it
+    EXPECT_THROW(b->shrink({0, r}), InvalidArgument);  // a caller may not exclude itself
+    EXPECT_THROW(b->shrink({0, 4}), InvalidArgument);
+    EXPECT_THROW(b->shrink({0, 0}), InvalidArgument);
+    std::unique_ptr<Bootstrap> rest = b->shrink({0});
+    ASSERT_NE(rest, nullptr);
+    EXPECT_EQ(rest->rank(), r - 1);
+    EXPECT_EQ(rest->size(), 3);
+    EXPECT_EQ(rest->processIds(), (std::vector<int>{1, 2, 3}));
+    auto parts = rest->allGather(&r, sizeof r);
+    ASSERT_EQ(parts.size(), 3u);
+    for (int k = 0; k < 3; ++k) {
+      int v = -1;
+      std::memcpy(&v, parts[static_cast<size_t>(k)].data(), sizeof v);
+      EXPECT_EQ(v, k + 1);
+    }
+    if (rest->rank() == 1) return;  // old rank 2 leaves the shrunk group too
+    std::unique_ptr<Bootstrap> two = rest->shrink({1});
+    EXPECT_EQ(two->processIds(), (std::vector<int>{1, 3}));
+    std::vector<double> v{double(r)};
+    two->allReduceMax(v);
+    EXPECT_EQ(v[0], 3.0);
+  });
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+}
+
+// Survivors that exclude different ranks do not form different groups: every one fails within
+// the timeout (plus the join's grace), none hangs.
+TEST(TcpBootstrap, ShrinkersThatDisagreeAllFailInTime) {
+  UniqueIdFields id = newUniqueId("", "");
+  const auto timeout = milliseconds(1500);
+  std::chrono::steady_clock::time_point start;
+  auto errors = onRanks(3, [&](int r) {
+    TcpBootstrap b(id, r, 3, timeout);
+    b.barrier();
+    if (r == 0) start = std::chrono::steady_clock::now();
+    // Ranks 0 and 2 keep everyone; rank 1 counts rank 2 out.
+    b.shrink(r == 1 ? std::vector<int>{2} : std::vector<int>{});
+  });
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 1.5 * 2 + 5);
+  for (int r = 0; r < 3; ++r) EXPECT_NE(errors[static_cast<size_t>(r)], "") << "rank " << r;
+  EXPECT_NE(errors[0].find("rank(s) [1] did not reach rank 0"), std::string::npos) << errors[0];
 }
 
 TEST(TcpBootstrap, NoRankZeroFailsAtTheDeadlineNamingTheAddress) {

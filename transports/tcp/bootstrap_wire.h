@@ -49,7 +49,8 @@ enum class FrameType : uint16_t {
   kGathered = 4,  // rank 0's answer: lengths, then the parts
   kFailed = 5,    // rank 0: the job cannot start (text)
   kPeer = 6,      // the dialer of a direct connection says who it is
-  kData = 7       // a send/recv message
+  kData = 7,      // a send/recv message
+  kShrink = 8     // a survivor to the shrunk group's first rank, and its answer: that group's port
 };
 
 struct Frame {

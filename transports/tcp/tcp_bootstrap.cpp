@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <random>
@@ -42,6 +43,19 @@ uint64_t fnv(uint64_t h, const void* data, size_t bytes) {
   return h;
 }
 constexpr uint64_t kFnvBasis = 0xCBF29CE484222325ull;
+
+// A group made from `parent` (split, shrink): its token, derived from the parent's and `parts`
+// (what tells this group from the parent's other children). The root address is the caller's.
+UniqueIdFields childOf(const UniqueIdFields& parent,
+                       std::initializer_list<std::pair<const void*, size_t>> parts) {
+  uint64_t a = fnv(kFnvBasis, parent.token, kTokenBytes);
+  for (const auto& [data, bytes] : parts) a = fnv(a, data, bytes);
+  uint64_t b = fnv(a ^ 0x9E3779B97F4A7C15ull, parent.token, kTokenBytes);
+  UniqueIdFields child;
+  std::memcpy(child.token, &a, 8);
+  std::memcpy(child.token + 8, &b, 8);
+  return child;
+}
 
 socklen_t lengthOf(const sockaddr_storage& a) {
   return a.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
@@ -360,9 +374,14 @@ void TcpBootstrap::joinAsRoot() {
     }
   }
   for (PendingHello& p : pending) drop(p.fd, "the job is complete");
-  // Nobody dials rank 0 after this (the lower rank dials), and a listener kept open would take
-  // the next job's connections at the same PRIOCCL_COMM_ID.
+  // A listener kept open at the id's address would take the next job's connections at the same
+  // PRIOCCL_COMM_ID. Rank 0 listens on, as every rank does, at a port of its own: nobody dials it
+  // for send/recv (the lower rank dials), but a shrink meets there when rank 0 remains.
   ::close(std::exchange(listenFd_, -1));
+  sockaddr_storage any{};
+  any.ss_family = id_.root.ss_family;
+  listenFd_ = listenOn(any);
+  table_[0].port = portOf(boundAddress(listenFd_));
   Frame t = frameOf(FrameType::kTable, id_, 0, size_, table_.size() * sizeof(Entry));
   for (int r = 1; r < size_; ++r)
     if (!sendFramed(fds_[r], t, table_.data(), table_.size() * sizeof(Entry), end))
@@ -687,19 +706,128 @@ std::unique_ptr<Bootstrap> TcpBootstrap::split(int color, int key) {
     if (members[i].rank == rank_) newRank = static_cast<int>(i);
     ids.push_back(processIds_[static_cast<size_t>(members[i].rank)]);
   }
-  UniqueIdFields child;
+  // Each group's own token: a connection meant for one group is never taken by another.
+  UniqueIdFields child = childOf(id_, {{&serial, sizeof serial}, {&color, sizeof color}});
   Entry root = table_[static_cast<size_t>(members[0].rank)];
   root.port = members[0].port;
   child.root = addressOf(root);
-  // Each group's own token: a connection meant for one group is never taken by another.
-  uint64_t a = fnv(kFnvBasis, id_.token, kTokenBytes);
-  a = fnv(a, &serial, sizeof serial);
-  a = fnv(a, &color, sizeof color);
-  uint64_t b = fnv(a ^ 0x9E3779B97F4A7C15ull, id_.token, kTokenBytes);
-  std::memcpy(child.token, &a, 8);
-  std::memcpy(child.token + 8, &b, 8);
   return std::make_unique<TcpBootstrap>(child, newRank, static_cast<int>(members.size()), timeout_,
                                         fd, std::move(ids));
+}
+
+std::unique_ptr<Bootstrap> TcpBootstrap::shrink(const std::vector<int>& excluded) {
+  std::vector<char> out(static_cast<size_t>(size_), 0);
+  for (int r : excluded) {
+    if (r < 0 || r >= size_)
+      fail(priocclInvalidArgument, "shrink: excluded rank ", r, " is not in 0..", size_ - 1);
+    if (out[static_cast<size_t>(r)])
+      fail(priocclInvalidArgument, "shrink: rank ", r, " is excluded twice");
+    out[static_cast<size_t>(r)] = 1;
+  }
+  if (out[static_cast<size_t>(rank_)])
+    fail(priocclInvalidArgument, "shrink: rank ", rank_,
+         " excludes itself (an excluded rank does not call shrink)");
+  std::vector<int> members, ids;
+  for (int r = 0; r < size_; ++r) {
+    if (out[static_cast<size_t>(r)]) continue;
+    members.push_back(r);
+    ids.push_back(processIds_[static_cast<size_t>(r)]);
+  }
+  const int newSize = static_cast<int>(members.size());
+  const int newRank =
+      static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
+  const uint64_t serial = shrinks_++;
+  const char kind[] = "shrink";
+  UniqueIdFields child =
+      childOf(id_, {{kind, sizeof kind}, {&serial, sizeof serial}, {out.data(), out.size()}});
+  Entry root = table_[static_cast<size_t>(members[0])];
+  if (newRank == 0) {
+    sockaddr_storage any{};
+    any.ss_family = id_.root.ss_family;
+    int fd = listenOn(any);
+    root.port = portOf(boundAddress(fd));
+    try {
+      if (newSize > 1) answerShrink(child, members, root.port);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    child.root = addressOf(root);
+    return std::make_unique<TcpBootstrap>(child, 0, newSize, timeout_, fd, std::move(ids));
+  }
+  root.port = askShrink(child, members[0], newRank, newSize);
+  child.root = addressOf(root);
+  return std::make_unique<TcpBootstrap>(child, newRank, newSize, timeout_, -1, std::move(ids));
+}
+
+void TcpBootstrap::answerShrink(const UniqueIdFields& child, const std::vector<int>& members,
+                                uint16_t port) {
+  // This rank's listener is where the others' tables say it is; nothing else accepts on it now
+  // (this group's connections were made while it was created), and a stray connection, or a
+  // survivor that counts other ranks out, is dropped as at any join.
+  const auto end = deadline();
+  const int size = static_cast<int>(members.size());
+  std::vector<bool> answered(static_cast<size_t>(size), false);
+  answered[0] = true;
+  int left = size - 1;
+  while (left > 0) {
+    if (!waitFor(listenFd_, POLLIN, end)) {
+      std::vector<int> missing;
+      for (int r = 1; r < size; ++r)
+        if (!answered[static_cast<size_t>(r)]) missing.push_back(members[static_cast<size_t>(r)]);
+      fail(priocclRemoteError, "shrink: rank(s) [", detail::commaList(missing),
+           "] did not reach rank ", rank_, " (the first that remains) within ",
+           timeout_.count() / 1000.0,
+           " s (PRIOCCL_TIMEOUT_S; did every survivor exclude the same ranks?)");
+    }
+    int fd = ::accept4(listenFd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    noDelay(fd);
+    Frame f;
+    std::string why = recvAll(fd, &f, sizeof f, std::min(end, Clock::now() + kHelloTimeout))
+                          ? frameProblem(f, FrameType::kShrink, child, size)
+                          : "no valid request in time";
+    if (why.empty() && f.type != static_cast<uint16_t>(FrameType::kShrink))
+      why = "a verdict where a request was expected";
+    if (why.empty() && (f.rank == 0 || answered[static_cast<size_t>(f.rank)]))
+      why = concat("rank ", f.rank, " of the shrunk group asked twice");
+    Frame answer = frameOf(FrameType::kShrink, child, 0, size, sizeof port);
+    if (why.empty() && !sendFramed(fd, answer, &port, sizeof port, end))
+      why = "it closed before the answer";
+    if (!why.empty()) {
+      drop(fd, why);
+      continue;
+    }
+    ::close(fd);
+    answered[static_cast<size_t>(f.rank)] = true;
+    --left;
+  }
+}
+
+uint16_t TcpBootstrap::askShrink(const UniqueIdFields& child, int first, int rank, int size) {
+  const auto end = deadline();
+  const sockaddr_storage at = addressOf(table_[static_cast<size_t>(first)]);
+  std::string error;
+  int fd = dial(at, end, &error);
+  if (fd < 0)
+    fail(priocclRemoteError, "shrink: rank ", rank_, " cannot reach rank ", first,
+         " (the first that remains) at ", addressText(at), " within ", timeout_.count() / 1000.0,
+         " s (PRIOCCL_TIMEOUT_S): ", error, " (has it failed too? exclude it)");
+  Frame ask = frameOf(FrameType::kShrink, child, rank, size, 0);
+  uint16_t port = 0;
+  try {
+    if (!sendAll(fd, &ask, sizeof ask, end))
+      fail(priocclRemoteError, "shrink: rank ", first, " at ", addressText(at),
+           " closed the connection (did it exclude other ranks than rank ", rank_, " did?)");
+    Frame got = readFrame(fd, FrameType::kShrink, child, size, first, "shrink", end);
+    if (got.bytes != sizeof port || !recvAll(fd, &port, sizeof port, end))
+      fail(priocclRemoteError, "shrink: rank ", first, "'s answer is not a port");
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+  return port;
 }
 
 }  // namespace prioccl

@@ -57,6 +57,11 @@ class TcpBootstrap final : public Bootstrap {
   void recv(int peer, void* data, size_t bytes) override;
   void sendRecv(int to, const void* out, int from, void* in, size_t bytes) override;
   std::unique_ptr<Bootstrap> split(int color, int key) override;
+  // The survivors meet at the first survivor's listener (its address is in every rank's table),
+  // which answers with a new listener's port; the new group then joins there as any job does,
+  // under a token derived from this group's, the shrink's number and the excluded ranks (ranks
+  // that disagree on them fail at the deadline instead of forming different groups).
+  std::unique_ptr<Bootstrap> shrink(const std::vector<int>& excluded) override;
 
   // This host's key: ranks with equal keys share a machine and its shared memory (boot id, IPC
   // namespace and hostname; never the hostname alone).
@@ -77,6 +82,9 @@ class TcpBootstrap final : public Bootstrap {
   // The connection to `peer` for send/recv (made on first use: the lower rank dials).
   int peerFd(int peer);
   void acceptPeer(int peer);
+  // shrink()'s meeting: the first survivor answers every other one with `port`; the others ask.
+  void answerShrink(const UniqueIdFields& child, const std::vector<int>& members, uint16_t port);
+  uint16_t askShrink(const UniqueIdFields& child, int first, int rank, int size);
   // Exactly one framed message of `bytes` each way; both at once, so large ones cannot deadlock.
   void exchange(int toFd, const void* out, int fromFd, void* in, size_t bytes, const char* what,
                 int to, int from);
@@ -91,7 +99,8 @@ class TcpBootstrap final : public Bootstrap {
   std::vector<int> fds_;    // rank 0: each rank's connection
   std::vector<int> peers_;  // direct connections, by rank (-1: none yet)
   std::vector<Entry> table_;
-  uint64_t splits_ = 0;  // split() calls so far: each child group's token differs
+  uint64_t splits_ = 0;   // split() calls so far: each child group's token differs
+  uint64_t shrinks_ = 0;  // shrink() calls so far (the excluded ranks' count stops with them)
 };
 
 }  // namespace prioccl
