@@ -7,6 +7,10 @@
 
 namespace prioccl {
 
+std::unique_ptr<Bootstrap> Bootstrap::shrinkToLive() {
+  return shrink({});  // the refusal below
+}
+
 std::unique_ptr<Bootstrap> Bootstrap::shrink(const std::vector<int>&) {
   detail::fail(priocclInvalidUsage,
                "shrink: this communicator was made over MPI (priocclCommInitWorld / InitMPI), and "

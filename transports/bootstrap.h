@@ -49,6 +49,11 @@ class Bootstrap {
   // never uses this group's collectives (its rank 0 may be among the excluded). Throws
   // InvalidUsage where the launcher's library cannot leave ranks out (MPI).
   virtual std::unique_ptr<Bootstrap> shrink(const std::vector<int>& excluded);
+  // Called by every live rank after a failure, none knowing for sure who is gone: the live ranks
+  // find out together and form one group of them, renumbered in rank order; every caller gets
+  // the same members, or fails. A rank still alive but not calling is waited for until the
+  // timeout, then left out. Same refusal as shrink.
+  virtual std::unique_ptr<Bootstrap> shrinkToLive();
 };
 
 // What the links between ring neighbours can do, measured with a few blocking exchanges over

@@ -226,8 +226,13 @@ PRIOCCL_API priocclResult_t priocclCommSplit(priocclComm_t comm, int color, int 
  * communicator of the others, renumbered in order, with comm's configuration as it was given.
  * Works after comm has failed (a lost rank) and leaves comm as it is: destroy it afterwards
  * (priocclCommAbort first if ops of it still wait for the dead). Every caller must list the same
- * ranks, or every caller fails within PRIOCCL_TIMEOUT_S. Only for communicators made by
- * priocclCommInitRank: over MPI (priocclCommInitWorld/InitMPI) priocclInvalidUsage. */
+ * ranks, or every caller fails within PRIOCCL_TIMEOUT_S.
+ * excludeCount PRIOCCL_SHRINK_TO_LIVE (excludeRanks unused): every live rank calls it after a
+ * failure, and the callers find out together who is gone; every one gets the same members. A
+ * rank whose process has ended is left out at once, one that is alive but does not call after
+ * PRIOCCL_TIMEOUT_S. Only for communicators made by priocclCommInitRank: over MPI
+ * (priocclCommInitWorld/InitMPI) priocclInvalidUsage. */
+#define PRIOCCL_SHRINK_TO_LIVE (-1)
 PRIOCCL_API priocclResult_t priocclCommShrink(priocclComm_t comm, const int* excludeRanks,
                                               int excludeCount, priocclComm_t* newcomm);
 /* The same with a configuration: fields left at their initializer's value keep comm's. */

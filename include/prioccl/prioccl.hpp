@@ -288,6 +288,11 @@ class PRIOCCL_API Communicator {
   // communicators made by fromUniqueId (MPI cannot leave ranks out): InvalidUsage otherwise.
   Communicator shrink(const std::vector<int>& excluded) const;
   Communicator shrink(const std::vector<int>& excluded, const Config& config) const;
+  // After a failure, called by every live rank: the callers find out together who is gone and
+  // get one communicator of themselves (every caller the same members). A rank whose process
+  // ended is left out at once; one alive that does not call, after PRIOCCL_TIMEOUT_S.
+  Communicator shrinkToLive() const;
+  Communicator shrinkToLive(const Config& config) const;
   // The communicator's failure (the result every later op gets), or priocclSuccess while it is
   // healthy. Never blocks, submits nothing (ncclCommGetAsyncError).
   priocclResult_t asyncError() const;

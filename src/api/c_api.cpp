@@ -192,18 +192,15 @@ priocclResult_t priocclCommShrinkConfig(priocclComm_t comm, const int* excludeRa
     Communicator c = lookup(comm);
     if (!newcomm) detail::fail(priocclInvalidArgument, "newcomm is NULL");
     *newcomm = nullptr;
-    if (excludeCount < 0 || (excludeCount > 0 && !excludeRanks))
+    const bool toLive = excludeCount == PRIOCCL_SHRINK_TO_LIVE;
+    if (!toLive && (excludeCount < 0 || (excludeCount > 0 && !excludeRanks)))
       detail::fail(priocclInvalidArgument, "excludeRanks is NULL or excludeCount (", excludeCount,
-                   ") is negative");
-    std::vector<int> excluded(excludeRanks, excludeRanks + excludeCount);
-    Communicator part;
-    if (config) {
-      Config merged = detail::CommAccess::of(c).requested();
-      detail::mergeCConfig(*config, merged);
-      part = c.shrink(excluded, merged);
-    } else {
-      part = c.shrink(excluded);
-    }
+                   ") is negative (and not PRIOCCL_SHRINK_TO_LIVE)");
+    std::vector<int> excluded;
+    if (!toLive) excluded.assign(excludeRanks, excludeRanks + excludeCount);
+    Config merged = detail::CommAccess::of(c).requested();
+    if (config) detail::mergeCConfig(*config, merged);
+    Communicator part = toLive ? c.shrinkToLive(merged) : c.shrink(excluded, merged);
     *newcomm = toHandle(comms().add(std::move(part)));
   });
 }

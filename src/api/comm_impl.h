@@ -75,11 +75,12 @@ class CommImpl : public std::enable_shared_from_this<CommImpl> {
   // communicator over them, ordered by key; color -1 gets none (nullptr). The new one is created
   // with this one's configuration as it was requested (its automatic settings measured anew).
   std::shared_ptr<CommImpl> split(int color, int key);
-  // Called by every rank not in `excluded` (which do not call it, and may be dead): a new
-  // communicator of the others, renumbered in order, configured as `config` (nullptr: this one's
-  // as requested). Uses neither this communicator's engine nor its collectives, so it works
-  // while this one has failed. Refused (InvalidUsage) over MPI's bootstrap.
-  std::shared_ptr<CommImpl> shrink(const std::vector<int>& excluded, const Config* config);
+  // Called by every rank not in `*excluded` (which do not call it, and may be dead), or with
+  // nullptr by every live rank (the bootstrap finds out who is gone): a new communicator of the
+  // callers, renumbered in order, configured as `config` (nullptr: this one's as requested).
+  // Uses neither this communicator's engine nor its collectives, so it works while this one has
+  // failed. Refused (InvalidUsage) over MPI's bootstrap.
+  std::shared_ptr<CommImpl> shrink(const std::vector<int>* excluded, const Config* config);
   const Config& requested() const { return requested_; }
 
   // The communicator's failure (the code every later op gets), or success; never blocks.

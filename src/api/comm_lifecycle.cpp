@@ -143,9 +143,10 @@ std::shared_ptr<CommImpl> CommImpl::split(int color, int key) {
   return std::make_shared<CommImpl>(requested_, [&] { return std::move(part); });
 }
 
-std::shared_ptr<CommImpl> CommImpl::shrink(const std::vector<int>& excluded, const Config* config) {
+std::shared_ptr<CommImpl> CommImpl::shrink(const std::vector<int>* excluded, const Config* config) {
   if (!bootstrap_ || destroyed()) failDestroyed();
-  std::unique_ptr<Bootstrap> part = bootstrap_->shrink(excluded);
+  std::unique_ptr<Bootstrap> part =
+      excluded ? bootstrap_->shrink(*excluded) : bootstrap_->shrinkToLive();
   return std::make_shared<CommImpl>(config ? *config : requested_, [&] { return std::move(part); });
 }
 

@@ -76,11 +76,19 @@ Communicator Communicator::split(int color, int key) const {
 }
 
 Communicator Communicator::shrink(const std::vector<int>& excluded) const {
-  return Communicator(impl().shrink(excluded, nullptr));
+  return Communicator(impl().shrink(&excluded, nullptr));
 }
 
 Communicator Communicator::shrink(const std::vector<int>& excluded, const Config& config) const {
-  return Communicator(impl().shrink(excluded, &config));
+  return Communicator(impl().shrink(&excluded, &config));
+}
+
+Communicator Communicator::shrinkToLive() const {
+  return Communicator(impl().shrink(nullptr, nullptr));
+}
+
+Communicator Communicator::shrinkToLive(const Config& config) const {
+  return Communicator(impl().shrink(nullptr, &config));
 }
 
 priocclResult_t Communicator::asyncError() const {

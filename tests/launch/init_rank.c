@@ -5,7 +5,8 @@
  * With LAUNCH_LOOP_S=S it prints "LAUNCH rank=R joined" after the first all-reduce and then
  * all-reduces for S seconds (the launcher kills a rank meanwhile: the others must fail). With
  * LAUNCH_SHRINK=1 as well, a rank whose all-reduce failed prints "LAUNCH rank=R lost: <error>"
- * and carries on: it shrinks the communicator without rank LAUNCH_VICTIM (default: the last),
+ * and carries on: it shrinks the communicator without rank LAUNCH_VICTIM (default: the last;
+ * with LAUNCH_SHRINK=live it does not say which: the survivors find out, PRIOCCL_SHRINK_TO_LIVE),
  * checks an all-reduce there and prints "LAUNCH rank=R ok". Without a kill, the last part ends
  * with a planned shrink: every rank but the last makes a communicator without it. */
 #include <stdio.h>
@@ -25,7 +26,11 @@ static int fail(int rank, const char* what, priocclComm_t comm) {
 static int shrinkWithout(int gone, int rank, int size, priocclComm_t comm) {
   const int excluded[1] = {gone};
   priocclComm_t rest = NULL;
-  if (priocclCommShrink(comm, excluded, 1, &rest)) return fail(rank, "priocclCommShrink", comm);
+  /* LAUNCH_SHRINK=live: the survivors find out who is gone themselves. */
+  const char* how = getenv("LAUNCH_SHRINK");
+  const int live = how && strcmp(how, "live") == 0;
+  if (priocclCommShrink(comm, live ? NULL : excluded, live ? PRIOCCL_SHRINK_TO_LIVE : 1, &rest))
+    return fail(rank, "priocclCommShrink", comm);
   int newRank = -1, newSize = -1;
   priocclCommRank(rest, &newRank);
   priocclCommSize(rest, &newSize);

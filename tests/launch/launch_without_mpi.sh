@@ -12,7 +12,9 @@
 #                                             shrink the communicator without it and finish
 #                                             ("LAUNCH rank=R ok", exit 0) within
 #                                             PRIOCCL_TIMEOUT_S (3) + 5 s of the kill;
-#                                             LAUNCH_VICTIM=R kills rank R instead
+#                                             LAUNCH_VICTIM=R kills rank R instead;
+#                                             LAUNCH_SHRINK=live: the survivors are not told
+#                                             which rank died (PRIOCCL_SHRINK_TO_LIVE)
 # Prints "LAUNCH_RESULT ok=N of=M" (N ranks behaved as they must).
 set -u
 program=$1 np=$2 mode=${3:-all}
@@ -26,7 +28,7 @@ fi
 if [ "$mode" = killed ] || [ "$mode" = shrink ]; then
   export PRIOCCL_TIMEOUT_S=3 LAUNCH_LOOP_S=60
 fi
-[ "$mode" = shrink ] && export LAUNCH_SHRINK=1
+[ "$mode" = shrink ] && export LAUNCH_SHRINK=${LAUNCH_SHRINK:-1}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 begin=$(date +%s%N)
@@ -68,6 +70,7 @@ for ((r = 0; r < ${#pids[@]}; r++)); do
     if [ $code -eq 0 ] && grep -q "LAUNCH rank=$r lost:.*rank $victim\b" "$dir/out.$r" &&
         grep -q "LAUNCH rank=$r ok" "$dir/out.$r" && [ $elapsed_ms -lt 8000 ]; then
       ok=$((ok + 1))
+      echo "rank $r: carried on, done ${elapsed_ms} ms after the kill"
     else
       echo "rank $r: exit $code ${elapsed_ms} ms after the kill: did not name rank $victim and carry on in time"
     fi

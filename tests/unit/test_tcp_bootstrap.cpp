@@ -271,6 +271,40 @@ TEST(TcpBootstrap, ShrinkersThatDisagreeAllFailInTime) {
   EXPECT_NE(errors[0].find("rank(s) [1] did not reach rank 0"), std::string::npos) << errors[0];
 }
 
+// Shrink to the live ranks: ranks 0 and 3 of 5 are gone (their bootstraps closed, as a dead
+// process's are); the others find that out together, rank 2 calling late (but within the
+// timeout), and get one group {1, 2, 4}. Then a rank alive but silent is left out at the
+// deadline.
+TEST(TcpBootstrap, ShrinkToLiveAgreesOnWhoIsGone) {
+  const int n = 5;
+  UniqueIdFields id = newUniqueId("", "");
+  auto errors = onRanks(n, [&](int r) {
+    auto b = std::make_unique<TcpBootstrap>(id, r, n, milliseconds(4000));
+    b->barrier();
+    if (r == 0 || r == 3) return;
+    if (r == 2) std::this_thread::sleep_for(milliseconds(500));
+    std::unique_ptr<Bootstrap> rest = b->shrinkToLive();
+    EXPECT_EQ(rest->processIds(), (std::vector<int>{1, 2, 4}));
+    EXPECT_EQ(rest->rank(), r == 4 ? 2 : r - 1);
+    std::vector<double> v{double(r)};
+    rest->allReduceMax(v);
+    EXPECT_EQ(v[0], 4.0);
+    // Rank 4 stays alive but does not call: after the timeout the others go on without it.
+    if (rest->rank() == 2) {
+      std::this_thread::sleep_for(milliseconds(6000));
+      return;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    std::unique_ptr<Bootstrap> two = rest->shrinkToLive();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(two->processIds(), (std::vector<int>{1, 2}));
+    EXPECT_GT(seconds, 3.5);  // not before the timeout
+    EXPECT_LT(seconds, 4.0 + 2);
+  });
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+}
+
 TEST(TcpBootstrap, NoRankZeroFailsAtTheDeadlineNamingTheAddress) {
   UniqueIdFields id = newUniqueId("127.0.0.1:29631", "");
   try {

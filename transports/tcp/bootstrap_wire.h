@@ -43,14 +43,16 @@ constexpr uint16_t kBootstrapVersion = 1;
 constexpr uint64_t kMaxPayload = 64ull << 20;
 
 enum class FrameType : uint16_t {
-  kHello = 1,     // a rank to rank 0: its BootstrapEntry
-  kTable = 2,     // rank 0 to every rank: every BootstrapEntry
-  kGather = 3,    // a rank's part of an allGather
-  kGathered = 4,  // rank 0's answer: lengths, then the parts
-  kFailed = 5,    // rank 0: the job cannot start (text)
-  kPeer = 6,      // the dialer of a direct connection says who it is
-  kData = 7,      // a send/recv message
-  kShrink = 8     // a survivor to the shrunk group's first rank, and its answer: that group's port
+  kHello = 1,      // a rank to rank 0: its BootstrapEntry
+  kTable = 2,      // rank 0 to every rank: every BootstrapEntry
+  kGather = 3,     // a rank's part of an allGather
+  kGathered = 4,   // rank 0's answer: lengths, then the parts
+  kFailed = 5,     // rank 0: the job cannot start (text)
+  kPeer = 6,       // the dialer of a direct connection says who it is
+  kData = 7,       // a send/recv message
+  kShrink = 8,     // a survivor to the shrunk group's first rank, and its answer: that group's port
+  kLive = 9,       // shrinkToLive: a survivor asks a lower rank to lead
+  kLiveGroup = 10  // the leader's answer: the new group's port and its members
 };
 
 struct Frame {

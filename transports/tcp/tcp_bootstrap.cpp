@@ -727,12 +727,9 @@ std::unique_ptr<Bootstrap> TcpBootstrap::shrink(const std::vector<int>& excluded
   if (out[static_cast<size_t>(rank_)])
     fail(priocclInvalidArgument, "shrink: rank ", rank_,
          " excludes itself (an excluded rank does not call shrink)");
-  std::vector<int> members, ids;
-  for (int r = 0; r < size_; ++r) {
-    if (out[static_cast<size_t>(r)]) continue;
-    members.push_back(r);
-    ids.push_back(processIds_[static_cast<size_t>(r)]);
-  }
+  std::vector<int> members;
+  for (int r = 0; r < size_; ++r)
+    if (!out[static_cast<size_t>(r)]) members.push_back(r);
   const int newSize = static_cast<int>(members.size());
   const int newRank =
       static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
@@ -740,24 +737,211 @@ std::unique_ptr<Bootstrap> TcpBootstrap::shrink(const std::vector<int>& excluded
   const char kind[] = "shrink";
   UniqueIdFields child =
       childOf(id_, {{kind, sizeof kind}, {&serial, sizeof serial}, {out.data(), out.size()}});
-  Entry root = table_[static_cast<size_t>(members[0])];
   if (newRank == 0) {
     sockaddr_storage any{};
     any.ss_family = id_.root.ss_family;
     int fd = listenOn(any);
-    root.port = portOf(boundAddress(fd));
+    const uint16_t port = portOf(boundAddress(fd));
     try {
-      if (newSize > 1) answerShrink(child, members, root.port);
+      if (newSize > 1) answerShrink(child, members, port);
     } catch (...) {
       ::close(fd);
       throw;
     }
-    child.root = addressOf(root);
-    return std::make_unique<TcpBootstrap>(child, 0, newSize, timeout_, fd, std::move(ids));
+    return formGroup(child, members, port, fd);
   }
-  root.port = askShrink(child, members[0], newRank, newSize);
-  child.root = addressOf(root);
-  return std::make_unique<TcpBootstrap>(child, newRank, newSize, timeout_, -1, std::move(ids));
+  return formGroup(child, members, askShrink(child, members[0], newRank, newSize), -1);
+}
+
+std::unique_ptr<Bootstrap> TcpBootstrap::formGroup(const UniqueIdFields& child,
+                                                   const std::vector<int>& members, uint16_t port,
+                                                   int listenFd) {
+  std::vector<int> ids;
+  for (int r : members) ids.push_back(processIds_[static_cast<size_t>(r)]);
+  const int newRank =
+      static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
+  UniqueIdFields id = child;
+  Entry root = table_[static_cast<size_t>(members[0])];
+  root.port = port;
+  id.root = addressOf(root);
+  return std::make_unique<TcpBootstrap>(id, newRank, static_cast<int>(members.size()), timeout_,
+                                        listenFd, std::move(ids));
+}
+
+namespace {
+
+// Whether a process still listens at `at`: a refused connection says it is gone (its kernel
+// closed the listener with it); 1 alive, 0 gone, -1 not known yet (no answer within `wait`: a
+// host that is down, or a busy one).
+int probe(const sockaddr_storage& at, std::chrono::milliseconds wait) {
+  int fd = ::socket(at.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return -1;
+  int err = ::connect(fd, reinterpret_cast<const sockaddr*>(&at), lengthOf(at)) == 0 ? 0 : errno;
+  if (err == EINPROGRESS) {
+    err = ETIMEDOUT;
+    if (waitFor(fd, POLLOUT, Clock::now() + wait)) {
+      socklen_t len = sizeof err;
+      if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+    }
+  }
+  ::close(fd);
+  return err == 0 ? 1 : err == ECONNREFUSED ? 0 : -1;
+}
+
+}  // namespace
+
+std::unique_ptr<Bootstrap> TcpBootstrap::shrinkToLive() {
+  const uint64_t serial = shrinks_++;
+  const char kind[] = "live";
+  const UniqueIdFields meeting = childOf(id_, {{kind, sizeof kind}, {&serial, sizeof serial}});
+  const auto end = deadline();
+  std::vector<int> members;
+  uint16_t port = 0;
+  int listenFd = -1;
+  for (int leader = 0; leader <= rank_ && members.empty(); ++leader) {
+    if (leader < rank_) {
+      askToLead(meeting, leader, end, &members, &port);
+      continue;
+    }
+    sockaddr_storage any{};
+    any.ss_family = id_.root.ss_family;
+    listenFd = listenOn(any);
+    try {
+      members = leadLiveGroup(meeting, portOf(boundAddress(listenFd)), end);
+    } catch (...) {
+      ::close(listenFd);
+      throw;
+    }
+    port = portOf(boundAddress(listenFd));
+  }
+  const UniqueIdFields child = childOf(meeting, {{members.data(), members.size() * sizeof(int)}});
+  return formGroup(child, members, port, listenFd);
+}
+
+bool TcpBootstrap::askToLead(const UniqueIdFields& meeting, int leader, Clock::time_point end,
+                             std::vector<int>* members, uint16_t* port) {
+  const sockaddr_storage at = addressOf(table_[static_cast<size_t>(leader)]);
+  int fd = -1;
+  while (fd < 0) {
+    if (setupCancelled() || Clock::now() >= end)
+      fail(priocclRemoteError, "shrink: rank ", rank_, " could not tell whether rank ", leader,
+           " at ", addressText(at), " is alive within ", timeout_.count() / 1000.0,
+           " s (PRIOCCL_TIMEOUT_S)");
+    if (probe(at, std::chrono::milliseconds(1000)) == 0) return false;  // gone
+    std::string error;
+    fd = dial(at, std::min(end, Clock::now() + std::chrono::seconds(1)), &error);
+  }
+  // Rank `leader` answers once it leads, which may take until its own deadline (it waits for
+  // every rank above it that is alive but has not asked), so this one waits a grace longer; a
+  // connection closed unanswered means it died (or gave up) meanwhile.
+  Frame ask = frameOf(FrameType::kLive, meeting, rank_, size_, 0), got;
+  bool answered =
+      sendAll(fd, &ask, sizeof ask, end) && recvAll(fd, &got, sizeof got, end + kVerdictGrace);
+  if (!answered) {
+    char byte;
+    const bool closed =
+        ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0 || errno == ECONNRESET || errno == EPIPE;
+    ::close(fd);
+    if (!closed)
+      fail(priocclRemoteError, "shrink: rank ", leader, " did not answer rank ", rank_, " within ",
+           timeout_.count() / 1000.0, " s (PRIOCCL_TIMEOUT_S) and a grace");
+    return false;
+  }
+  std::string problem = frameProblem(got, FrameType::kLiveGroup, meeting, size_);
+  std::vector<char> payload;
+  if (problem.empty() && (got.bytes < sizeof(uint16_t) ||
+                          got.bytes > sizeof(uint16_t) + static_cast<size_t>(size_) * sizeof(int) ||
+                          (got.bytes - sizeof(uint16_t)) % sizeof(int) != 0))
+    problem = concat("a group of ", got.bytes, " bytes");
+  if (problem.empty()) {
+    payload.resize(got.bytes);
+    if (!recvAll(fd, payload.data(), payload.size(), Clock::now() + kHelloTimeout))
+      problem = "half a group";
+  }
+  ::close(fd);
+  if (!problem.empty())
+    fail(priocclRemoteError, "shrink: rank ", leader, " (leading) sent ", problem);
+  std::memcpy(port, payload.data(), sizeof *port);
+  members->resize((payload.size() - sizeof(uint16_t)) / sizeof(int));
+  std::memcpy(members->data(), payload.data() + sizeof(uint16_t), members->size() * sizeof(int));
+  bool valid = !members->empty() && (*members)[0] == leader;
+  for (size_t i = 1; i < members->size() && valid; ++i)
+    valid = (*members)[i] > (*members)[i - 1] && (*members)[i] < size_;
+  if (!valid || std::find(members->begin(), members->end(), rank_) == members->end())
+    fail(priocclRemoteError, "shrink: rank ", leader, " (leading) sent members [",
+         detail::commaList(*members), "], which are not ranks in order from it with rank ", rank_);
+  return true;
+}
+
+std::vector<int> TcpBootstrap::leadLiveGroup(const UniqueIdFields& meeting, uint16_t port,
+                                             Clock::time_point end) {
+  // Every rank below this one was found gone by the caller; each above is in (it asked), gone
+  // (its listener refuses), or unknown until it asks, or until the deadline leaves it out.
+  enum State { kUnknown, kIn, kGone };
+  std::vector<State> state(static_cast<size_t>(size_), kUnknown);
+  std::vector<int> fds(static_cast<size_t>(size_), -1);
+  for (int r = 0; r <= rank_; ++r) state[static_cast<size_t>(r)] = r == rank_ ? kIn : kGone;
+  auto unknown = [&] { return std::count(state.begin(), state.end(), kUnknown); };
+  auto closeAsked = [&] {
+    for (int& fd : fds)
+      if (fd >= 0) ::close(std::exchange(fd, -1));
+  };
+  try {
+    auto nextProbe = Clock::now();
+    while (unknown() > 0 && Clock::now() < end) {
+      if (setupCancelled())
+        fail(priocclInvalidUsage, "shrink: rank ", rank_, ": cancelled (priocclCommInitCancel)");
+      if (Clock::now() >= nextProbe) {
+        for (int r = rank_ + 1; r < size_; ++r)
+          if (state[static_cast<size_t>(r)] == kUnknown &&
+              probe(addressOf(table_[static_cast<size_t>(r)]), std::chrono::milliseconds(50)) == 0)
+            state[static_cast<size_t>(r)] = kGone;
+        nextProbe = Clock::now() + std::chrono::milliseconds(100);
+      }
+      if (unknown() == 0 ||
+          !waitFor(listenFd_, POLLIN, std::min(end, Clock::now() + std::chrono::milliseconds(100))))
+        continue;
+      int fd = ::accept4(listenFd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) continue;
+      noDelay(fd);
+      Frame f;
+      std::string why = recvAll(fd, &f, sizeof f, std::min(end, Clock::now() + kHelloTimeout))
+                            ? frameProblem(f, FrameType::kLive, meeting, size_)
+                            : "no request (a probe, or a stray)";
+      if (why.empty() && (f.type != static_cast<uint16_t>(FrameType::kLive) ||
+                          state[static_cast<size_t>(f.rank)] == kIn || f.rank <= rank_))
+        why = concat("rank ", f.rank, " may not join rank ", rank_, "'s group now");
+      if (!why.empty()) {
+        if (why.rfind("no request", 0) == 0)
+          ::close(fd);  // the probes of other leaders, or a caller that gave up: not news
+        else
+          drop(fd, why);
+        continue;
+      }
+      state[static_cast<size_t>(f.rank)] = kIn;
+      fds[static_cast<size_t>(f.rank)] = fd;
+    }
+    std::vector<int> members;
+    for (int r = 0; r < size_; ++r)
+      if (state[static_cast<size_t>(r)] == kIn) members.push_back(r);
+    std::vector<char> payload(sizeof port + members.size() * sizeof(int));
+    std::memcpy(payload.data(), &port, sizeof port);
+    std::memcpy(payload.data() + sizeof port, members.data(), members.size() * sizeof(int));
+    Frame answer = frameOf(FrameType::kLiveGroup, meeting, rank_, size_, payload.size());
+    // A member that died since it asked fails the new group's join, naming it.
+    for (int r : members)
+      if (fds[static_cast<size_t>(r)] >= 0)
+        sendFramed(fds[static_cast<size_t>(r)], answer, payload.data(), payload.size(),
+                   Clock::now() + kHelloTimeout);
+    closeAsked();
+    if (unknown() > 0 || members.size() < static_cast<size_t>(size_))
+      detail::log(LogLevel::kInfo, "shrink: rank ", rank_, " leads ranks [",
+                  detail::commaList(members), "] of ", size_);
+    return members;
+  } catch (...) {
+    closeAsked();
+    throw;
+  }
 }
 
 void TcpBootstrap::answerShrink(const UniqueIdFields& child, const std::vector<int>& members,

@@ -62,6 +62,14 @@ class TcpBootstrap final : public Bootstrap {
   // under a token derived from this group's, the shrink's number and the excluded ranks (ranks
   // that disagree on them fail at the deadline instead of forming different groups).
   std::unique_ptr<Bootstrap> shrink(const std::vector<int>& excluded) override;
+  // The lowest live rank leads: each caller asks the ranks below it in turn (a refused
+  // connection, or one closed unanswered, means that rank is gone); one that finds none below
+  // alive leads. The leader takes every rank that asks, and leaves out every rank whose
+  // listener refuses a connection (the process is gone) or that has not asked by the deadline;
+  // it sends the members and a new listener's port to each, and the group joins there. One rank
+  // decides the members, so no two callers can get different ones; a leader that dies before
+  // answering is skipped like any gone rank.
+  std::unique_ptr<Bootstrap> shrinkToLive() override;
 
   // This host's key: ranks with equal keys share a machine and its shared memory (boot id, IPC
   // namespace and hostname; never the hostname alone).
@@ -85,6 +93,15 @@ class TcpBootstrap final : public Bootstrap {
   // shrink()'s meeting: the first survivor answers every other one with `port`; the others ask.
   void answerShrink(const UniqueIdFields& child, const std::vector<int>& members, uint16_t port);
   uint16_t askShrink(const UniqueIdFields& child, int first, int rank, int size);
+  // shrinkToLive's parts: asking rank `leader` (false: it is gone), and leading.
+  bool askToLead(const UniqueIdFields& meeting, int leader, Clock::time_point end,
+                 std::vector<int>* members, uint16_t* port);
+  std::vector<int> leadLiveGroup(const UniqueIdFields& meeting, uint16_t port,
+                                 Clock::time_point end);
+  // The group of `members` (ranks here, ascending; this one among them) that shrink's meeting
+  // agreed on, joined at members[0]'s address and `port` (`listenFd`: the leader's listener).
+  std::unique_ptr<Bootstrap> formGroup(const UniqueIdFields& child, const std::vector<int>& members,
+                                       uint16_t port, int listenFd);
   // Exactly one framed message of `bytes` each way; both at once, so large ones cannot deadlock.
   void exchange(int toFd, const void* out, int fromFd, void* in, size_t bytes, const char* what,
                 int to, int from);
