@@ -39,8 +39,8 @@ __all__ = ["init", "init_rank", "get_unique_id", "shutdown", "abort", "is_initia
            "broadcast_parameters", "reduce", "reduce_async", "allgather", "allgather_async",
            "reducescatter", "reducescatter_async", "alltoall", "alltoall_async", "barrier",
            "send_async", "recv_async", "PriocclError", "ProcessSet", "global_process_set",
-           "add_process_set", "remove_process_set", "Sum", "Prod", "Min", "Max", "Average",
-           "build_features", "nccl_version", "ArgumentError", "FEATURE_UCX", "FEATURE_CUDA", "FEATURE_NCCL"]
+           "add_process_set", "remove_process_set", "shrink", "Sum", "Prod", "Min", "Max",
+           "Average", "build_features", "nccl_version", "ArgumentError", "FEATURE_UCX", "FEATURE_CUDA", "FEATURE_NCCL"]
 
 # The library loads with the package, as Horovod's does: its constants (priocclRedOp_t values,
 # data types, feature bits) are read from it, never restated here (_constants.py).
@@ -49,6 +49,7 @@ _C = _lib.constants
 Sum, Prod, Max, Min, Average = (_C[_constants.OPS[n]] for n in ("Sum", "Prod", "Max", "Min",
                                                                 "Average"))
 _OP_NAMES = {_C[c]: name for name, c in _constants.OPS.items()}
+_SHRINK_TO_LIVE = _C[_constants.SHRINK_TO_LIVE]
 _tensors.NUMPY_TYPES.update({k: _C[c] for k, c in _constants.NUMPY_DTYPES.items()})
 _tensors.TORCH_TYPES.update({k: _C[c] for k, c in _constants.TORCH_DTYPES.items()})
 
@@ -403,6 +404,41 @@ def _at_exit():
         shutdown()
     except PriocclError as e:
         print(f"prioccl: shutdown at exit: {e}", file=sys.stderr, flush=True)
+
+
+def shrink(exclude=None):
+    """After a lost rank, or to let ranks go (jobs launched without MPI): the global communicator
+    is replaced by one of the remaining ranks, renumbered in order, so rank() and size() change.
+    exclude=None: every live rank calls it, and they find out together who is gone (a rank whose
+    process ended is left out at once, one alive that does not call after PRIOCCL_TIMEOUT_S);
+    every caller gets the same members. exclude=[ranks]: those ranks are left out and do not call
+    it. The old communicator is aborted (its pending ops fail) and destroyed, and so are the
+    process sets other than the global one (add them again). Returns the new (rank, size)."""
+    global _comm, _hosts, _next_set_id
+    _require()
+    new = ctypes.c_void_p()
+    if exclude is None:
+        _check(_L.priocclCommShrink(_comm, None, _SHRINK_TO_LIVE, ctypes.byref(new)), "shrink")
+    else:
+        ranks = [operator.index(r) for r in exclude]
+        _check(_L.priocclCommShrink(_comm, (ctypes.c_int * max(1, len(ranks)))(*ranks),
+                                    len(ranks), ctypes.byref(new)), "shrink")
+    old, _comm = _comm, new
+    for ps in list(_process_sets.values()):
+        if ps is not global_process_set and ps._comm is not None:
+            _L.priocclCommAbort(ps._comm)
+            _L.priocclCommDestroy(ps._comm)
+        ps.process_set_id, ps._comm, ps._rank = None, None, -1
+    _process_sets.clear()
+    _next_set_id = 1
+    _L.priocclCommAbort(old)
+    _reap()  # the old communicator's ops have failed; their handles raise when synchronized
+    _L.priocclCommDestroy(old)
+    global_process_set.process_set_id, global_process_set._comm = 0, _comm
+    global_process_set._rank, global_process_set.ranks = rank(), list(range(size()))
+    _process_sets[0] = global_process_set
+    _hosts = _find_hosts()
+    return rank(), size()
 
 
 def abort():

@@ -18,12 +18,14 @@ OPS = {"Sum": "priocclSum", "Prod": "priocclProd", "Max": "priocclMax", "Min": "
 FLAGS = ("PRIOCCL_FEATURE_UCX", "PRIOCCL_FEATURE_CUDA", "PRIOCCL_FEATURE_NCCL")
 # A ragged op's rows from a rank that failed before it ((size_t)-1, read as the int -1).
 ROWS_FAILED = "PRIOCCL_ROWS_FAILED"
+# priocclCommShrink's excludeCount for "the live ranks find out who is gone".
+SHRINK_TO_LIVE = "PRIOCCL_SHRINK_TO_LIVE"
 
 
 def names():
     """Every C name the package asks the library for."""
     return sorted(set(NUMPY_DTYPES.values()) | set(TORCH_DTYPES.values()) | set(OPS.values())
-                  | set(FLAGS) | {ROWS_FAILED})
+                  | set(FLAGS) | {ROWS_FAILED, SHRINK_TO_LIVE})
 
 
 def read(lib, path):

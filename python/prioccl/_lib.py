@@ -101,6 +101,7 @@ def _declare(lib):
         "priocclCommInitRankConfig": (R, [c_void_pp, i, UniqueId, i, ctypes.POINTER(Config)]),
         "priocclCommInitCancel": (R, []),
         "priocclCommSplit": (R, [v, i, i, c_void_pp]),
+        "priocclCommShrink": (R, [v, ctypes.POINTER(i), i, c_void_pp]),
         "priocclGetCounters": (R, [v, v]),
         "priocclGroupStart": (R, []),
         "priocclGroupEnd": (R, []),

@@ -15,7 +15,8 @@
 #                                             LAUNCH_VICTIM=R kills rank R instead;
 #                                             LAUNCH_SHRINK=live: the survivors are not told
 #                                             which rank died (PRIOCCL_SHRINK_TO_LIVE)
-# Prints "LAUNCH_RESULT ok=N of=M" (N ranks behaved as they must).
+# PROGRAM is split at spaces (a program and its arguments). Prints "LAUNCH_RESULT ok=N of=M" (N
+# ranks behaved as they must).
 set -u
 program=$1 np=$2 mode=${3:-all}
 port=$((20000 + RANDOM % 30000))
@@ -34,7 +35,8 @@ trap 'rm -rf "$dir"' EXIT
 begin=$(date +%s%N)
 pids=()
 for ((r = 0; r < started; r++)); do
-  RANK=$r LOCAL_RANK=$r timeout -k 5 120 "$program" > "$dir/out.$r" 2>&1 &
+  # shellcheck disable=SC2086 # PROGRAM may carry arguments ("python3 worker.py")
+  RANK=$r LOCAL_RANK=$r timeout -k 5 120 $program > "$dir/out.$r" 2>&1 &
   pids+=($!)
 done
 victim=${LAUNCH_VICTIM:-$((np - 1))}
