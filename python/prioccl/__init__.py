@@ -50,6 +50,7 @@ Sum, Prod, Max, Min, Average = (_C[_constants.OPS[n]] for n in ("Sum", "Prod", "
                                                                 "Average"))
 _OP_NAMES = {_C[c]: name for name, c in _constants.OPS.items()}
 _SHRINK_TO_LIVE = _C[_constants.SHRINK_TO_LIVE]
+_LOST_PEER = frozenset(_C[c] for c in _constants.LOST_PEER)
 _tensors.NUMPY_TYPES.update({k: _C[c] for k, c in _constants.NUMPY_DTYPES.items()})
 _tensors.TORCH_TYPES.update({k: _C[c] for k, c in _constants.TORCH_DTYPES.items()})
 

@@ -20,12 +20,14 @@ FLAGS = ("PRIOCCL_FEATURE_UCX", "PRIOCCL_FEATURE_CUDA", "PRIOCCL_FEATURE_NCCL")
 ROWS_FAILED = "PRIOCCL_ROWS_FAILED"
 # priocclCommShrink's excludeCount for "the live ranks find out who is gone".
 SHRINK_TO_LIVE = "PRIOCCL_SHRINK_TO_LIVE"
+# The result codes of a lost peer (elastic training shrinks and carries on after these).
+LOST_PEER = ("priocclRemoteError", "priocclTimeout")
 
 
 def names():
     """Every C name the package asks the library for."""
     return sorted(set(NUMPY_DTYPES.values()) | set(TORCH_DTYPES.values()) | set(OPS.values())
-                  | set(FLAGS) | {ROWS_FAILED, SHRINK_TO_LIVE})
+                  | set(FLAGS) | set(LOST_PEER) | {ROWS_FAILED, SHRINK_TO_LIVE})
 
 
 def read(lib, path):

@@ -9,7 +9,9 @@ prioccl.init() then joins them without MPI. The unique id travels through PRIOCC
 loopback port, set for every worker), or with --store through a torch.distributed TCPStore this
 launcher serves at MASTER_ADDR:MASTER_PORT, as torchrun's agent does. When a worker fails, the
 others get SIGTERM (then SIGKILL 5 s later), and the launcher exits with the first failure's
-code."""
+code. With --min-np K (an elastic job: prioccl.torch.elastic, prioccl.shrink) the others go on
+while at least K workers are left; the launcher then exits with 0 when the workers left all
+ended with 0, and names the ones that failed on stderr."""
 import argparse
 import os
 import signal
@@ -45,6 +47,9 @@ def main(argv=None):
     parser.add_argument("--store", action="store_true",
                         help="pass the unique id through a TCPStore (needs torch) instead of "
                              "PRIOCCL_COMM_ID")
+    parser.add_argument("--min-np", type=int, default=None,
+                        help="elastic: keep the others running after a worker fails, while at "
+                             "least this many are left")
     parser.add_argument("script", help="a Python script, or a program with -m-less --no-python")
     parser.add_argument("--no-python", action="store_true",
                         help="run `script` as a program, not with this Python")
@@ -52,6 +57,8 @@ def main(argv=None):
     a = parser.parse_args(argv)
     if a.nproc < 1:
         parser.error("-np must be at least 1")
+    if a.min_np is not None and not 1 <= a.min_np <= a.nproc:
+        parser.error("--min-np must lie in 1..-np")
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()),
                WORLD_SIZE=str(a.nproc), LOCAL_WORLD_SIZE=str(a.nproc))
     for v in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"):  # not an MPI job
@@ -71,9 +78,17 @@ def main(argv=None):
     procs = [subprocess.Popen(command, env=dict(env, RANK=str(r), LOCAL_RANK=str(r)))
              for r in range(a.nproc)]
     code = 0
+    lost = []  # elastic: workers that failed while enough were left
     try:
         while any(p.poll() is None for p in procs):
-            failed = [p for p in procs if p.poll() not in (None, 0)]
+            failed = [p for p in procs if p.poll() not in (None, 0) and p not in lost]
+            if failed and a.min_np is not None and len(procs) - len(lost) - 1 >= a.min_np:
+                lost.append(failed[0])
+                rank = procs.index(failed[0])
+                print(f"prioccl.run: worker {rank} failed (exit {failed[0].returncode}); "
+                      f"{len(procs) - len(lost)} go on (--min-np {a.min_np})", file=sys.stderr,
+                      flush=True)
+                continue
             if failed:
                 code = failed[0].returncode
                 _stop(procs)
@@ -83,7 +98,7 @@ def main(argv=None):
         _stop(procs)
         code = 130
     if code == 0:
-        code = next((p.returncode for p in procs if p.returncode), 0)
+        code = next((p.returncode for p in procs if p.returncode and p not in lost), 0)
     del store  # served until every worker is done
     return code
 

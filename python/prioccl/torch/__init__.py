@@ -27,6 +27,7 @@ from prioccl.torch.functions import (broadcast_parameters, broadcast_optimizer_s
                                      broadcast_object, allgather_object)
 from prioccl.torch.optimizer import DistributedOptimizer
 from prioccl.torch.ddp import PriorityState, ddp_comm_hook
+from prioccl.torch import elastic  # noqa: F401 - hvd.elastic.run, hvd.elastic.TorchState
 import torch.distributed as _dist
 if _dist.is_available():
     from prioccl.torch import backend as _backend  # noqa: F401 - registers backend "prioccl"

@@ -423,6 +423,19 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._reset_counts()
         self._synchronized = False
 
+    def _forget_inflight(self):
+        """After a lost rank (prioccl.torch.elastic): the all-reduces in flight have failed with
+        the communicator; their requests are released and the step's counts forgotten, so that
+        load_state_dict() and the next step start clean."""
+        for handle, *_ in self._handles.values():
+            try:
+                prioccl.synchronize(handle)
+            except prioccl.PriocclError:
+                pass
+        self._handles.clear()
+        self._reset_counts()
+        self._synchronized = False
+
     def load_state_dict(self, state_dict):
         """Finishes what is in flight (and p3's pending updates), forgets the accumulated passes
         (as Horovod), then loads. Call it between steps."""
