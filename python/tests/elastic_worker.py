@@ -3,8 +3,12 @@ trained with DistributedOptimizer inside @hvd.elastic.run, committing every othe
 launcher kills a rank while they train (mode shrink); the survivors restore their last commit,
 shrink to themselves and train on to the last step. Every survivor must end with the same
 weights, bit for bit, and with size() one less. Under `python3 -m prioccl.run --min-np 3` the
-victim kills itself instead: ELASTIC_KILL="RANK:STEP" (SIGKILL at that step). Prints "LAUNCH rank=R joined",
+victim kills itself instead: ELASTIC_KILL="RANK:STEP[,RANK:STEP...]" (SIGKILL at that step). ELASTIC_SAVE=F:
+after the shrink, the new rank 0 saves the state the survivors go on from (model, optimizer,
+step) to F; ELASTIC_RESUME=F: start from that state instead (a fresh job of the survivors' size,
+restarted from the commit: its final weights must equal the shrunk job's, bit for bit). Prints "LAUNCH rank=R joined",
 "LAUNCH rank=R lost: ..." (a reset callback), "LAUNCH rank=R ok"."""
+import hashlib
 import os
 import signal
 import sys
@@ -15,7 +19,8 @@ import torch
 import prioccl.torch as hvd
 
 STEPS = int(os.environ.get("ELASTIC_STEPS", "400"))
-KILL = os.environ.get("ELASTIC_KILL")  # "rank:step": that rank SIGKILLs itself there
+KILL = os.environ.get("ELASTIC_KILL")  # "rank:step[,rank:step]": those SIGKILL themselves there
+SAVE, RESUME = os.environ.get("ELASTIC_SAVE"), os.environ.get("ELASTIC_RESUME")
 
 
 def main():
@@ -25,15 +30,29 @@ def main():
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
     opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9),
                                    named_parameters=model.named_parameters())
-    state = hvd.elastic.TorchState(model=model, optimizer=opt, step=0)
-    state.register_reset_callbacks(
-        [lambda: print(f"LAUNCH rank={me} lost: {state.lost_error}", flush=True)])
+    step = 0
+    if RESUME:
+        saved = torch.load(RESUME)
+        model.load_state_dict(saved["model"])
+        opt.load_state_dict(saved["optimizer"])
+        step = saved["step"]
+    state = hvd.elastic.TorchState(model=model, optimizer=opt, step=step)
+    resumed = []  # one False per reset, True once a step has completed after it
+
+    def on_reset():
+        print(f"LAUNCH rank={me} lost: {state.lost_error}", flush=True)
+        resumed.append(False)
+    state.register_reset_callbacks([on_reset])
     print(f"LAUNCH rank={me} joined", flush=True)
 
     @hvd.elastic.run
     def train(state):
+        if SAVE and resumed and not resumed[-1] and hvd.rank() == 0:  # synced after a shrink
+            torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
+                        "step": state.step}, SAVE)
         while state.step < STEPS:
-            if KILL and [me, state.step] == [int(v) for v in KILL.split(":")]:
+            if KILL and f"{me}:{state.step}" in KILL.split(","):
+                print(f"LAUNCH rank={me} kill_at={time.time():.3f}", flush=True)
                 os.kill(os.getpid(), signal.SIGKILL)
             g = torch.Generator().manual_seed(state.step * 1000 + hvd.rank())
             x = torch.randn(16, 32, generator=g)
@@ -42,6 +61,10 @@ def main():
             loss.backward()
             opt.step()
             state.step += 1
+            if resumed and not resumed[-1]:  # the first step done after a shrink
+                resumed[-1] = True
+                print(f"LAUNCH rank={me} resumed_at={time.time():.3f} size={hvd.size()}",
+                      flush=True)
             if state.step % 2 == 0:
                 state.commit()
             time.sleep(0.005)  # long enough for the launcher's kill to land mid-training
@@ -50,7 +73,10 @@ def main():
     flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     every = hvd.allgather(flat.unsqueeze(0))
     same = all(torch.equal(every[0], every[k]) for k in range(every.shape[0]))
-    if not same or hvd.size() != size - 1:
+    print(f"LAUNCH rank={me} weights_sha1={hashlib.sha1(flat.numpy().tobytes()).hexdigest()}",
+          flush=True)
+    lost = 0 if RESUME else int(os.environ.get("ELASTIC_LOST", "1"))
+    if not same or hvd.size() != size - lost:
         print(f"LAUNCH rank={me} FAILED: weights equal on every rank: {same}; size {hvd.size()} "
               f"after a start of {size}", flush=True)
         return 1
