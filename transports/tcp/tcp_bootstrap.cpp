@@ -340,6 +340,24 @@ void drop(int fd, const std::string& why) {
   ::close(fd);
 }
 
+constexpr char kNoFrame[] = "no opening message in time (a probe, or a stray)";
+
+// One connection from a listener that the caller polled, and its opening frame, read within
+// kHelloTimeout (and `end`): the socket (-1: nothing to accept), with `*why` empty when the frame
+// is a `want` of job `id` of `size` ranks, else why it must be dropped (kNoFrame: it sent none).
+int acceptFrame(int listenFd, FrameType want, const UniqueIdFields& id, int size,
+                Clock::time_point end, Frame* f, std::string* why) {
+  int fd = ::accept4(listenFd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd < 0) return -1;
+  noDelay(fd);
+  *why = recvAll(fd, f, sizeof *f, std::min(end, Clock::now() + kHelloTimeout))
+             ? frameProblem(*f, want, id, size)
+             : kNoFrame;
+  if (why->empty() && f->type != static_cast<uint16_t>(want))
+    *why = "a verdict where a request was expected";
+  return fd;
+}
+
 }  // namespace
 
 void TcpBootstrap::joinAsRoot() {
@@ -580,13 +598,10 @@ void TcpBootstrap::acceptPeer(int peer) {
     if (!waitFor(listenFd_, POLLIN, end))
       fail(priocclRemoteError, "bootstrap: rank ", peer, " did not connect to rank ", rank_,
            " within ", timeout_.count() / 1000.0, " s (PRIOCCL_TIMEOUT_S)");
-    int fd = ::accept4(listenFd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    noDelay(fd);
     Frame f;
-    std::string why = recvAll(fd, &f, sizeof f, std::min(end, Clock::now() + kHelloTimeout))
-                          ? frameProblem(f, FrameType::kPeer, id_, size_)
-                          : "no valid hello in time";
+    std::string why;
+    int fd = acceptFrame(listenFd_, FrameType::kPeer, id_, size_, end, &f, &why);
+    if (fd < 0) continue;
     if (why.empty() && (f.rank >= rank_ || peers_[f.rank] >= 0))
       why = concat("rank ", f.rank, " may not dial rank ", rank_, " now");
     if (!why.empty()) {
@@ -901,18 +916,14 @@ std::vector<int> TcpBootstrap::leadLiveGroup(const UniqueIdFields& meeting, uint
       if (unknown() == 0 ||
           !waitFor(listenFd_, POLLIN, std::min(end, Clock::now() + std::chrono::milliseconds(100))))
         continue;
-      int fd = ::accept4(listenFd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) continue;
-      noDelay(fd);
       Frame f;
-      std::string why = recvAll(fd, &f, sizeof f, std::min(end, Clock::now() + kHelloTimeout))
-                            ? frameProblem(f, FrameType::kLive, meeting, size_)
-                            : "no request (a probe, or a stray)";
-      if (why.empty() && (f.type != static_cast<uint16_t>(FrameType::kLive) ||
-                          state[static_cast<size_t>(f.rank)] == kIn || f.rank <= rank_))
+      std::string why;
+      int fd = acceptFrame(listenFd_, FrameType::kLive, meeting, size_, end, &f, &why);
+      if (fd < 0) continue;
+      if (why.empty() && (state[static_cast<size_t>(f.rank)] == kIn || f.rank <= rank_))
         why = concat("rank ", f.rank, " may not join rank ", rank_, "'s group now");
       if (!why.empty()) {
-        if (why.rfind("no request", 0) == 0)
+        if (why == kNoFrame)
           ::close(fd);  // the probes of other leaders, or a caller that gave up: not news
         else
           drop(fd, why);
@@ -964,15 +975,10 @@ void TcpBootstrap::answerShrink(const UniqueIdFields& child, const std::vector<i
            timeout_.count() / 1000.0,
            " s (PRIOCCL_TIMEOUT_S; did every survivor exclude the same ranks?)");
     }
-    int fd = ::accept4(listenFd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    noDelay(fd);
     Frame f;
-    std::string why = recvAll(fd, &f, sizeof f, std::min(end, Clock::now() + kHelloTimeout))
-                          ? frameProblem(f, FrameType::kShrink, child, size)
-                          : "no valid request in time";
-    if (why.empty() && f.type != static_cast<uint16_t>(FrameType::kShrink))
-      why = "a verdict where a request was expected";
+    std::string why;
+    int fd = acceptFrame(listenFd_, FrameType::kShrink, child, size, end, &f, &why);
+    if (fd < 0) continue;
     if (why.empty() && (f.rank == 0 || answered[static_cast<size_t>(f.rank)]))
       why = concat("rank ", f.rank, " of the shrunk group asked twice");
     Frame answer = frameOf(FrameType::kShrink, child, 0, size, sizeof port);
