@@ -233,6 +233,14 @@ def init_rank(size, unique_id, rank, process_sets=None):
 
 def _install(handle, process_sets=None):
     """`handle` becomes the global communicator."""
+    _set_global(handle)
+    atexit.register(_at_exit)
+    for ps in process_sets or ():
+        _register(ps, "init(process_sets)")
+
+
+def _set_global(handle):
+    """`handle` becomes the global communicator and global_process_set's (init, shrink)."""
     global _comm, _hosts
     _comm = handle
     global_process_set.process_set_id = 0
@@ -240,10 +248,7 @@ def _install(handle, process_sets=None):
     global_process_set._rank = rank()
     global_process_set.ranks = list(range(size()))
     _process_sets[0] = global_process_set
-    atexit.register(_at_exit)
     _hosts = _find_hosts()
-    for ps in process_sets or ():
-        _register(ps, "init(process_sets)")
 
 
 def _launched_by_mpi():
@@ -415,7 +420,7 @@ def shrink(exclude=None):
     every caller gets the same members. exclude=[ranks]: those ranks are left out and do not call
     it. The old communicator is aborted (its pending ops fail) and destroyed, and so are the
     process sets other than the global one (add them again). Returns the new (rank, size)."""
-    global _comm, _hosts, _next_set_id
+    global _next_set_id
     _require()
     new = ctypes.c_void_p()
     if exclude is None:
@@ -424,7 +429,7 @@ def shrink(exclude=None):
         ranks = [operator.index(r) for r in exclude]
         _check(_L.priocclCommShrink(_comm, (ctypes.c_int * max(1, len(ranks)))(*ranks),
                                     len(ranks), ctypes.byref(new)), "shrink")
-    old, _comm = _comm, new
+    old = _comm
     for ps in list(_process_sets.values()):
         if ps is not global_process_set and ps._comm is not None:
             _L.priocclCommAbort(ps._comm)
@@ -435,10 +440,7 @@ def shrink(exclude=None):
     _L.priocclCommAbort(old)
     _reap()  # the old communicator's ops have failed; their handles raise when synchronized
     _L.priocclCommDestroy(old)
-    global_process_set.process_set_id, global_process_set._comm = 0, _comm
-    global_process_set._rank, global_process_set.ranks = rank(), list(range(size()))
-    _process_sets[0] = global_process_set
-    _hosts = _find_hosts()
+    _set_global(new)
     return rank(), size()
 
 

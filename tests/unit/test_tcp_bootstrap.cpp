@@ -40,6 +40,10 @@ std::vector<std::string> onRanks(int n, const std::function<void(int)>& body) {
   return errors;
 }
 
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 // A connection to the id's listener (IPv4 loopback in these tests), or -1.
 int rawConnect(const UniqueIdFields& id) {
   int fd = ::socket(id.root.ss_family, SOCK_STREAM, 0);
@@ -204,8 +208,7 @@ TEST(TcpBootstrap, AMissingRankFailsEveryRankInTimeNamingIt) {
   auto errors = onRanks(3, [&](int r) {
     TcpBootstrap b(id, r == 2 ? 1 : r, 4, milliseconds(1500));  // ranks 0, 1, 1; 2 and 3 missing
   });
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = secondsSince(start);
   EXPECT_LT(seconds, 1.5 + 5);
   EXPECT_NE(errors[0].find("rank(s) [2, 3] of 4 did not arrive"), std::string::npos) << errors[0];
   // Of the two rank 1s, the one rank 0 took hears why; the other is dropped (a duplicate).
@@ -264,8 +267,7 @@ TEST(TcpBootstrap, ShrinkersThatDisagreeAllFailInTime) {
     // Ranks 0 and 2 keep everyone; rank 1 counts rank 2 out.
     b.shrink(r == 1 ? std::vector<int>{2} : std::vector<int>{});
   });
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = secondsSince(start);
   EXPECT_LT(seconds, 1.5 * 2 + 5);
   for (int r = 0; r < 3; ++r) EXPECT_NE(errors[static_cast<size_t>(r)], "") << "rank " << r;
   EXPECT_NE(errors[0].find("rank(s) [1] did not reach rank 0"), std::string::npos) << errors[0];
@@ -296,8 +298,7 @@ TEST(TcpBootstrap, ShrinkToLiveAgreesOnWhoIsGone) {
     }
     const auto start = std::chrono::steady_clock::now();
     std::unique_ptr<Bootstrap> two = rest->shrinkToLive();
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds = secondsSince(start);
     EXPECT_EQ(two->processIds(), (std::vector<int>{1, 2}));
     EXPECT_GT(seconds, 3.5);  // not before the timeout
     EXPECT_LT(seconds, 4.0 + 2);
@@ -341,8 +342,7 @@ TEST(TcpBootstrap, CancelEndsEveryWaitingJoinPromptly) {
       TcpBootstrap b(noRoot, 1, 2, milliseconds(30000));  // rank 0 never comes
   });
   canceller.join();
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = secondsSince(start);
   EXPECT_LT(seconds, 2.0);
   EXPECT_NE(errors[0].find("rank 0's creation was cancelled"), std::string::npos) << errors[0];
   EXPECT_NE(errors[1].find("rank 0 says: rank 0's creation was cancelled"), std::string::npos)

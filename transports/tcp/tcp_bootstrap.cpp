@@ -99,6 +99,30 @@ void napUnlessCancelled(std::chrono::milliseconds d) {
         std::min<Clock::duration>(until - now, std::chrono::milliseconds(100)));
 }
 
+// One connection attempt to `at`, waiting for its answer until `until`: the socket (TCP_NODELAY
+// set), or -1 with `*err` the errno (ETIMEDOUT: no answer by then; ECONNREFUSED: nobody listens).
+int connectOnce(const sockaddr_storage& at, Clock::time_point until, int* err) {
+  int fd = ::socket(at.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) {
+    *err = errno;
+    return -1;
+  }
+  *err = ::connect(fd, reinterpret_cast<const sockaddr*>(&at), lengthOf(at)) == 0 ? 0 : errno;
+  if (*err == EINPROGRESS) {
+    *err = ETIMEDOUT;
+    if (waitFor(fd, POLLOUT, until)) {
+      socklen_t len = sizeof *err;
+      if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, err, &len) != 0) *err = errno;
+    }
+  }
+  if (*err != 0) {
+    ::close(fd);
+    return -1;
+  }
+  noDelay(fd);
+  return fd;
+}
+
 // Connects to `at`, retrying (the listener may not be up yet) until `deadline`; the socket, or -1
 // with `error` set. The first retries come every millisecond, as NCCL's do: ranks that start
 // together dial before rank 0 listens, and a back-off from 10 ms made that the larger part of a
@@ -113,25 +137,9 @@ int dial(const sockaddr_storage& at, Clock::time_point deadline, std::string* er
       *error = "the creation was cancelled (priocclCommInitCancel)";
       return -1;
     }
-    int fd = ::socket(at.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) {
-      *error = concat("socket(): ", errnoText(errno));
-      return -1;
-    }
-    int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&at), lengthOf(at));
-    int err = rc == 0 ? 0 : errno;
-    if (err == EINPROGRESS &&
-        waitFor(fd, POLLOUT, std::min(deadline, Clock::now() + std::chrono::seconds(3)))) {
-      socklen_t len = sizeof err;
-      if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
-    } else if (err == EINPROGRESS) {
-      err = ETIMEDOUT;
-    }
-    if (err == 0) {
-      noDelay(fd);
-      return fd;
-    }
-    ::close(fd);
+    int err = 0;
+    int fd = connectOnce(at, std::min(deadline, Clock::now() + std::chrono::seconds(3)), &err);
+    if (fd >= 0) return fd;
     *error = errnoText(err);
     if (Clock::now() + pause >= deadline) return -1;
     napUnlessCancelled(pause);
@@ -360,6 +368,12 @@ int acceptFrame(int listenFd, FrameType want, const UniqueIdFields& id, int size
 
 }  // namespace
 
+int TcpBootstrap::listenAnywhere() const {
+  sockaddr_storage any{};
+  any.ss_family = id_.root.ss_family;
+  return listenOn(any);
+}
+
 void TcpBootstrap::joinAsRoot() {
   if (listenFd_ < 0) listenFd_ = takeListener(id_.token);  // made by this process's GetUniqueId
   if (listenFd_ < 0) listenFd_ = listenOn(id_.root);       // PRIOCCL_COMM_ID, or another process
@@ -396,9 +410,7 @@ void TcpBootstrap::joinAsRoot() {
   // PRIOCCL_COMM_ID. Rank 0 listens on, as every rank does, at a port of its own: nobody dials it
   // for send/recv (the lower rank dials), but a shrink meets there when rank 0 remains.
   ::close(std::exchange(listenFd_, -1));
-  sockaddr_storage any{};
-  any.ss_family = id_.root.ss_family;
-  listenFd_ = listenOn(any);
+  listenFd_ = listenAnywhere();
   table_[0].port = portOf(boundAddress(listenFd_));
   Frame t = frameOf(FrameType::kTable, id_, 0, size_, table_.size() * sizeof(Entry));
   for (int r = 1; r < size_; ++r)
@@ -455,11 +467,7 @@ void TcpBootstrap::giveUp(std::vector<PendingHello>& pending) {
 
 void TcpBootstrap::joinAsMember() {
   const auto end = deadline();
-  if (listenFd_ < 0) {
-    sockaddr_storage any{};
-    any.ss_family = id_.root.ss_family;  // the wildcard address of the id's family
-    listenFd_ = listenOn(any);
-  }
+  if (listenFd_ < 0) listenFd_ = listenAnywhere();
   // A connection that closes before rank 0 says anything was taken by a listener that is going
   // away (the previous job's at the same PRIOCCL_COMM_ID, or a rank 0 that restarts): dial again
   // until the deadline.
@@ -689,9 +697,7 @@ void TcpBootstrap::sendRecv(int to, const void* out, int from, void* in, size_t 
 
 std::unique_ptr<Bootstrap> TcpBootstrap::split(int color, int key) {
   // The new group's listener is made first: its port travels with the colour.
-  sockaddr_storage any{};
-  any.ss_family = id_.root.ss_family;
-  int fd = color >= 0 ? listenOn(any) : -1;
+  int fd = color >= 0 ? listenAnywhere() : -1;
   struct Ask {
     int32_t color, key, rank;
     uint16_t port, pad;
@@ -753,9 +759,7 @@ std::unique_ptr<Bootstrap> TcpBootstrap::shrink(const std::vector<int>& excluded
   UniqueIdFields child =
       childOf(id_, {{kind, sizeof kind}, {&serial, sizeof serial}, {out.data(), out.size()}});
   if (newRank == 0) {
-    sockaddr_storage any{};
-    any.ss_family = id_.root.ss_family;
-    int fd = listenOn(any);
+    int fd = listenAnywhere();
     const uint16_t port = portOf(boundAddress(fd));
     try {
       if (newSize > 1) answerShrink(child, members, port);
@@ -789,18 +793,10 @@ namespace {
 // closed the listener with it); 1 alive, 0 gone, -1 not known yet (no answer within `wait`: a
 // host that is down, or a busy one).
 int probe(const sockaddr_storage& at, std::chrono::milliseconds wait) {
-  int fd = ::socket(at.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return -1;
-  int err = ::connect(fd, reinterpret_cast<const sockaddr*>(&at), lengthOf(at)) == 0 ? 0 : errno;
-  if (err == EINPROGRESS) {
-    err = ETIMEDOUT;
-    if (waitFor(fd, POLLOUT, Clock::now() + wait)) {
-      socklen_t len = sizeof err;
-      if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
-    }
-  }
-  ::close(fd);
-  return err == 0 ? 1 : err == ECONNREFUSED ? 0 : -1;
+  int err = 0;
+  int fd = connectOnce(at, Clock::now() + wait, &err);
+  if (fd >= 0) ::close(fd);
+  return fd >= 0 ? 1 : err == ECONNREFUSED ? 0 : -1;
 }
 
 }  // namespace
@@ -813,21 +809,17 @@ std::unique_ptr<Bootstrap> TcpBootstrap::shrinkToLive() {
   std::vector<int> members;
   uint16_t port = 0;
   int listenFd = -1;
-  for (int leader = 0; leader <= rank_ && members.empty(); ++leader) {
-    if (leader < rank_) {
-      askToLead(meeting, leader, end, &members, &port);
-      continue;
-    }
-    sockaddr_storage any{};
-    any.ss_family = id_.root.ss_family;
-    listenFd = listenOn(any);
+  int leader = 0;
+  while (leader < rank_ && !askToLead(meeting, leader, end, &members, &port)) ++leader;
+  if (leader == rank_) {  // every rank below is gone: this one leads
+    listenFd = listenAnywhere();
+    port = portOf(boundAddress(listenFd));
     try {
-      members = leadLiveGroup(meeting, portOf(boundAddress(listenFd)), end);
+      members = leadLiveGroup(meeting, port, end);
     } catch (...) {
       ::close(listenFd);
       throw;
     }
-    port = portOf(boundAddress(listenFd));
   }
   const UniqueIdFields child = childOf(meeting, {{members.data(), members.size() * sizeof(int)}});
   return formGroup(child, members, port, listenFd);
@@ -842,9 +834,9 @@ bool TcpBootstrap::askToLead(const UniqueIdFields& meeting, int leader, Clock::t
       fail(priocclRemoteError, "shrink: rank ", rank_, " could not tell whether rank ", leader,
            " at ", addressText(at), " is alive within ", timeout_.count() / 1000.0,
            " s (PRIOCCL_TIMEOUT_S)");
-    if (probe(at, std::chrono::milliseconds(1000)) == 0) return false;  // gone
-    std::string error;
-    fd = dial(at, std::min(end, Clock::now() + std::chrono::seconds(1)), &error);
+    int err = 0;
+    fd = connectOnce(at, std::min(end, Clock::now() + std::chrono::seconds(1)), &err);
+    if (fd < 0 && err == ECONNREFUSED) return false;  // nobody listens there: gone
   }
   // Rank `leader` answers once it leads, which may take until its own deadline (it waits for
   // every rank above it that is alive but has not asked), so this one waits a grace longer; a

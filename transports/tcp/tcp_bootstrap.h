@@ -80,6 +80,8 @@ class TcpBootstrap final : public Bootstrap {
  private:
   struct PendingHello;
   void closeAll();
+  // A new listener on the wildcard address of the id's family, on a free port.
+  int listenAnywhere() const;
   void joinAsRoot();
   // One connection's hello, read on: true when it made its rank arrive; else *why says why it
   // must be dropped (empty: it may go on).

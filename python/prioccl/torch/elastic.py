@@ -87,12 +87,13 @@ class State:
 
 class ObjectState(State):
     """Keyword arguments become attributes; save() deep-copies them, restore() puts the copies
-    back, sync() makes every rank's copies rank 0's (bcast_object)."""
+    back, sync() makes every rank's copies rank 0's (bcast_object). get_rank is Horovod's
+    argument, unused here (every rank calls bcast_object alike)."""
 
-    def __init__(self, bcast_object=broadcast_object, get_rank=prioccl.rank, **kwargs):
+    def __init__(self, bcast_object=broadcast_object,
+                 get_rank=prioccl.rank, **kwargs):  # noqa: ARG002 - Horovod's signature
         super().__init__()
         self._bcast_object = bcast_object
-        self._get_rank = get_rank
         self._saved_state = kwargs
         self._set_attrs()
 
