@@ -31,6 +31,7 @@
 #                                         "[rank R] ...", exit status the first failure's
 #   perf/testbed.sh selftest              per-flow TCP throughput pccl1 -> pccl2 and a 2-rank MPI launch
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib/listen_port.sh"
 
 readonly NS_PREFIX=pccl BRIDGE=pcclbr0 VETH_PREFIX=pcclv
 readonly SUBNET=198.18.0 BRIDGE_ADDR=198.18.0.254 PREFIXLEN=24
@@ -294,7 +295,7 @@ cmd_launch() {
   n=$(hosts_to_use "$np") || exit 1
   per_host=$(ranks_per_host)
   export WORLD_SIZE=$((n * per_host)) LOCAL_WORLD_SIZE=$per_host MASTER_ADDR=$SUBNET.1
-  export MASTER_PORT=${MASTER_PORT:-$((20000 + RANDOM % 30000))}
+  export MASTER_PORT=${MASTER_PORT:-$(listen_port)}
   local -a pids=()
   for ((i = 1; i <= n; i++)); do
     for ((k = 0; k < per_host; k++)); do

@@ -444,6 +444,17 @@ def shrink(exclude=None):
     return rank(), size()
 
 
+def _lost_peer():
+    """Whether the global communicator has failed because a peer is gone (its async error is a
+    remote error or a timeout), without submitting anything: elastic training asks it when an
+    error reaches it wrapped by another layer (DDP raises a RuntimeError with the op's message)."""
+    if _comm is None:
+        return False
+    code = ctypes.c_int()
+    return (_L.priocclCommGetAsyncError(_comm, ctypes.byref(code)) == 0
+            and code.value in _LOST_PEER)
+
+
 def abort():
     """From any thread: fails every pending and later op at once and tells the other ranks (their
     ops fail naming this rank). shutdown() afterwards waits for nothing. For a stuck job."""

@@ -102,6 +102,7 @@ def _declare(lib):
         "priocclCommInitCancel": (R, []),
         "priocclCommSplit": (R, [v, i, i, c_void_pp]),
         "priocclCommShrink": (R, [v, ctypes.POINTER(i), i, c_void_pp]),
+        "priocclCommGetAsyncError": (R, [v, c_int_p]),
         "priocclGetCounters": (R, [v, v]),
         "priocclGroupStart": (R, []),
         "priocclGroupEnd": (R, []),

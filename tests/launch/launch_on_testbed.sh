@@ -22,7 +22,8 @@ ip netns del pcclprobe$$
 trap '"$testbed" down >/dev/null 2>&1' EXIT
 "$testbed" down >/dev/null 2>&1
 "$testbed" up 3 1gbit >/dev/null || exit 1
-port() { echo $((20000 + RANDOM % 30000)); }
+. "$(dirname "$0")/../../scripts/lib/listen_port.sh"
+port() { listen_port; }
 
 # $1: name; the rest: the command testbed.sh launch runs. Passes when every rank printed its
 # line ($want) and the launch exited 0.

@@ -19,7 +19,8 @@
 # ranks behaved as they must).
 set -u
 program=$1 np=$2 mode=${3:-all}
-port=$((20000 + RANDOM % 30000))
+. "$(dirname "$0")/../../scripts/lib/listen_port.sh"
+port=$(listen_port)
 export PRIOCCL_COMM_ID=127.0.0.1:$port WORLD_SIZE=$np LOCAL_WORLD_SIZE=$np
 started=$np
 if [ "$mode" = missing ]; then

@@ -40,9 +40,9 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import ProcessGroup, _create_work_from_future
 
 import prioccl
-from prioccl.torch.ddp import _STOP, _complete_in_order
+from prioccl.torch.ddp import _STOP, _complete_in_order, _unwrap
 
-__all__ = ["ProcessGroupPrioccl"]
+__all__ = ["ProcessGroupPrioccl", "follow_shrink"]
 
 
 _BULK_CHUNK_BYTES = 1 << 20  # the largest chunk the library's own link-measured rule picks
@@ -67,6 +67,16 @@ def _prioccl_op(reduce_op, what):
             return ours
     raise prioccl.PriocclError(f"{what}: backend prioccl has no {reduce_op} (it has SUM, "
                                f"PRODUCT, MIN, MAX and AVG)")
+
+
+def _failable_work():
+    """A future for the group's thread to complete, and the Work torch gets: made from a second
+    future, which the first one's value (or error, as a message) passes to through _unwrap. A
+    Python exception set on a future that C++ reads (DDP's reducer, in autograd's thread, without
+    the GIL) crashed the process (torch 1.13: a segfault in Reducer::finalize_backward when a
+    rank was lost); the callback turns it into torch's own error, which DDP raises."""
+    fut = torch.futures.Future()
+    return fut, _create_work_from_future(fut.then(_unwrap))
 
 
 class ProcessGroupPrioccl(ProcessGroup):
@@ -113,14 +123,14 @@ class ProcessGroupPrioccl(ProcessGroup):
     def _async(self, submit, finish=lambda result: result):
         """A Work completed by the group's thread once the op that submit() started has (its
         value finish(op's result)); a failure to submit fails the Work at once."""
-        fut = torch.futures.Future()
+        fut, work = _failable_work()
         try:
             handle = submit()
         except Exception as e:  # noqa: BLE001 - the Work carries it
             fut.set_exception(e)
-            return _create_work_from_future(fut)
+            return work
         self._work.put((handle, fut, finish))
-        return _create_work_from_future(fut)
+        return work
 
     def _one(self, tensors, what):
         if len(tensors) != 1:
@@ -210,13 +220,13 @@ class ProcessGroupPrioccl(ProcessGroup):
                                                           process_set=self._ps), finish)
 
     def barrier(self, opts=None):
-        fut = torch.futures.Future()
+        fut, work = _failable_work()
         try:
             prioccl.barrier(process_set=self._ps)
             fut.set_result([])
         except Exception as e:  # noqa: BLE001 - the Work carries it
             fut.set_exception(e)
-        return _create_work_from_future(fut)
+        return work
 
     def send(self, tensors, dst, tag=0):
         t = self._one(tensors, "send")
@@ -227,6 +237,37 @@ class ProcessGroupPrioccl(ProcessGroup):
         t = self._one(tensors, "recv")
         return self._async(lambda: prioccl.recv_async(t, src, tag, process_set=self._ps),
                            lambda _: tensors)
+
+
+_remade = 0  # default groups remade after a shrink in this process (each one's store prefix)
+
+
+def follow_shrink():
+    """After prioccl.shrink() (prioccl.torch.elastic calls it): torch.distributed's default group,
+    when it is prioccl's, is made again over the shrunk communicator, with the new rank and
+    size. A process group's size is fixed when it is made, and DDP divides by it. The other groups
+    go with the old default one (as prioccl.shrink() drops its process sets), and so does every
+    DDP built on it: build DDP again afterwards (an elastic reset callback). init_process_group
+    meets the other survivors through the old group's store, under a prefix of its own. That store
+    must have outlived the lost ranks: an agent's (torchrun's, or prioccl.run --store), or one
+    in a rank that is still there. Returns whether a group was made again."""
+    global _remade
+    if not dist.is_initialized() or dist.get_backend() != "prioccl":
+        return False
+    store = dist.distributed_c10d._get_default_store()
+    dist.destroy_process_group()
+    _remade += 1
+    try:
+        dist.init_process_group("prioccl", store=dist.PrefixStore(f"prioccl/shrink{_remade}",
+                                                                    store),
+                                rank=prioccl.rank(), world_size=prioccl.size())
+    except RuntimeError as e:  # the store's connection: its server's process ended
+        raise prioccl.PriocclError(
+            f"shrink: torch.distributed's default group cannot be made again over the "
+            f"{prioccl.size()} ranks left: its store failed ({e}). It probably lived in a lost "
+            f"rank's process (init_process_group's env:// store lives in rank 0's): launch with "
+            f"an agent's store (torchrun, or python3 -m prioccl.run --store)") from e
+    return True
 
 
 def _create(store, rank, size, timeout):

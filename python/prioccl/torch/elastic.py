@@ -12,23 +12,34 @@
     train(state)
 
 When an op fails because a rank is gone (a PriocclError with a lost peer's code: remote error or
-timeout), every survivor restores the state of its last commit(), the survivors shrink the
-communicator to themselves (prioccl.shrink(): they find out together who is gone), rank 0's
-state is broadcast to all (sync()), and the function runs again from there, with a smaller
-size() and new rank() numbers. Jobs launched without MPI only (MPI cannot shrink).
+timeout; or DDP's RuntimeError while the communicator has failed that way), every survivor
+restores the state of its last commit(), the survivors shrink the communicator to themselves
+(prioccl.shrink(): they find out together who is gone), rank 0's state is broadcast to all
+(sync()), and the function runs again from there, with a smaller size() and new rank() numbers.
+Jobs launched without MPI only (MPI cannot shrink).
+
+DistributedOptimizer, every mode: lagged and delayed set up their fused objects again on the
+shrunk communicator at sync(), as a new optimizer would (warm-up again; SSD-SGD's global momentum
+starts empty), so a shrunk job trains on exactly as one restarted from the commit.
+torch.distributed with backend "prioccl": its default group is made again with the new size
+(backend.follow_shrink()); a DDP built on the old one must be built again, in a reset callback.
 
 Unlike Horovod, ranks are never added while a job runs (there is no host discovery): a job that
 must grow again restarts (torchrun's elastic restart, or a new launch) and resumes from a
-checkpoint of its own; check_host_updates() therefore never interrupts. Supported optimizers:
-DistributedOptimizer in its default (Horovod's) mode and p3; lagged and delayed modes keep state
-between steps that restore() does not rewind.
+checkpoint of its own (docs/horovod.md, "Elastic training"); check_host_updates() therefore never
+interrupts.
 """
 import copy
 import functools
 
+import torch.distributed as _dist
+
 import prioccl
 from prioccl.torch.functions import (broadcast_object, broadcast_optimizer_state,
                                      broadcast_parameters)
+
+if _dist.is_available():
+    from prioccl.torch import backend
 
 __all__ = ["run", "State", "ObjectState", "TorchState", "HostsUpdatedInterrupt"]
 
@@ -43,8 +54,19 @@ class HostsUpdatedInterrupt(RuntimeError):
 
 
 def _lost_rank(error):
-    """Whether a PriocclError says a peer is gone (not a bad argument or a bug)."""
-    return getattr(error, "code", None) in prioccl._LOST_PEER
+    """Whether an error says a peer is gone (not a bad argument or a bug): a PriocclError with a
+    lost peer's code, or another layer's error raised while the communicator has failed that
+    way (DDP turns a failed op into a RuntimeError carrying only its message)."""
+    if isinstance(error, prioccl.PriocclError):
+        return getattr(error, "code", None) in prioccl._LOST_PEER
+    return prioccl._lost_peer()
+
+
+def _shrink():
+    """prioccl.shrink(), then torch.distributed's default group when it is prioccl's."""
+    prioccl.shrink()
+    if _dist.is_available():
+        backend.follow_shrink()
 
 
 class State:
@@ -148,6 +170,9 @@ class TorchState(ObjectState):
             broadcast_parameters(self.model.state_dict(), root_rank=0)
         if self.optimizer is not None:
             broadcast_optimizer_state(self.optimizer, root_rank=0)
+            follow = getattr(self.optimizer, "_follow_shrink", None)
+            if follow is not None:  # lagged, delayed: their fused objects, from equal weights
+                follow()
         self._save_torch()  # what the ranks now share is the point to come back to
         super().sync()
 
@@ -164,14 +189,14 @@ def run(func):
                 state.sync()
             try:
                 return func(state, *args, **kwargs)
-            except prioccl.PriocclError as e:
+            except HostsUpdatedInterrupt as e:
+                skip_sync = e.skip_sync
+            except Exception as e:
                 if not _lost_rank(e):
                     raise
                 state.lost_error = e  # for a reset callback's log
                 state.restore()
-                prioccl.shrink()
+                _shrink()
                 skip_sync = False
-            except HostsUpdatedInterrupt as e:
-                skip_sync = e.skip_sync
             state.on_reset()
     return wrapper

@@ -295,7 +295,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         known = model is not None or sparse_as_dense
         self._make_groups(groups, fusion_bytes if self._auto_groups and known else 0)
         self._register_grad_hooks()
-        self._setup_mode(model=model, **options)
+        self._mode_options = dict(model=model, **options)  # to set the mode up again (a shrink)
+        self._setup_mode(**self._mode_options)
 
     def _setup_mode(self, **options):
         """The mode's own state, after the common one (options: model= and the mode's keywords)."""
@@ -435,6 +436,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._handles.clear()
         self._reset_counts()
         self._synchronized = False
+
+    def _follow_shrink(self):
+        """After the shrink that followed _forget_inflight(): sync and p3 hold nothing of the old
+        communicator (they find the global one at each op)."""
 
     def load_state_dict(self, state_dict):
         """Finishes what is in flight (and p3's pending updates), forgets the accumulated passes
@@ -863,6 +868,28 @@ class _Fused(_DistributedOptimizer):
         if process_set is not None:
             return "process_set (its fused ops run on the global communicator)"
         return None
+
+    def _forget_inflight(self):
+        """As the base's, and the mode's fused object is destroyed: it belongs to the failed
+        communicator, which the shrink destroys next (its op in flight has failed: no wait)."""
+        _DistributedOptimizer._forget_inflight(self)
+        if self._lagged:
+            self._L.priocclLaggedDestroy(self._lagged)  # fails like its op: nothing to report
+            self._lagged = None
+        for handle, _, _ in self._delayed:
+            self._L.priocclDelayedDestroy(handle)
+        self._delayed = []
+        self._released = True
+
+    def _follow_shrink(self):
+        """The mode set up again on the shrunk communicator, from the restored weights, as a new
+        optimizer would be there: the step count (and with it the warm-up) starts over, and
+        SSD-SGD's global momentum and pending averages, which no state_dict holds, start empty.
+        So a shrunk job goes on exactly as a job restarted from the commit would."""
+        if getattr(self, "_released", False):
+            self._released = False
+            self._steps = 0
+            self._setup_mode(**self._mode_options)
 
     def _apply_flat_grads(self):
         if self.gradient_predivide_factor != 1.0:
