@@ -58,6 +58,7 @@ def main():
     if saved:
         opt.load_state_dict(saved["optimizer"])
         step = saved["step"]
+        say(f"LAUNCH rank={me} resumes at step {step}")
     state = hvd.elastic.TorchState(model=model, optimizer=opt, step=step)
     resumed = []  # one False per reset, True once a step has completed after it
 
@@ -74,6 +75,7 @@ def main():
         if SAVE and resumed and not resumed[-1] and hvd.rank() == 0:  # synced after a shrink
             torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
                         "step": state.step}, SAVE)
+            say(f"LAUNCH rank={me} saved step {state.step}")
         while state.step < STEPS:
             if KILL and f"{me}:{state.step}" in KILL.split(","):
                 say(f"LAUNCH rank={me} kill_at={time.time():.3f}")
