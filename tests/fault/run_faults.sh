@@ -36,6 +36,13 @@ case $transport in
 esac
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+# FAULT_LOG_DIR=D: the whole log of every run that lost a survivor is kept there, for the rare
+# ones (a survivor lost once in several hundred kills over UCX/TCP) that a summary cannot explain.
+keep_log() {
+  [[ -n ${FAULT_LOG_DIR:-} ]] || return 0
+  mkdir -p "$FAULT_LOG_DIR" && cp "$log" "$FAULT_LOG_DIR/$1.log" &&
+    echo "    (whole log: $FAULT_LOG_DIR/$1.log)" >&2
+}
 hangs=0 late=0 wrong=0 runs=0 stuck=0 ucx_aborts=0
 printf '%-15s %-15s %5s %10s %8s %6s %6s %5s %5s %5s  %s\n' op phase runs max_s destroy hangs late done stuck ucx_a "transport=$transport np=$np PRIOCCL_TIMEOUT_S=$timeout${PRIOCCL_ALGO:+ PRIOCCL_ALGO=$PRIOCCL_ALGO}$( ((per_host)) && echo " ranks/host=$per_host")"
 phase_index=0
@@ -92,11 +99,13 @@ for cell in "${cells[@]}"; do
       p_ucx=$((p_ucx + 1))
       echo "--- $op $phase victim $victim: $unreported survivor(s) aborted inside UCX (not prioccl):" >&2
       grep -E '^(KILL|SURVIVOR)|Assertion|ucs_|uct_|ucp_' "$log" | head -20 >&2
+      keep_log "$op.$phase.victim$victim.rep$rep"
     elif ((rc == 124)) || [[ -z $kill_at ]] || ((survivors != np - 1)); then
       p_hangs=$((p_hangs + 1))
       echo "--- $op $phase victim $victim: rc=$rc, kill='${kill_at}', $survivors survivors reported" >&2
       # What the ranks said, without mpirun's boilerplate about the killed rank.
       grep -E '^(KILL|SURVIVOR)|PRIOCCL|UCX|rror|ignal|bort|terminate|ssert' "$log" | head -30 >&2
+      keep_log "$op.$phase.victim$victim.rep$rep"
       continue
     fi
     # Per survivor: seconds from the kill to its error, its codes, its destroy time.
