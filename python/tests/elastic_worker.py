@@ -9,11 +9,14 @@ step) to F; ELASTIC_RESUME=F: start from that state instead (a fresh job of the 
 restarted from the commit: its final weights must equal the shrunk job's, bit for bit).
 ELASTIC_MODE: DistributedOptimizer's mode (sync, p3, lagged, delayed). ELASTIC_DDP=1: DDP over
 torch.distributed's backend "prioccl" and a plain SGD instead (the default group is made again
-after the shrink; the reset callback builds DDP again). Prints "LAUNCH rank=R joined",
+after the shrink; the reset callback builds DDP again). ELASTIC_STALL="RANK:STEP:SECONDS": that
+rank's process stops (SIGSTOP) that long at that step (with ELASTIC_LOST=0: nobody may be left
+out). Prints "LAUNCH rank=R joined",
 "LAUNCH rank=R lost: ..." (a reset callback), "LAUNCH rank=R ok"."""
 import hashlib
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -25,6 +28,7 @@ import prioccl.torch as hvd
 STEPS = int(os.environ.get("ELASTIC_STEPS", "400"))
 KILL = os.environ.get("ELASTIC_KILL")  # "rank:step[,rank:step]": those SIGKILL themselves there
 SAVE, RESUME = os.environ.get("ELASTIC_SAVE"), os.environ.get("ELASTIC_RESUME")
+STALL = os.environ.get("ELASTIC_STALL")  # "rank:step:seconds": that rank freezes (SIGSTOP)
 MODE = os.environ.get("ELASTIC_MODE", "sync")
 DDP = os.environ.get("ELASTIC_DDP") == "1"
 
@@ -80,6 +84,13 @@ def main():
             if KILL and f"{me}:{state.step}" in KILL.split(","):
                 say(f"LAUNCH rank={me} kill_at={time.time():.3f}")
                 os.kill(os.getpid(), signal.SIGKILL)
+            if STALL and STALL.split(":")[:2] == [str(me), str(state.step)]:
+                # The whole process stops (its progress thread too), as on an overloaded host;
+                # a child wakes it. Under PRIOCCL_TIMEOUT_S nobody may count it as gone.
+                seconds = float(STALL.split(":")[2])
+                say(f"LAUNCH rank={me} stalls {seconds} s")
+                subprocess.Popen(["sh", "-c", f"sleep {seconds}; kill -CONT {os.getpid()}"])
+                os.kill(os.getpid(), signal.SIGSTOP)
             g = torch.Generator().manual_seed(state.step * 1000 + hvd.rank())
             x = torch.randn(16, 32, generator=g)
             loss = (ddp[0] if DDP else model)(x).pow(2).mean()
