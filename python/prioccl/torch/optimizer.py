@@ -287,6 +287,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._warmup = warmup_steps
         self._lagged = None
         self._delayed = []
+        self._released = False  # the mode's fused objects went with a failed communicator
         self._ready = set()  # p3: params whose update waits for their module's next forward
         # Automatic groups only where every rank knows beforehand which gradients are sparse
         # (model= names the sparse embeddings; sparse_as_dense makes them dense): a group that a
@@ -886,7 +887,7 @@ class _Fused(_DistributedOptimizer):
         optimizer would be there: the step count (and with it the warm-up) starts over, and
         SSD-SGD's global momentum and pending averages, which no state_dict holds, start empty.
         So a shrunk job goes on exactly as a job restarted from the commit would."""
-        if getattr(self, "_released", False):
+        if self._released:
             self._released = False
             self._steps = 0
             self._setup_mode(**self._mode_options)
