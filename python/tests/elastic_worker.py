@@ -28,7 +28,8 @@ import prioccl.torch as hvd
 STEPS = int(os.environ.get("ELASTIC_STEPS", "400"))
 KILL = os.environ.get("ELASTIC_KILL")  # "rank:step[,rank:step]": those SIGKILL themselves there
 SAVE, RESUME = os.environ.get("ELASTIC_SAVE"), os.environ.get("ELASTIC_RESUME")
-STALL = os.environ.get("ELASTIC_STALL")  # "rank:step:seconds": that rank freezes (SIGSTOP)
+# "rank:step:seconds": that rank's process stops (SIGSTOP) at that step for that long
+STALL = os.environ.get("ELASTIC_STALL", "-1:-1:0").split(":")
 MODE = os.environ.get("ELASTIC_MODE", "sync")
 DDP = os.environ.get("ELASTIC_DDP") == "1"
 
@@ -84,12 +85,11 @@ def main():
             if KILL and f"{me}:{state.step}" in KILL.split(","):
                 say(f"LAUNCH rank={me} kill_at={time.time():.3f}")
                 os.kill(os.getpid(), signal.SIGKILL)
-            if STALL and STALL.split(":")[:2] == [str(me), str(state.step)]:
+            if STALL[:2] == [str(me), str(state.step)]:
                 # The whole process stops (its progress thread too), as on an overloaded host;
                 # a child wakes it. Under PRIOCCL_TIMEOUT_S nobody may count it as gone.
-                seconds = float(STALL.split(":")[2])
-                say(f"LAUNCH rank={me} stalls {seconds} s")
-                subprocess.Popen(["sh", "-c", f"sleep {seconds}; kill -CONT {os.getpid()}"])
+                say(f"LAUNCH rank={me} stalls {STALL[2]} s")
+                subprocess.Popen(["sh", "-c", f"sleep {STALL[2]}; kill -CONT {os.getpid()}"])
                 os.kill(os.getpid(), signal.SIGSTOP)
             g = torch.Generator().manual_seed(state.step * 1000 + hvd.rank())
             x = torch.randn(16, 32, generator=g)

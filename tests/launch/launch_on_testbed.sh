@@ -23,7 +23,6 @@ trap '"$testbed" down >/dev/null 2>&1' EXIT
 "$testbed" down >/dev/null 2>&1
 "$testbed" up 3 1gbit >/dev/null || exit 1
 . "$(dirname "$0")/../../scripts/lib/listen_port.sh"
-port() { listen_port; }
 
 # $1: name; the rest: the command testbed.sh launch runs. Passes when every rank printed its
 # line ($want) and the launch exited 0.
@@ -44,9 +43,9 @@ launch() {
   fi
   if [[ $code -eq 0 && $got -ge 1 ]]; then result+=("$name=ok"); else result+=("$name=failed"); fi
 }
-PRIOCCL_COMM_ID=198.18.0.1:$(port) PRIOCCL_CALIBRATE=0 launch c_auto "LAUNCH rank=2 ok" "$binary"
+PRIOCCL_COMM_ID=198.18.0.1:$(listen_port) PRIOCCL_CALIBRATE=0 launch c_auto "LAUNCH rank=2 ok" "$binary"
 if [[ $ucx == ucx ]]; then
-  PRIOCCL_COMM_ID=198.18.0.1:$(port) PRIOCCL_CALIBRATE=0 PRIOCCL_TRANSPORT=ucx UCX_TLS=tcp \
+  PRIOCCL_COMM_ID=198.18.0.1:$(listen_port) PRIOCCL_CALIBRATE=0 PRIOCCL_TRANSPORT=ucx UCX_TLS=tcp \
     launch c_ucx "LAUNCH rank=2 ok" "$binary"
 else
   echo "  [c_ucx] skipped: this build has no UCX transport"
@@ -58,7 +57,7 @@ if [[ $python == - ]]; then
   result+=("torch=skipped(sanitizer-build)")
 elif "$python" -c 'import torch.distributed' 2>/dev/null; then
   # gloo (the reference DDP run) must use the hosts' own links.
-  MASTER_PORT=$(port) GLOO_SOCKET_IFNAME=eth0 OMP_NUM_THREADS=1 PRIOCCL_DEBUG=INFO \
+  MASTER_PORT=$(listen_port) GLOO_SOCKET_IFNAME=eth0 OMP_NUM_THREADS=1 PRIOCCL_DEBUG=INFO \
     launch torch "test_torch_backend: all checks passed on 3 ranks" \
     "$python" "$here/../../python/tests/test_torch_backend.py"
 else

@@ -40,7 +40,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import ProcessGroup, _create_work_from_future
 
 import prioccl
-from prioccl.torch.ddp import _STOP, _complete_in_order, _unwrap
+from prioccl.torch.ddp import _STOP, _complete_in_order, _failable_future
 
 __all__ = ["ProcessGroupPrioccl", "follow_shrink"]
 
@@ -70,13 +70,10 @@ def _prioccl_op(reduce_op, what):
 
 
 def _failable_work():
-    """A future for the group's thread to complete, and the Work torch gets: made from a second
-    future, which the first one's value (or error, as a message) passes to through _unwrap. A
-    Python exception set on a future that C++ reads (DDP's reducer, in autograd's thread, without
-    the GIL) crashed the process (torch 1.13: a segfault in Reducer::finalize_backward when a
-    rank was lost); the callback turns it into torch's own error, which DDP raises."""
-    fut = torch.futures.Future()
-    return fut, _create_work_from_future(fut.then(_unwrap))
+    """A future for the group's thread to complete, and the Work torch gets from it (through
+    _failable_future: an op's error reaches DDP as torch's own, not as a Python exception)."""
+    fut, result = _failable_future()
+    return fut, _create_work_from_future(result)
 
 
 class ProcessGroupPrioccl(ProcessGroup):

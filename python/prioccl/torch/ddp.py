@@ -82,6 +82,16 @@ def _unwrap(fut):
     return fut.value()
 
 
+def _failable_future():
+    """(raw, result): raw for the background thread to complete (a value, or the op's exception),
+    result for torch (DDP's reducer, a Work). result gets raw's value, or its error as torch's
+    own, through _unwrap: a Python exception set on a future that C++ reads in autograd's thread,
+    without the GIL, crashed the process (torch 1.13: a segfault in Reducer::finalize_backward
+    when a rank was lost, through the torch backend)."""
+    raw = torch.futures.Future()
+    return raw, raw.then(_unwrap)
+
+
 class PriorityState:
     """The state to pass to register_comm_hook with ddp_comm_hook (see the module's docstring).
 
@@ -153,8 +163,7 @@ def ddp_comm_hook(state, bucket):
         if _default_state is None:
             _default_state = PriorityState()
         state = _default_state
-    raw = torch.futures.Future()
-    result = raw.then(_unwrap)
+    raw, result = _failable_future()
     try:
         buf = bucket.buffer()
         index = bucket.index()

@@ -673,12 +673,17 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             for h in self._hooks:
                 h.remove()
             self._hooks = []
-            if self._lagged:
-                self._L.priocclLaggedDestroy(self._lagged)
-                self._lagged = None
-            for handle, _, _ in self._delayed:
-                self._L.priocclDelayedDestroy(handle)
-            self._delayed = []
+            self._destroy_fused()
+
+    def _destroy_fused(self):
+        """Frees lagged's and delayed's objects in the library (close, or a failed communicator):
+        each waits for its op in flight, which on a failed communicator has failed already."""
+        if self._lagged:
+            self._L.priocclLaggedDestroy(self._lagged)
+            self._lagged = None
+        for handle, _, _ in self._delayed:
+            self._L.priocclDelayedDestroy(handle)
+        self._delayed = []
 
 
 class _P3(_DistributedOptimizer):
@@ -874,12 +879,7 @@ class _Fused(_DistributedOptimizer):
         """As the base's, and the mode's fused object is destroyed: it belongs to the failed
         communicator, which the shrink destroys next (its op in flight has failed: no wait)."""
         _DistributedOptimizer._forget_inflight(self)
-        if self._lagged:
-            self._L.priocclLaggedDestroy(self._lagged)  # fails like its op: nothing to report
-            self._lagged = None
-        for handle, _, _ in self._delayed:
-            self._L.priocclDelayedDestroy(handle)
-        self._delayed = []
+        self._destroy_fused()
         self._released = True
 
     def _follow_shrink(self):
