@@ -93,6 +93,11 @@ class ProcessSet:
         """This rank's index in the set; -1 where not included."""
         return self._rank
 
+    def _global_rank(self):
+        """This rank as ranks name it (the global rank, as root_rank is given); -1 where not
+        included."""
+        return self.ranks[self._rank] if self._rank >= 0 else -1
+
     def __repr__(self):
         return f"ProcessSet(process_set_id={self.process_set_id}, ranks={self.ranks})"
 
@@ -1102,14 +1107,27 @@ def grouped_allreduce_(tensors, op=Average, priority=0, name=None, process_set=N
 
 
 # ---- broadcast, reduce ----
+def _root_index(ps, root_rank, what):
+    """root_rank is a global rank, in a process set too (Horovod's rule): its index in the set,
+    which the set's communicator calls its root."""
+    try:
+        root_rank = operator.index(root_rank)
+    except TypeError:
+        raise PriocclError(f"{what}: root_rank must be an int, not {type(root_rank).__name__}")
+    if root_rank not in ps.ranks:
+        raise PriocclError(f"{what}: root_rank {root_rank} is not a rank of {ps!r}")
+    return ps.ranks.index(root_rank)
+
+
 def _broadcast_async(src, dst, root_rank, priority, name, process_set):
     ps = _target(process_set, "broadcast")
+    root = _root_index(ps, root_rank, "broadcast")
     s_ptr, d_ptr, count, code = _pair(src, dst)
     comm = ps._comm
     op = _submit("broadcast", name,
-                 lambda r: _L.priocclBroadcastAsync(s_ptr, d_ptr, count, code, root_rank,
-                                                    priority, comm, r),
-                 lambda k, r: _L.priocclBroadcastNamedAsync(s_ptr, d_ptr, count, code, root_rank,
+                 lambda r: _L.priocclBroadcastAsync(s_ptr, d_ptr, count, code, root, priority,
+                                                    comm, r),
+                 lambda k, r: _L.priocclBroadcastNamedAsync(s_ptr, d_ptr, count, code, root,
                                                             priority, k, comm, r),
                  (src, dst), ps, shape=src.shape)
     return Handle(op, dst)
@@ -1180,15 +1198,16 @@ def reduce_async(tensor, root_rank=0, op=Average, priority=0, name=None, process
         return h
     if code == _BOOL_CODE:
         op = _bool_op(op, "reduce")
+    root = _root_index(ps, root_rank, "reduce")
     s_ptr, count, wire = _buffer(tensor, writable=False)
-    out = _empty_like(tensor) if ps.rank() == root_rank else None
+    out = _empty_like(tensor) if ps.rank() == root else None
     d_ptr = _buffer(out)[0] if out is not None else None
     comm = ps._comm
     req = _submit("reduce", name,
-                  lambda r: _L.priocclReduceAsync(s_ptr, d_ptr, count, wire, op, root_rank,
-                                                  priority, comm, r),
-                  lambda k, r: _L.priocclReduceNamedAsync(s_ptr, d_ptr, count, wire, op,
-                                                          root_rank, priority, k, comm, r),
+                  lambda r: _L.priocclReduceAsync(s_ptr, d_ptr, count, wire, op, root, priority,
+                                                  comm, r),
+                  lambda k, r: _L.priocclReduceNamedAsync(s_ptr, d_ptr, count, wire, op, root,
+                                                          priority, k, comm, r),
                   (tensor, out), ps, shape=tensor.shape)
     return Handle(req, out)
 

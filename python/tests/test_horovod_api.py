@@ -281,6 +281,17 @@ def process_sets(r, p):
     check(g.tolist() == mine.ranks, "allgather in a process set")
     raises(lambda: hvd.allreduce(torch.ones(1), process_set=other), hvd.PriocclError,
            "is not in", "op in a set this rank is not in")
+    # root_rank is a global rank in a process set too (Horovod's rule): the set's last member.
+    root = mine.ranks[-1]
+    b = hvd.broadcast(torch.tensor([float(r)]), root, process_set=mine, name="sub.bcast")
+    check(b.item() == root, "broadcast in a process set from a global root_rank")
+    o = hvd.broadcast_object({"from": r}, root_rank=root, process_set=mine)
+    check(o == {"from": root}, "broadcast_object in a process set from a global root_rank")
+    red = prioccl.reduce(torch.tensor([1.0]), root_rank=root, op=prioccl.Sum, process_set=mine)
+    check((red.item() == len(mine.ranks)) if r == root else red is None,
+          "reduce in a process set to a global root_rank")
+    raises(lambda: hvd.broadcast(torch.ones(1), other.ranks[0], process_set=mine),
+           hvd.PriocclError, "is not a rank of", "broadcast from a root outside the set")
     raises(lambda: hvd.add_process_set([0, 1] if r == 0 else [0, p - 1] if p > 2 else [1]),
            hvd.PriocclError, "different process sets", "ranks disagree on a set") \
         if p > 2 else None

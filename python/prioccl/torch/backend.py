@@ -142,9 +142,14 @@ class ProcessGroupPrioccl(ProcessGroup):
             t, op=op, priority=self._next_priority(), process_set=self._ps),
             lambda _: tensors)
 
+    def _global(self, root):
+        """torch's root (the group's rank) as prioccl's root_rank (a global rank, as Horovod's);
+        one out of range is passed on for prioccl's error."""
+        return self._ps.ranks[root] if 0 <= root < len(self._ps.ranks) else root
+
     def broadcast(self, tensors, opts=None):
         t = self._one(tensors, "broadcast")
-        root = opts.rootRank if opts is not None else 0
+        root = self._global(opts.rootRank if opts is not None else 0)
         return self._async(lambda: prioccl.broadcast_async_(t, root_rank=root,
                                                             process_set=self._ps),
                            lambda _: tensors)
@@ -158,7 +163,7 @@ class ProcessGroupPrioccl(ProcessGroup):
             if self._ps.rank() == root:
                 t.copy_(result)
             return tensors
-        return self._async(lambda: prioccl.reduce_async(t, root_rank=root, op=op,
+        return self._async(lambda: prioccl.reduce_async(t, root_rank=self._global(root), op=op,
                                                         process_set=self._ps), finish)
 
     def allgather(self, output_tensors, input_tensors, opts=None):

@@ -26,9 +26,9 @@ def _from_bytes(t):
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
     """root_rank's `obj` (anything torch.save can pickle) on every rank: its length, then its
-    bytes. The other ranks' `obj` is ignored."""
+    bytes. The other ranks' `obj` is ignored. root_rank is a global rank, also in a process set."""
     base = name or "prioccl.broadcast_object"
-    mine = process_set.rank() == root_rank
+    mine = process_set._global_rank() == root_rank
     data = _to_bytes(obj) if mine else None
     length = torch.tensor([data.numel() if mine else 0], dtype=torch.int64)
     prioccl.broadcast_(length, root_rank, name=f"{base}.length", process_set=process_set)
@@ -73,7 +73,8 @@ def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_s
         raise ValueError("cannot broadcast torch.optim.LBFGS state")
     if not optimizer.state_dict()["state"]:
         _make_state(optimizer)
-    state = broadcast_object(optimizer.state_dict() if process_set.rank() == root_rank else None,
+    mine = process_set._global_rank() == root_rank
+    state = broadcast_object(optimizer.state_dict() if mine else None,
                              root_rank, name="prioccl.broadcast_optimizer_state",
                              process_set=process_set)
     optimizer.load_state_dict(state)

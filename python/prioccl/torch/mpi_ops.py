@@ -250,7 +250,7 @@ class _Broadcast(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         averaged = prioccl.allreduce(grad.contiguous(), op=Average, process_set=ctx.process_set)
-        if ctx.process_set.rank() != ctx.root:
+        if ctx.process_set._global_rank() != ctx.root:
             averaged.zero_()
         return averaged, None, None, None, None
 
