@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/engine_clock.h"
 #include "algo/agreement.h"
 #include "algo/host_layout.h"
 #include "common/scratch_pool.h"
@@ -32,7 +33,7 @@ namespace prioccl::detail {
 
 class ChunkRunner {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = EngineClock;
 
   // What the engine learns from the chunks it runs.
   class Events {

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "common/engine_clock.h"
 #include "coll_backend.h"
 #include "common/wire.h"
 #include "core/op.h"
@@ -31,7 +32,7 @@ namespace prioccl::detail {
 
 class CollectiveRunner {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = EngineClock;
   // Launches in flight per rank: one running, one queued behind it in the library, so that it
   // never idles between launches.
   static constexpr size_t kInFlight = 2;

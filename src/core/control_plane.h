@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/engine_clock.h"
 #include "common/wire.h"
 #include "core/liveness.h"
 #include "core/negotiator.h"
@@ -24,7 +25,7 @@ namespace prioccl::detail {
 
 class ControlPlane {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = EngineClock;
 
   class Host {  // the engine
    public:

@@ -28,11 +28,13 @@
 #include <chrono>
 #include <cstddef>
 
+#include "common/engine_clock.h"
+
 namespace prioccl::detail {
 
 class CreditTuner {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = EngineClock;
   static constexpr std::chrono::milliseconds kWindow{10};
   static constexpr double kUnderused = 0.7, kBusy = 0.9;
   static constexpr int kBusyWindowsToShrink = 50;

@@ -33,7 +33,7 @@ bool lockWithin(std::unique_lock<std::timed_mutex>& lock, std::chrono::microseco
 Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
                const AlgoSelector& selector, std::shared_ptr<ErrorLog> errorLog, bool heartbeats,
                const TimelineClock& timelineClock, std::unique_ptr<CollBackend> collectives,
-               std::shared_ptr<const HostLayout> hosts)
+               std::shared_ptr<const HostLayout> hosts, Progress progressBy)
     : transport_(std::move(transport)),
       config_(config),
       selector_(selector),
@@ -67,6 +67,7 @@ Engine::Engine(std::unique_ptr<Transport> transport, const Config& config,
   }
   transfers_.postControlReceives();
   gate_->engine = this;
+  if (progressBy == Progress::kCallerSteps) return;
   thread_ = std::thread([this] {
     // Named for top -H, perf and gdb: a training process has a dozen threads.
     pthread_setname_np(pthread_self(), "prioccl-prog");
@@ -538,7 +539,7 @@ bool Engine::failedStuck(RoundWatch::Observer& watch, OpState* waiter) {
     return true;
   }
   const std::chrono::duration<double> limit(config_.timeoutSeconds);
-  Clock::duration d = watch.stuckFor(rounds_, Clock::now());
+  Clock::duration d = watch.stuckFor(rounds_, RoundWatch::Clock::now());
   if (limit.count() <= 0 || d < limit) return false;
   failStuck(d, waiter);
   return true;

@@ -26,6 +26,7 @@
 
 #include "algo/select.h"
 #include "coll_backend.h"
+#include "common/engine_clock.h"
 #include "common/ticker.h"
 #include "common/timeline.h"
 #include "core/chunk_runner.h"
@@ -73,11 +74,16 @@ class Engine : private ChunkRunner::Events,
   // the coordinator plans (collective_runner.h); the transport then carries control messages and
   // point-to-point ops only. Null: collectives run as step machines over the transport.
   // `hosts`: which ranks share a host, for the hierarchical all-reduce (null: each its own).
+  // `progress`: kCallerSteps starts no thread (nor the watch on stuck transport calls): the
+  // caller runs every round (stepOnce), as the simulator (perf/sim) runs many engines on one
+  // thread under a simulated clock (common/engine_clock.h).
+  enum class Progress : uint8_t { kOwnThread, kCallerSteps };
   Engine(std::unique_ptr<Transport> transport, const Config& config, const AlgoSelector& selector,
          std::shared_ptr<ErrorLog> errorLog, bool heartbeats = true,
          const TimelineClock& timelineClock = {},
          std::unique_ptr<CollBackend> collectives = nullptr,
-         std::shared_ptr<const HostLayout> hosts = nullptr);
+         std::shared_ptr<const HostLayout> hosts = nullptr,
+         Progress progress = Progress::kOwnThread);
   ~Engine() override;  // drains, then stops the progress thread
   // The progress thread, for placing it on CPUs (topology/placement.h).
   std::thread::native_handle_type progressThread() { return thread_.native_handle(); }
@@ -90,6 +96,9 @@ class Engine : private ChunkRunner::Events,
   void submit(std::shared_ptr<OpState> op, bool callerWaits = false);
   // Runs the progress loop on the calling thread until `op` is done. Through driveUntilDone only.
   void drive(OpState& op);
+  // Progress::kCallerSteps: one full round of progress on the calling thread (ops it ends are
+  // finished on return). True when anything moved; *idle: nothing is in flight.
+  bool stepOnce(bool* idle) { return progressOnce(idle); }
   const std::shared_ptr<ProgressGate>& gate() const { return gate_; }
   // Finishes every submitted op, then joins the progress thread and says goodbye to the peers.
   // Idempotent. False: a transport call has not returned for PRIOCCL_TIMEOUT_S (the communicator
@@ -126,7 +135,7 @@ class Engine : private ChunkRunner::Events,
   }
 
  private:
-  using Clock = std::chrono::steady_clock;
+  using Clock = EngineClock;
   using Kind = Transfers::Kind;
 
   void run();  // the progress thread

@@ -33,6 +33,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/engine_clock.h"
 #include "algo/chunk_algo.h"
 #include "core/op.h"
 #include "core/priority_counts.h"
@@ -77,7 +78,7 @@ struct Slot {
 
 class LaneTable {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = EngineClock;
   struct Lane {
     std::deque<LiveOp> live;  // in the lane's order; finished ops leave from the front (retire)
     size_t activating = 0;    // index in live of the first op with chunks left to activate

@@ -20,13 +20,14 @@
 #include <string>
 #include <vector>
 
+#include "common/engine_clock.h"
 #include "prioccl/prioccl.h"
 
 namespace prioccl::detail {
 
 class Liveness {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = EngineClock;
   // How long a lost endpoint's failure waits for the peer's reason. The coordinator has it before
   // the endpoint closes (ControlPlane::tellAbort waits for its delivery) and relays it at once,
   // or fails at once on the peer's death and says so: a second covers ranks that share cores.

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "common/engine_clock.h"
 #include "common/timeline.h"
 #include "core/op.h"
 #include "prioccl/prioccl.h"
@@ -18,7 +19,7 @@ namespace prioccl::detail {
 
 class OpStats {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = EngineClock;
 
   OpStats(const std::string& timelinePath, int rank, int nranks, const TimelineClock& clock)
       : rank_(rank),

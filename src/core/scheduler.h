@@ -12,6 +12,7 @@
 #include <queue>
 #include <vector>
 
+#include "common/engine_clock.h"
 #include "core/credit_tuner.h"
 #include "core/priority_counts.h"
 
@@ -19,7 +20,7 @@ namespace prioccl::detail {
 
 class Scheduler {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = EngineClock;
 
   // A chunk with a send ready. Most urgent (lowest) priority first; ties in gid order, which
   // follows the lane's op order and then chunk order, so equal priorities go in submission order.

@@ -10,13 +10,14 @@
 #include <map>
 #include <vector>
 
+#include "common/engine_clock.h"
 #include "transport.h"
 
 namespace prioccl::detail {
 
 class Transfers {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = EngineClock;
   enum class Kind : uint8_t { kDataSend, kDataRecv, kControlSend, kControlRecv };
   struct Posted {
     Kind kind;

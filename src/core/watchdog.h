@@ -8,6 +8,7 @@
 #include <chrono>
 #include <string>
 
+#include "common/engine_clock.h"
 #include "core/chunk_runner.h"
 #include "core/collective_runner.h"
 #include "core/liveness.h"
@@ -20,7 +21,7 @@ namespace prioccl::detail {
 
 class Watchdog {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = EngineClock;
   // Timeouts are seconds, so checking this often costs nothing and adds little.
   static constexpr std::chrono::milliseconds kPeriod{20};
 

@@ -1,0 +1,193 @@
+#include "sim_fabric.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/error.h"
+
+namespace prioccl::sim {
+
+using detail::concat;
+
+SimFabric::SimFabric(int ranks, const FabricSpec& spec)
+    : spec_(spec),
+      latencyNs_(std::llround(spec.latencySeconds * 1e9)),
+      cpuNs_(std::llround(spec.cpuPerMessageSeconds * 1e9)),
+      nsPerByte_(8e9 / (spec.bitsPerSecond * spec.wireEfficiency)),
+      ranks_(static_cast<size_t>(ranks)) {
+  if (ranks < 1 || !(spec.bitsPerSecond > 0) || spec.latencySeconds < 0 ||
+      spec.cpuPerMessageSeconds < 0 || !(spec.wireEfficiency > 0 && spec.wireEfficiency <= 1))
+    throw InvalidArgument(
+        "SimFabric: ranks >= 1, a positive rate, latency and CPU cost >= 0, wire efficiency in "
+        "(0, 1]");
+  publishClock(0);
+  detail::EngineClock::simulate(&clock_);
+}
+
+SimFabric::~SimFabric() {
+  detail::EngineClock::simulate(nullptr);
+}
+
+void SimFabric::publishClock(int64_t t) {
+  clock_ = TimePoint(std::chrono::nanoseconds(t));
+}
+
+int64_t SimFabric::serialise(size_t bytes) const {
+  return std::llround(static_cast<double>(bytes) * nsPerByte_);
+}
+
+int64_t SimFabric::beginRound(int r) {
+  Rank& k = ranks_[r];
+  k.clock = std::max(k.clock, now_);
+  publishClock(k.clock);
+  return k.clock;
+}
+
+int64_t SimFabric::endRound(int r) {
+  publishClock(now_);
+  return ranks_[r].clock;
+}
+
+void SimFabric::push(int64_t time, EventKind kind, int rank, uint64_t cookie,
+                     std::shared_ptr<Message> message) {
+  uint64_t epoch = ranks_[rank].epoch;
+  events_.push(Event{time, seq_++, kind, rank, cookie, epoch, std::move(message)});
+}
+
+void SimFabric::send(int me, int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t cookie,
+                     SendCompletion completion) {
+  Rank& a = ranks_[me];
+  Rank& b = ranks_[peer];
+  a.clock += cpuNs_;
+  publishClock(a.clock);
+  ++a.pending;
+  auto m = std::make_shared<Message>();
+  m->src = me;
+  m->dst = peer;
+  m->tag = tag;
+  m->data.assign(static_cast<const unsigned char*>(buf),
+                 static_cast<const unsigned char*>(buf) + bytes);
+  m->sendCookie = cookie;
+  m->sendEpoch = a.epoch;
+  m->completion = completion;
+  const int64_t wire = serialise(bytes);
+  const int64_t leftAt = std::max(a.clock, a.nicOut) + wire;  // last byte out of a's NIC
+  a.nicOut = leftAt;
+  // The last byte reaches b's NIC a latency later, unless b's NIC is still taking others.
+  const int64_t arrives = std::max(leftAt + latencyNs_, b.nicIn + wire);
+  b.nicIn = arrives;
+  a.messagesOut += 1;
+  a.bytesOut += bytes;
+  b.messagesIn += 1;
+  b.bytesIn += bytes;
+  ++messages_;
+  bytes_ += bytes;
+  const bool buffered = completion == SendCompletion::kBuffered ||
+                        (completion == SendCompletion::kEndToEnd &&
+                         (bytes < kEndToEndSendMin || bytes > kEndToEndSendMax));
+  // The transports' promise (transport.h): small sends complete once buffered; large ones go by
+  // rendezvous, which the eager model approximates by completing them when their bytes have
+  // left (the receiver's match is not waited for).
+  if (buffered) push(leftAt, EventKind::kSendDone, me, cookie, nullptr);
+  push(arrives, EventKind::kArrive, peer, 0, std::move(m));
+}
+
+void SimFabric::recv(int me, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t cookie) {
+  Rank& b = ranks_[me];
+  b.clock += cpuNs_;
+  publishClock(b.clock);
+  ++b.pending;
+  auto u = b.unexpected.find({peer, tag});
+  if (u != b.unexpected.end() && !u->second.empty()) {
+    std::shared_ptr<Message> m = std::move(u->second.front());
+    u->second.pop_front();
+    if (u->second.empty()) b.unexpected.erase(u);
+    land(*m, PostedRecv{buf, bytes, cookie}, b.clock);
+    return;
+  }
+  b.posted[{peer, tag}].push_back(PostedRecv{buf, bytes, cookie});
+}
+
+void SimFabric::land(const Message& m, const PostedRecv& r, int64_t t) {
+  if (m.data.size() > r.bytes)
+    throw InternalError(concat("sim: a message of ", m.data.size(), " bytes from rank ", m.src,
+                               " to rank ", m.dst, " for a receive of ", r.bytes));
+  if (!m.data.empty()) std::memcpy(r.buf, m.data.data(), m.data.size());
+  complete(m.dst, r.cookie, m.data.size());
+  wakeAt(m.dst, t);
+  const bool buffered = m.completion == SendCompletion::kBuffered ||
+                        (m.completion == SendCompletion::kEndToEnd &&
+                         (m.data.size() < kEndToEndSendMin || m.data.size() > kEndToEndSendMax));
+  if (!buffered && m.sendEpoch == ranks_[m.src].epoch)
+    push(t + latencyNs_, EventKind::kSendDone, m.src, m.sendCookie, nullptr);
+}
+
+void SimFabric::complete(int r, uint64_t cookie, size_t bytes) {
+  Completion c;
+  c.cookie = cookie;
+  c.bytes = bytes;
+  ranks_[r].ready.push_back(c);
+}
+
+size_t SimFabric::poll(int me, std::vector<Completion>& out) {
+  Rank& k = ranks_[me];
+  const size_t n = k.ready.size();
+  for (Completion& c : k.ready) out.push_back(std::move(c));
+  k.ready.clear();
+  k.pending -= n;
+  k.clock += cpuNs_ * static_cast<int64_t>(n);
+  publishClock(k.clock);
+  return n;
+}
+
+void SimFabric::cancelAll(int me) {
+  Rank& k = ranks_[me];
+  ++k.epoch;
+  k.ready.clear();
+  k.posted.clear();
+  k.pending = 0;
+}
+
+void SimFabric::wakeAt(int r, int64_t t) {
+  Rank& k = ranks_[r];
+  if (k.wakeAt == t) return;  // one round at a time suffices
+  k.wakeAt = t;
+  push(t, EventKind::kWake, r, 0, nullptr);
+}
+
+void SimFabric::advance(std::vector<int>& due) {
+  now_ = events_.top().time;
+  publishClock(now_);
+  while (!events_.empty() && events_.top().time == now_) {
+    Event e = events_.top();
+    events_.pop();
+    Rank& k = ranks_[e.rank];
+    switch (e.kind) {
+      case EventKind::kArrive: {
+        auto p = k.posted.find({e.message->src, e.message->tag});
+        if (p == k.posted.end() || p->second.empty()) {
+          k.unexpected[{e.message->src, e.message->tag}].push_back(e.message);
+          break;  // nothing for the engine to see yet
+        }
+        PostedRecv r = p->second.front();
+        p->second.pop_front();
+        if (p->second.empty()) k.posted.erase(p);
+        land(*e.message, r, now_);
+        due.push_back(e.rank);
+        break;
+      }
+      case EventKind::kSendDone:
+        if (e.epoch != k.epoch) break;  // withdrawn by cancelAll
+        complete(e.rank, e.cookie, 0);
+        due.push_back(e.rank);
+        break;
+      case EventKind::kWake:
+        if (k.wakeAt == now_) k.wakeAt = -1;
+        due.push_back(e.rank);
+        break;
+    }
+  }
+}
+
+}  // namespace prioccl::sim

@@ -1,0 +1,175 @@
+// The simulated network under prioccl's own engines (perf/sim): a discrete-event fabric of
+// per-rank NICs, and SimTransport, the Transport (transports/transport.h) each engine is given.
+//
+// Time is virtual, in nanoseconds, and moves only from event to event; the engines read it
+// through EngineClock (common/engine_clock.h), which the fabric points at its clock. Everything
+// runs on one thread and in one order (events by time, then by when they were made), so a run
+// is repeatable to the nanosecond.
+//
+// The model, per message of n bytes from rank a to rank b posted at a's time t:
+//   - a's CPU: each post, and each completion a's engine takes, costs `cpuPerMessage` of a's
+//     time (the rank's clock moves on by that much within its round of progress);
+//   - a's NIC sends one message at a time, in post order: it leaves at max(t, a's NIC free) and
+//     takes n / (rate * wireEfficiency); the last byte reaches b `latency` later;
+//   - b's NIC takes one message at a time too (incast: two senders share its rate);
+//   - the bytes go eagerly (no rendezvous): a message whose receive is not posted waits at b, as
+//     MPI's and UCX's unexpected messages do, and completes when the receive comes;
+//   - a send completes as the transport promises (SendCompletion): a buffered one when its last
+//     byte has left a's NIC, an end-to-end one when b has matched it plus `latency` (the
+//     acknowledgement's way back).
+// Not modelled (yet): rendezvous for large messages, a shared core (every pair of NICs has full
+// bisection), hosts with a faster link inside.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <queue>
+#include <utility>
+#include <vector>
+
+#include "common/engine_clock.h"
+#include "transport.h"
+
+namespace prioccl::sim {
+
+struct FabricSpec {
+  double bitsPerSecond = 10e9;  // each NIC, each direction
+  double latencySeconds = 5e-6;
+  double cpuPerMessageSeconds = 1e-6;
+  // The payload's share of the bits a NIC sends: headers take the rest. 1448 / 1514 for TCP over
+  // Ethernet with a 1500-byte MTU as a shaper counts it (the testbed's tbf); 1 for none.
+  double wireEfficiency = 1.0;
+};
+
+class SimFabric {
+ public:
+  using TimePoint = detail::EngineClock::time_point;
+
+  SimFabric(int ranks, const FabricSpec& spec);
+  ~SimFabric();  // gives the engines' clock back to real time
+  SimFabric(const SimFabric&) = delete;
+  SimFabric& operator=(const SimFabric&) = delete;
+
+  int ranks() const { return static_cast<int>(ranks_.size()); }
+  const FabricSpec& spec() const { return spec_; }
+  int64_t now() const { return now_; }  // the event being handled, ns
+
+  // Rank r's round of progress starts: its clock reads the later of now() and the end of what it
+  // did before (its CPU was busy until then). Returns that time.
+  int64_t beginRound(int r);
+  // ... and ends: returns the rank's clock, which its CPU's work in the round moved on.
+  int64_t endRound(int r);
+  // Rank r's clock, while its round runs.
+  int64_t rankTime(int r) const { return ranks_[r].clock; }
+
+  // The transport's calls (SimTransport forwards them), at rank `me`'s clock.
+  void send(int me, int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t cookie,
+            SendCompletion completion);
+  void recv(int me, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t cookie);
+  size_t poll(int me, std::vector<Completion>& out);
+  size_t pending(int me) const { return ranks_[me].pending; }
+  // Forgets every transfer `me` posted (a failed engine's cancelAll): none of them completes.
+  void cancelAll(int me);
+
+  // Events. Each that concerns a rank makes it due for a round (takeDue).
+  void wakeAt(int r, int64_t t);  // a round for r at t (a timer, a submission)
+  bool empty() const { return events_.empty(); }
+  int64_t nextTime() const { return events_.top().time; }
+  // Handles every event at the earliest time, which becomes now(); appends the ranks due.
+  void advance(std::vector<int>& due);
+
+  // Totals, for the report.
+  uint64_t messages() const { return messages_; }
+  uint64_t bytes() const { return bytes_; }
+  uint64_t messagesOf(int r) const { return ranks_[r].messagesIn + ranks_[r].messagesOut; }
+  uint64_t bytesOf(int r) const { return ranks_[r].bytesIn + ranks_[r].bytesOut; }
+
+ private:
+  struct Message {
+    int src, dst;
+    uint64_t tag;
+    std::vector<unsigned char> data;  // copied at the post: a buffered send's buffer is free
+    uint64_t sendCookie;
+    uint64_t sendEpoch;
+    SendCompletion completion;
+  };
+  struct PostedRecv {
+    void* buf;
+    size_t bytes;
+    uint64_t cookie;
+  };
+  enum class EventKind : uint8_t { kArrive, kSendDone, kWake };
+  struct Event {
+    int64_t time;
+    uint64_t seq;
+    EventKind kind;
+    int rank;
+    uint64_t cookie;                   // kSendDone
+    uint64_t epoch;                    // kSendDone: the rank's epoch when posted
+    std::shared_ptr<Message> message;  // kArrive
+    bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
+  };
+  struct Rank {
+    int64_t clock = 0;              // during a round: the rank's time; after: when its CPU is free
+    int64_t nicOut = 0;             // when its NIC has sent everything queued
+    int64_t nicIn = 0;              // when its NIC has taken everything arriving
+    int64_t wakeAt = -1;            // a kWake queued for this time (-1: none)
+    size_t pending = 0;             // posted, not yet polled
+    uint64_t epoch = 0;             // cancelAll's count: older sends' completions are dropped
+    std::vector<Completion> ready;  // completions the engine has not polled
+    std::map<std::pair<int, uint64_t>, std::deque<PostedRecv>> posted;  // (peer, tag)
+    std::map<std::pair<int, uint64_t>, std::deque<std::shared_ptr<Message>>> unexpected;
+    uint64_t messagesIn = 0, messagesOut = 0, bytesIn = 0, bytesOut = 0;
+  };
+
+  int64_t serialise(size_t bytes) const;  // ns on one NIC
+  void push(int64_t time, EventKind kind, int rank, uint64_t cookie,
+            std::shared_ptr<Message> message);
+  // Message m lands in receive r at time t (at m's receiver): both ends complete.
+  void land(const Message& m, const PostedRecv& r, int64_t t);
+  void complete(int r, uint64_t cookie, size_t bytes);
+  void publishClock(int64_t t);
+
+  FabricSpec spec_;
+  int64_t latencyNs_, cpuNs_;
+  double nsPerByte_;
+  std::vector<Rank> ranks_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  uint64_t seq_ = 0;
+  int64_t now_ = 0;
+  TimePoint clock_;  // what EngineClock::now() reads
+  uint64_t messages_ = 0, bytes_ = 0;
+};
+
+// The transport each simulated engine is given: every call goes to the fabric at the rank's time.
+class SimTransport final : public Transport {
+ public:
+  // The tag space of the real transports (UCX's 64-bit tags).
+  static constexpr uint64_t kTagSpace = uint64_t{1} << 62;
+
+  SimTransport(SimFabric& fabric, int rank) : fabric_(fabric), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return fabric_.ranks(); }
+  const char* name() const override { return "sim"; }
+  uint64_t tagSpace() const override { return kTagSpace; }
+  void postSend(int peer, uint64_t tag, const void* buf, size_t bytes, uint64_t cookie,
+                SendCompletion completion) override {
+    fabric_.send(rank_, peer, tag, buf, bytes, cookie, completion);
+  }
+  void postRecv(int peer, uint64_t tag, void* buf, size_t bytes, uint64_t cookie) override {
+    fabric_.recv(rank_, peer, tag, buf, bytes, cookie);
+  }
+  size_t poll(std::vector<Completion>& out) override { return fabric_.poll(rank_, out); }
+  size_t pending() const override { return fabric_.pending(rank_); }
+  void cancelAll() override { fabric_.cancelAll(rank_); }
+  bool quiesce() override { return true; }
+
+ private:
+  SimFabric& fabric_;
+  int rank_;
+};
+
+}  // namespace prioccl::sim
