@@ -27,6 +27,8 @@ struct Args {
   std::vector<int> ranks{16};
   std::string rate = "10G";
   double latencyUs = 5, cpuUs = 1, wireEfficiency = 1;
+  int ranksPerHost = 1;
+  std::string intraRate = "100G";
   std::string workload = "allreduce";
   std::string bytes = "64M", urgent = "1M";  // priority_perf's defaults
   double urgentAtMs = -1;                    // < 0: priority_perf's, 25% of the bulk op alone
@@ -61,13 +63,12 @@ size_t parseBytes(const char* what, const std::string& s) {
 }
 
 priocclAlgorithm_t parseAlgo(const std::string& s) {
-  static const std::map<std::string, priocclAlgorithm_t> names{{"auto", priocclAlgoAuto},
-                                                               {"ring", priocclAlgoRing},
-                                                               {"tree", priocclAlgoTree},
-                                                               {"rd", priocclAlgoRecursiveDoubling},
-                                                               {"hd", priocclAlgoHalvingDoubling}};
+  static const std::map<std::string, priocclAlgorithm_t> names{
+      {"auto", priocclAlgoAuto},          {"ring", priocclAlgoRing},
+      {"tree", priocclAlgoTree},          {"rd", priocclAlgoRecursiveDoubling},
+      {"hd", priocclAlgoHalvingDoubling}, {"hier", priocclAlgoHierarchical}};
   auto it = names.find(s);
-  if (it == names.end()) throw CLI::ValidationError("--algo", "auto, ring, tree, rd or hd");
+  if (it == names.end()) throw CLI::ValidationError("--algo", "auto, ring, tree, rd, hd or hier");
   return it->second;
 }
 
@@ -89,10 +90,12 @@ void allreduce(int ranks, const SimOptions& o, size_t bytes, bool named) {
   const double algbw = static_cast<double>(bytes) / t / 1e9;
   const double meanMessages = 2.0 * static_cast<double>(sim.fabric().messages()) / ranks;
   std::printf(
-      "allreduce ranks=%d bytes=%zu rate=%.3gGbit/s latency=%.3gus cpu=%.3gus chunk=%zu named=%d "
+      "allreduce ranks=%d per_host=%d algo=%s bytes=%zu rate=%.3gGbit/s latency=%.3gus "
+      "cpu=%.3gus chunk=%zu named=%d "
       "time_us=%.1f algbw_GBps=%.3f busbw_GBps=%.3f messages=%llu rank0_messages=%llu "
       "mean_rank_messages=%.0f rounds=%llu wall_s=%.2f maxrss_GiB=%.2f\n",
-      ranks, bytes, o.fabric.bitsPerSecond / 1e9, o.fabric.latencySeconds * 1e6,
+      ranks, o.fabric.ranksPerHost, prioccl::algorithmName(sim.op(ops[0]).algorithm), bytes,
+      o.fabric.bitsPerSecond / 1e9, o.fabric.latencySeconds * 1e6,
       o.fabric.cpuPerMessageSeconds * 1e6, sim.config().chunkBytes, named ? 1 : 0, t * 1e6, algbw,
       algbw * 2.0 * (ranks - 1) / ranks, static_cast<unsigned long long>(sim.fabric().messages()),
       static_cast<unsigned long long>(sim.fabric().messagesOf(0)), meanMessages,
@@ -147,12 +150,15 @@ int main(int argc, char** argv) {
   app.add_option("--cpu-us", a.cpuUs, "CPU per message posted or completed");
   app.add_option("--wire-efficiency", a.wireEfficiency,
                  "payload share of the wire's bits (TCP over Ethernet, MTU 1500: 0.956)");
+  app.add_option("--ranks-per-host", a.ranksPerHost,
+                 "consecutive ranks sharing a host (its NIC; memory between them)");
+  app.add_option("--intra-rate", a.intraRate, "a rank's copies to its host's others, bits/s");
   app.add_option("--workload", a.workload, "allreduce | priority")
       ->check(CLI::IsMember({"allreduce", "priority"}));
   app.add_option("--bytes", a.bytes, "the all-reduce's (priority: the bulk op's) size");
   app.add_option("--urgent", a.urgent, "priority: the urgent op's size");
   app.add_option("--urgent-at-ms", a.urgentAtMs, "priority: when the urgent op arrives");
-  app.add_option("--algo", a.algo, "auto | ring | tree | rd | hd");
+  app.add_option("--algo", a.algo, "auto | ring | tree | rd | hd | hier");
   app.add_flag("--named", a.named, "allreduce: a named op (matched through rank 0)");
   app.add_option("--chunk", a.chunk, "the chunk size (PRIOCCL_CHUNK_BYTES; default auto)");
   app.add_option("--credit", a.credit,
@@ -166,6 +172,8 @@ int main(int argc, char** argv) {
     o.fabric.latencySeconds = a.latencyUs * 1e-6;
     o.fabric.cpuPerMessageSeconds = a.cpuUs * 1e-6;
     o.fabric.wireEfficiency = a.wireEfficiency;
+    o.fabric.ranksPerHost = a.ranksPerHost;
+    o.fabric.intraBitsPerSecond = parseRate(a.intraRate);
     o.algorithm = parseAlgo(a.algo);
     o.config.schedule = a.schedule == "fifo" ? priocclScheduleFifo : priocclSchedulePriority;
     if (a.chunk != "auto") o.config.chunkBytes = parseBytes("--chunk", a.chunk);

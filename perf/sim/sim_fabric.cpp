@@ -14,13 +14,18 @@ SimFabric::SimFabric(int ranks, const FabricSpec& spec)
     : spec_(spec),
       latencyNs_(std::llround(spec.latencySeconds * 1e9)),
       cpuNs_(std::llround(spec.cpuPerMessageSeconds * 1e9)),
+      intraLatencyNs_(std::llround(spec.intraLatencySeconds * 1e9)),
       nsPerByte_(8e9 / (spec.bitsPerSecond * spec.wireEfficiency)),
-      ranks_(static_cast<size_t>(ranks)) {
+      intraNsPerByte_(8e9 / spec.intraBitsPerSecond),
+      ranks_(static_cast<size_t>(ranks)),
+      nics_(static_cast<size_t>(
+          spec.ranksPerHost > 0 ? (ranks + spec.ranksPerHost - 1) / spec.ranksPerHost : 0)) {
   if (ranks < 1 || !(spec.bitsPerSecond > 0) || spec.latencySeconds < 0 ||
-      spec.cpuPerMessageSeconds < 0 || !(spec.wireEfficiency > 0 && spec.wireEfficiency <= 1))
+      spec.cpuPerMessageSeconds < 0 || !(spec.wireEfficiency > 0 && spec.wireEfficiency <= 1) ||
+      spec.ranksPerHost < 1 || !(spec.intraBitsPerSecond > 0) || spec.intraLatencySeconds < 0)
     throw InvalidArgument(
-        "SimFabric: ranks >= 1, a positive rate, latency and CPU cost >= 0, wire efficiency in "
-        "(0, 1]");
+        "SimFabric: ranks >= 1, positive rates, latencies and CPU cost >= 0, wire efficiency in "
+        "(0, 1], ranks per host >= 1");
   publishClock(0);
   detail::EngineClock::simulate(&clock_);
 }
@@ -71,12 +76,22 @@ void SimFabric::send(int me, int peer, uint64_t tag, const void* buf, size_t byt
   m->sendCookie = cookie;
   m->sendEpoch = a.epoch;
   m->completion = completion;
-  const int64_t wire = serialise(bytes);
-  const int64_t leftAt = std::max(a.clock, a.nicOut) + wire;  // last byte out of a's NIC
-  a.nicOut = leftAt;
-  // The last byte reaches b's NIC a latency later, unless b's NIC is still taking others.
-  const int64_t arrives = std::max(leftAt + latencyNs_, b.nicIn + wire);
-  b.nicIn = arrives;
+  int64_t leftAt, arrives;
+  if (hostOf(me) == hostOf(peer)) {  // through the host's memory: a's copies one at a time
+    leftAt =
+        std::max(a.clock, a.memoryOut) + std::llround(static_cast<double>(bytes) * intraNsPerByte_);
+    a.memoryOut = leftAt;
+    arrives = leftAt + intraLatencyNs_;
+  } else {
+    Nic& out = nics_[hostOf(me)];
+    Nic& in = nics_[hostOf(peer)];
+    const int64_t wire = serialise(bytes);
+    leftAt = std::max(a.clock, out.out) + wire;  // the last byte out of a's host's NIC
+    out.out = leftAt;
+    // It reaches b's host's NIC a latency later, unless that NIC is still taking others.
+    arrives = std::max(leftAt + latencyNs_, in.in + wire);
+    in.in = arrives;
+  }
   a.messagesOut += 1;
   a.bytesOut += bytes;
   b.messagesIn += 1;

@@ -17,8 +17,9 @@
 //   - a send completes as the transport promises (SendCompletion): a buffered one when its last
 //     byte has left a's NIC, an end-to-end one when b has matched it plus `latency` (the
 //     acknowledgement's way back).
+// Hosts (ranksPerHost > 1) share one NIC, and their ranks copy to each other through memory.
 // Not modelled (yet): rendezvous for large messages, a shared core (every pair of NICs has full
-// bisection), hosts with a faster link inside.
+// bisection), ranks that share cores.
 #pragma once
 
 #include <cstddef>
@@ -42,6 +43,12 @@ struct FabricSpec {
   // The payload's share of the bits a NIC sends: headers take the rest. 1448 / 1514 for TCP over
   // Ethernet with a 1500-byte MTU as a shaper counts it (the testbed's tbf); 1 for none.
   double wireEfficiency = 1.0;
+  // Consecutive ranks share a host, this many to one: they share its NIC (each direction), and
+  // their messages to each other go through its memory instead, at intraBitsPerSecond (each
+  // sender's copies one at a time) after intraLatencySeconds.
+  int ranksPerHost = 1;
+  double intraBitsPerSecond = 100e9;
+  double intraLatencySeconds = 1e-6;
 };
 
 class SimFabric {
@@ -54,6 +61,7 @@ class SimFabric {
   SimFabric& operator=(const SimFabric&) = delete;
 
   int ranks() const { return static_cast<int>(ranks_.size()); }
+  int hostOf(int r) const { return r / spec_.ranksPerHost; }
   const FabricSpec& spec() const { return spec_; }
   int64_t now() const { return now_; }  // the event being handled, ns
 
@@ -114,8 +122,7 @@ class SimFabric {
   };
   struct Rank {
     int64_t clock = 0;              // during a round: the rank's time; after: when its CPU is free
-    int64_t nicOut = 0;             // when its NIC has sent everything queued
-    int64_t nicIn = 0;              // when its NIC has taken everything arriving
+    int64_t memoryOut = 0;          // when its copies to ranks of its host are done
     int64_t wakeAt = -1;            // a kWake queued for this time (-1: none)
     size_t pending = 0;             // posted, not yet polled
     uint64_t epoch = 0;             // cancelAll's count: older sends' completions are dropped
@@ -134,9 +141,14 @@ class SimFabric {
   void publishClock(int64_t t);
 
   FabricSpec spec_;
-  int64_t latencyNs_, cpuNs_;
-  double nsPerByte_;
+  int64_t latencyNs_, cpuNs_, intraLatencyNs_;
+  double nsPerByte_, intraNsPerByte_;
   std::vector<Rank> ranks_;
+  struct Nic {
+    int64_t out = 0;  // when it has sent everything queued
+    int64_t in = 0;   // when it has taken everything arriving
+  };
+  std::vector<Nic> nics_;  // one per host
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   uint64_t seq_ = 0;
   int64_t now_ = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "algo/host_layout.h"
 #include "common/error.h"
 
 namespace prioccl::sim {
@@ -33,14 +34,31 @@ Simulation::Simulation(int ranks, const SimOptions& options)
       fabric_(ranks, options.fabric),
       tickNs_(std::max<int64_t>(1, toNs(options.tickSeconds))),
       live_(static_cast<size_t>(ranks)) {
+  // Which ranks share a host, as a communicator learns it (one key per host), and the two
+  // levels' links as it would measure them: a rank's share of its host's NIC between hosts.
+  std::vector<std::string> keys;
+  for (int r = 0; r < ranks; ++r) keys.push_back(concat("host", fabric_.hostOf(r)));
+  auto hosts = std::make_shared<const HostLayout>(HostLayout::fromKeys(keys));
   AlgoSelector selector(options.algorithm);
   selector.setLink(config_.linkBytesPerSecond, ranks);
+  if (hosts->twoLevel()) {
+    const FabricSpec& f = options.fabric;
+    HostLevels levels;
+    levels.hosts = hosts->hosts();
+    levels.shards = hosts->fewestPerHost();
+    levels.most = hosts->mostPerHost();
+    levels.intraBytesPerSecond = f.intraBitsPerSecond / 8;
+    levels.intraLatencySeconds = f.intraLatencySeconds;
+    levels.interBytesPerSecond = f.bitsPerSecond * f.wireEfficiency / 8 / levels.most;
+    levels.interLatencySeconds = f.latencySeconds;
+    selector.setLevels(levels);
+  }
   engines_.reserve(static_cast<size_t>(ranks));
   for (int r = 0; r < ranks; ++r)
     engines_.push_back(std::make_unique<detail::Engine>(
         std::make_unique<SimTransport>(fabric_, r), config_, selector,
         std::make_shared<detail::ErrorLog>(), /*heartbeats=*/false, detail::TimelineClock{},
-        nullptr, nullptr, detail::Engine::Progress::kCallerSteps));
+        nullptr, hosts, detail::Engine::Progress::kCallerSteps));
   // As at a communicator's creation: counters and unnamed op numbers start from here.
   for (auto& e : engines_) e->startApplication();
 }

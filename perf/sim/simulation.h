@@ -50,6 +50,7 @@ class Simulation {
   void run();
   double submittedAt(size_t op) const { return ops_[op].submitted; }
   double endedAt(size_t op) const { return ops_[op].ended; }  // < 0: not yet
+  const detail::OpState& op(size_t op) const { return *ops_[op].op; }
   double nowSeconds() const { return static_cast<double>(fabric_.now()) * 1e-9; }
   uint64_t rounds() const { return rounds_; }
 
