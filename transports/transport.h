@@ -44,6 +44,13 @@ constexpr size_t kEndToEndSendMin = 4097, kEndToEndSendMax = 64 << 10;
 // reason). Such a send is not withdrawn by cancelAll(), and quiesce() gives it a moment to finish.
 enum class SendCompletion : uint8_t { kEndToEnd, kBuffered, kDelivered };
 
+// Whether a send of `bytes` must complete only once the receiver has matched it (the rules above).
+inline bool completesAtReceiver(SendCompletion completion, size_t bytes) {
+  return completion == SendCompletion::kDelivered ||
+         (completion == SendCompletion::kEndToEnd && bytes >= kEndToEndSendMin &&
+          bytes <= kEndToEndSendMax);
+}
+
 class Transport {
  public:
   virtual ~Transport() = default;

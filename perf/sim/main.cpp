@@ -85,8 +85,7 @@ void allreduce(int ranks, const SimOptions& o, size_t bytes, bool named) {
   auto wall = std::chrono::steady_clock::now();
   sim.run();
   double w = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count();
-  double t = 0;
-  for (size_t i : ops) t = std::max(t, sim.endedAt(i) - sim.submittedAt(i));
+  const double t = sim.slowest(ops);
   const double algbw = static_cast<double>(bytes) / t / 1e9;
   const double meanMessages = 2.0 * static_cast<double>(sim.fabric().messages()) / ranks;
   std::printf(
@@ -125,9 +124,7 @@ void priority(int ranks, const SimOptions& o, size_t bulkBytes, size_t urgentByt
       }
     }
     sim.run();
-    double t = 0;
-    for (size_t i : ops) t = std::max(t, sim.endedAt(i) - sim.submittedAt(i));
-    return t;
+    return sim.slowest(ops);
   };
   if (at < 0) at = 0.25 * opTime(0, bulkBytes, false);
   const double alone = opTime(urgentBytes, 0, true), behind = opTime(urgentBytes, bulkBytes, true);

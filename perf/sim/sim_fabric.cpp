@@ -92,19 +92,13 @@ void SimFabric::send(int me, int peer, uint64_t tag, const void* buf, size_t byt
     arrives = std::max(leftAt + latencyNs_, in.in + wire);
     in.in = arrives;
   }
-  a.messagesOut += 1;
-  a.bytesOut += bytes;
-  b.messagesIn += 1;
-  b.bytesIn += bytes;
+  a.messages += 1;
+  b.messages += 1;
   ++messages_;
-  bytes_ += bytes;
-  const bool buffered = completion == SendCompletion::kBuffered ||
-                        (completion == SendCompletion::kEndToEnd &&
-                         (bytes < kEndToEndSendMin || bytes > kEndToEndSendMax));
-  // The transports' promise (transport.h): small sends complete once buffered; large ones go by
-  // rendezvous, which the eager model approximates by completing them when their bytes have
-  // left (the receiver's match is not waited for).
-  if (buffered) push(leftAt, EventKind::kSendDone, me, cookie, nullptr);
+  // The transports' promise (transport.h): the others complete once their bytes have left (large
+  // ones go by rendezvous in MPI and UCX, which the eager model does not wait for).
+  if (!completesAtReceiver(completion, bytes))
+    push(leftAt, EventKind::kSendDone, me, cookie, nullptr);
   push(arrives, EventKind::kArrive, peer, 0, std::move(m));
 }
 
@@ -131,10 +125,7 @@ void SimFabric::land(const Message& m, const PostedRecv& r, int64_t t) {
   if (!m.data.empty()) std::memcpy(r.buf, m.data.data(), m.data.size());
   complete(m.dst, r.cookie, m.data.size());
   wakeAt(m.dst, t);
-  const bool buffered = m.completion == SendCompletion::kBuffered ||
-                        (m.completion == SendCompletion::kEndToEnd &&
-                         (m.data.size() < kEndToEndSendMin || m.data.size() > kEndToEndSendMax));
-  if (!buffered && m.sendEpoch == ranks_[m.src].epoch)
+  if (completesAtReceiver(m.completion, m.data.size()) && m.sendEpoch == ranks_[m.src].epoch)
     push(t + latencyNs_, EventKind::kSendDone, m.src, m.sendCookie, nullptr);
 }
 

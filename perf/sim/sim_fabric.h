@@ -91,9 +91,7 @@ class SimFabric {
 
   // Totals, for the report.
   uint64_t messages() const { return messages_; }
-  uint64_t bytes() const { return bytes_; }
-  uint64_t messagesOf(int r) const { return ranks_[r].messagesIn + ranks_[r].messagesOut; }
-  uint64_t bytesOf(int r) const { return ranks_[r].bytesIn + ranks_[r].bytesOut; }
+  uint64_t messagesOf(int r) const { return ranks_[r].messages; }  // sent and received
 
  private:
   struct Message {
@@ -129,7 +127,7 @@ class SimFabric {
     std::vector<Completion> ready;  // completions the engine has not polled
     std::map<std::pair<int, uint64_t>, std::deque<PostedRecv>> posted;  // (peer, tag)
     std::map<std::pair<int, uint64_t>, std::deque<std::shared_ptr<Message>>> unexpected;
-    uint64_t messagesIn = 0, messagesOut = 0, bytesIn = 0, bytesOut = 0;
+    uint64_t messages = 0;  // sent and received
   };
 
   int64_t serialise(size_t bytes) const;  // ns on one NIC
@@ -153,7 +151,7 @@ class SimFabric {
   uint64_t seq_ = 0;
   int64_t now_ = 0;
   TimePoint clock_;  // what EngineClock::now() reads
-  uint64_t messages_ = 0, bytes_ = 0;
+  uint64_t messages_ = 0;
 };
 
 // The transport each simulated engine is given: every call goes to the fabric at the rank's time.

@@ -63,11 +63,6 @@ Simulation::Simulation(int ranks, const SimOptions& options)
   for (auto& e : engines_) e->startApplication();
 }
 
-Simulation::~Simulation() {
-  // Engines first: they read the fabric's clock until they are gone.
-  engines_.clear();
-}
-
 size_t Simulation::submit(int rank, double atSeconds, std::shared_ptr<detail::OpState> op) {
   if (rank < 0 || rank >= ranks())
     throw InvalidArgument(concat("sim: submit on rank ", rank, " of ", ranks()));
@@ -123,6 +118,12 @@ void Simulation::round(int r) {
     if (!t.entered) fabric_.wakeAt(r, t.at);
   }
   if (!idle) fabric_.wakeAt(r, std::max(end, fabric_.now()) + tickNs_);
+}
+
+double Simulation::slowest(const std::vector<size_t>& ops) const {
+  double t = 0;
+  for (size_t i : ops) t = std::max(t, endedAt(i) - submittedAt(i));
+  return t;
 }
 
 void Simulation::run() {

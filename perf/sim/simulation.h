@@ -34,7 +34,6 @@ struct SimOptions {
 class Simulation {
  public:
   Simulation(int ranks, const SimOptions& options);
-  ~Simulation();
   Simulation(const Simulation&) = delete;
   Simulation& operator=(const Simulation&) = delete;
 
@@ -51,6 +50,8 @@ class Simulation {
   double submittedAt(size_t op) const { return ops_[op].submitted; }
   double endedAt(size_t op) const { return ops_[op].ended; }  // < 0: not yet
   const detail::OpState& op(size_t op) const { return *ops_[op].op; }
+  // The longest of these ops' times from submission to end (an op's time across ranks).
+  double slowest(const std::vector<size_t>& ops) const;
   double nowSeconds() const { return static_cast<double>(fabric_.now()) * 1e-9; }
   uint64_t rounds() const { return rounds_; }
 
@@ -66,7 +67,7 @@ class Simulation {
   bool allEnded() const { return ended_ == ops_.size(); }
 
   Config config_;
-  SimFabric fabric_;
+  SimFabric fabric_;  // before engines_: the engines read its clock until they are gone
   int64_t tickNs_;
   std::vector<std::unique_ptr<detail::Engine>> engines_;
   std::vector<Tracked> ops_;

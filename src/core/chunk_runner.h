@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "common/engine_clock.h"
 #include "algo/agreement.h"
 #include "algo/host_layout.h"
+#include "common/engine_clock.h"
 #include "common/scratch_pool.h"
 #include "core/lane_table.h"
 #include "core/op.h"

@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "common/engine_clock.h"
 #include "coll_backend.h"
+#include "common/engine_clock.h"
 #include "common/wire.h"
 #include "core/op.h"
 #include "core/op_stats.h"

@@ -33,8 +33,8 @@
 #include <tuple>
 #include <vector>
 
-#include "common/engine_clock.h"
 #include "algo/chunk_algo.h"
+#include "common/engine_clock.h"
 #include "core/op.h"
 #include "core/priority_counts.h"
 

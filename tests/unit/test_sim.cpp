@@ -14,35 +14,49 @@ using prioccl::sim::allReduceOp;
 using prioccl::sim::SimOptions;
 using prioccl::sim::Simulation;
 
+// Every rank all-reduces `bytes` holding rank + 1, all at time 0. Checks that every rank ends
+// with 1 + 2 + ... + p exactly (the library's own reduction ran); returns each rank's time and
+// the chunk size the engines used.
+struct RanksRun {
+  std::vector<double> times;
+  size_t chunk;
+};
+RanksRun allReduceOfRanks(int ranks, const SimOptions& o, size_t bytes) {
+  Simulation sim(ranks, o);
+  const size_t count = bytes / sizeof(float);
+  std::vector<std::vector<float>> data(ranks);
+  std::vector<size_t> ops;
+  for (int r = 0; r < ranks; ++r) {
+    data[r].assign(count, static_cast<float>(r + 1));
+    ops.push_back(sim.submit(r, 0, allReduceOp(data[r].data(), count, 0)));
+  }
+  sim.run();
+  RanksRun run{{}, sim.config().chunkBytes};
+  const float sum = static_cast<float>(ranks * (ranks + 1) / 2);
+  for (int r = 0; r < ranks; ++r) {
+    run.times.push_back(sim.endedAt(ops[r]) - sim.submittedAt(ops[r]));
+    EXPECT_EQ(data[r].front(), sum) << "rank " << r;
+    EXPECT_EQ(data[r].back(), sum) << "rank " << r;
+  }
+  return run;
+}
+
 // 16 ranks, one ring all-reduce of one chunk, links with no latency and ranks with no CPU cost:
 // the ring's 2 (p - 1) steps each move chunk / p bytes over every NIC at once, one step after
 // the other, so the op takes 2 (p - 1) * (chunk / p) / rate. The op's agreement (a few bytes)
 // adds nanoseconds.
 TEST(Sim, RingAllReduceOfOneChunkTakesItsStepsOnTheWire) {
   constexpr int kRanks = 16;
+  constexpr size_t kChunk = size_t{1} << 20;  // resolveAuto's for a 10 Gbit/s link and 16 ranks
   SimOptions o;
   o.fabric.bitsPerSecond = 10e9;
   o.fabric.latencySeconds = 0;
   o.fabric.cpuPerMessageSeconds = 0;
   o.algorithm = priocclAlgoRing;
-  Simulation sim(kRanks, o);
-  const size_t chunk = sim.config().chunkBytes;
-  ASSERT_EQ(chunk, size_t{1} << 20);  // resolveAuto's for a 10 Gbit/s link and 16 ranks
-  const size_t count = chunk / sizeof(float);
-  std::vector<std::vector<float>> data(kRanks);
-  std::vector<size_t> ops;
-  for (int r = 0; r < kRanks; ++r) {
-    data[r].assign(count, static_cast<float>(r + 1));
-    ops.push_back(sim.submit(r, 0, allReduceOp(data[r].data(), count, 0)));
-  }
-  sim.run();
-  const double hand = 2.0 * (kRanks - 1) * (static_cast<double>(chunk) / kRanks) / (10e9 / 8);
-  for (int r = 0; r < kRanks; ++r) {
-    EXPECT_NEAR(sim.endedAt(ops[r]) - sim.submittedAt(ops[r]), hand, hand * 0.01) << "rank " << r;
-    // The library's own reduction ran: every rank holds 1 + 2 + ... + 16.
-    EXPECT_EQ(data[r].front(), 136.0f);
-    EXPECT_EQ(data[r].back(), 136.0f);
-  }
+  const RanksRun run = allReduceOfRanks(kRanks, o, kChunk);
+  ASSERT_EQ(run.chunk, kChunk);
+  const double hand = 2.0 * (kRanks - 1) * (static_cast<double>(kChunk) / kRanks) / (10e9 / 8);
+  for (int r = 0; r < kRanks; ++r) EXPECT_NEAR(run.times[r], hand, hand * 0.01) << "rank " << r;
 }
 
 // 2 hosts of 2 ranks, 1 MiB, NICs of 1 Gbit/s without latency or CPU cost, memory much faster.
@@ -50,7 +64,6 @@ TEST(Sim, RingAllReduceOfOneChunkTakesItsStepsOnTheWire) {
 // all-reduce's shards cross it with 2 (h - 1) / h of their half each, two shards per NIC: 1 MiB.
 // The memory's copies (chunk by chunk, overlapping the NIC's) add about 1%.
 double hostsTime(priocclAlgorithm_t algorithm) {
-  constexpr int kRanks = 4;
   SimOptions o;
   o.fabric.bitsPerSecond = 1e9;
   o.fabric.latencySeconds = 0;
@@ -59,22 +72,8 @@ double hostsTime(priocclAlgorithm_t algorithm) {
   o.fabric.intraBitsPerSecond = 100e9;
   o.fabric.intraLatencySeconds = 0;
   o.algorithm = algorithm;
-  Simulation sim(kRanks, o);
-  const size_t count = (1 << 20) / sizeof(float);
-  std::vector<std::vector<float>> data(kRanks);
-  std::vector<size_t> ops;
-  for (int r = 0; r < kRanks; ++r) {
-    data[r].assign(count, static_cast<float>(r + 1));
-    ops.push_back(sim.submit(r, 0, allReduceOp(data[r].data(), count, 0)));
-  }
-  sim.run();
-  double t = 0;
-  for (int r = 0; r < kRanks; ++r) {
-    t = std::max(t, sim.endedAt(ops[r]) - sim.submittedAt(ops[r]));
-    EXPECT_EQ(data[r].front(), 10.0f) << "rank " << r;
-    EXPECT_EQ(data[r].back(), 10.0f) << "rank " << r;
-  }
-  return t;
+  const RanksRun run = allReduceOfRanks(4, o, 1 << 20);
+  return *std::max_element(run.times.begin(), run.times.end());
 }
 
 TEST(Sim, HostsShareTheirNicAndTheHierarchicalAllReduceCrossesItLess) {
@@ -102,9 +101,7 @@ double urgentTime(priocclSchedule_t schedule, bool withBulk) {
         sim.submit(r, withBulk ? 0.02 : 0, allReduceOp(urgent[r].data(), urgent[r].size(), 0)));
   }
   sim.run();
-  double t = 0;
-  for (size_t i : ops) t = std::max(t, sim.endedAt(i) - sim.submittedAt(i));
-  return t;
+  return sim.slowest(ops);
 }
 
 TEST(Sim, UrgentOpOvertakesBulkUnderThePriorityScheduleOnly) {

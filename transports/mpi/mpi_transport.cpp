@@ -63,8 +63,7 @@ void MpiTransport::postSend(int peer, uint64_t tag, const void* buf, size_t byte
   // kDelivered (an abort notice): synchronous at any size, so that the failing rank knows the
   // peer has it.
   bool delivered = completion == SendCompletion::kDelivered;
-  bool sync = delivered || (completion == SendCompletion::kEndToEnd && bytes >= kEndToEndSendMin &&
-                            bytes <= kEndToEndSendMax);
+  bool sync = completesAtReceiver(completion, bytes);
   post(false, peer, tag, const_cast<void*>(buf), bytes, cookie, sync, delivered);
 }
 

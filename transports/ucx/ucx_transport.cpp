@@ -374,8 +374,7 @@ void UcxTransport::postSend(int peer, uint64_t tag, const void* buf, size_t byte
   // (over TCP into a socket buffer that can hold milliseconds of traffic); a synchronous send
   // completes once the receiver has matched it. On 4 hosts at 1 Gbit/s with UCX_TLS=tcp, a 1 MiB
   // urgent op under a 64 MiB op was slowed 17x in one of two runs without it.
-  bool sync = slot.delivered || (completion == SendCompletion::kEndToEnd &&
-                                 bytes >= kEndToEndSendMin && bytes <= kEndToEndSendMax);
+  bool sync = completesAtReceiver(completion, bytes);
   ucs_status_ptr_t r = sync ? ucp_tag_send_sync_nbx(eps_[peer], buf, bytes, wireTag, &p)
                             : ucp_tag_send_nbx(eps_[peer], buf, bytes, wireTag, &p);
   if (UCS_PTR_IS_PTR(r))
