@@ -4,6 +4,7 @@
 //
 //   prioccl_sim --ranks 16 --rate 10G --workload allreduce --bytes 64M
 //   prioccl_sim --ranks 64 --rate 100G --workload priority --bytes 1G --urgent 64K
+//   prioccl_sim --ranks 1024 --rate 100G --workload train --mode wfbp,p3 --no-payload
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -12,14 +13,19 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "common/parse_size.h"
+#include "plan.h"
+#include "profile.h"
 #include "simulation.h"
 
 namespace {
 
 using prioccl::sim::allReduceOp;
+using prioccl::sim::RankBuffers;
 using prioccl::sim::SimOptions;
 using prioccl::sim::Simulation;
 
@@ -35,6 +41,9 @@ struct Args {
   std::string algo = "auto", schedule = "priority";
   bool named = false;
   std::string chunk = "auto", credit = "auto";  // PRIOCCL_CHUNK_BYTES, PRIOCCL_CREDIT_BYTES
+  bool noPayload = false;
+  std::string profile = "perf/profiles/vgg19.csv";
+  std::vector<std::string> modes{"wfbp", "p3"};
 };
 
 double maxRssGiB() {
@@ -77,11 +86,10 @@ priocclAlgorithm_t parseAlgo(const std::string& s) {
 // what that costs it.
 void allreduce(int ranks, const SimOptions& o, size_t bytes, bool named) {
   Simulation sim(ranks, o);
-  const size_t count = bytes / sizeof(float);
-  std::vector<std::vector<float>> data(ranks, std::vector<float>(count, 1.0f));
+  RankBuffers data(ranks, bytes / sizeof(float), o.fabric.payload);
   std::vector<size_t> ops;
   for (int r = 0; r < ranks; ++r)
-    ops.push_back(sim.submit(r, 0, allReduceOp(data[r].data(), count, 0, named ? "grad" : "")));
+    ops.push_back(sim.submit(r, 0, allReduceOp(data.of(r), data.count(), 0, named ? "grad" : "")));
   auto wall = std::chrono::steady_clock::now();
   sim.run();
   double w = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count();
@@ -90,13 +98,14 @@ void allreduce(int ranks, const SimOptions& o, size_t bytes, bool named) {
   const double meanMessages = 2.0 * static_cast<double>(sim.fabric().messages()) / ranks;
   std::printf(
       "allreduce ranks=%d per_host=%d algo=%s bytes=%zu rate=%.3gGbit/s latency=%.3gus "
-      "cpu=%.3gus chunk=%zu named=%d "
+      "cpu=%.3gus chunk=%zu named=%d payload=%d "
       "time_us=%.1f algbw_GBps=%.3f busbw_GBps=%.3f messages=%llu rank0_messages=%llu "
       "mean_rank_messages=%.0f rounds=%llu wall_s=%.2f maxrss_GiB=%.2f\n",
       ranks, o.fabric.ranksPerHost, prioccl::algorithmName(sim.op(ops[0]).algorithm), bytes,
       o.fabric.bitsPerSecond / 1e9, o.fabric.latencySeconds * 1e6,
-      o.fabric.cpuPerMessageSeconds * 1e6, sim.config().chunkBytes, named ? 1 : 0, t * 1e6, algbw,
-      algbw * 2.0 * (ranks - 1) / ranks, static_cast<unsigned long long>(sim.fabric().messages()),
+      o.fabric.cpuPerMessageSeconds * 1e6, sim.config().chunkBytes, named ? 1 : 0,
+      o.fabric.payload ? 1 : 0, t * 1e6, algbw, algbw * 2.0 * (ranks - 1) / ranks,
+      static_cast<unsigned long long>(sim.fabric().messages()),
       static_cast<unsigned long long>(sim.fabric().messagesOf(0)), meanMessages,
       static_cast<unsigned long long>(sim.rounds()), w, maxRssGiB());
 }
@@ -108,18 +117,16 @@ void priority(int ranks, const SimOptions& o, size_t bulkBytes, size_t urgentByt
   // The slowest rank's time of the urgent (or the bulk) op, each submitted where its size > 0.
   auto opTime = [&](size_t urgentSize, size_t bulkSize, bool timeUrgent) {
     Simulation sim(ranks, o);
-    std::vector<std::vector<float>> bulk(ranks), urgent(ranks);
+    RankBuffers bulk(ranks, bulkSize / sizeof(float), o.fabric.payload);
+    RankBuffers urgent(ranks, urgentSize / sizeof(float), o.fabric.payload);
     std::vector<size_t> ops;
     for (int r = 0; r < ranks; ++r) {
       if (bulkSize) {
-        bulk[r].assign(bulkSize / sizeof(float), 1.0f);
-        size_t i = sim.submit(r, 0, allReduceOp(bulk[r].data(), bulk[r].size(), 100));
+        size_t i = sim.submit(r, 0, allReduceOp(bulk.of(r), bulk.count(), 100));
         if (!timeUrgent) ops.push_back(i);
       }
       if (urgentSize) {
-        urgent[r].assign(urgentSize / sizeof(float), 1.0f);
-        size_t i =
-            sim.submit(r, bulkSize ? at : 0, allReduceOp(urgent[r].data(), urgent[r].size(), 0));
+        size_t i = sim.submit(r, bulkSize ? at : 0, allReduceOp(urgent.of(r), urgent.count(), 0));
         if (timeUrgent) ops.push_back(i);
       }
     }
@@ -136,6 +143,61 @@ void priority(int ranks, const SimOptions& o, size_t bulkBytes, size_t urgentByt
       behind / alone, maxRssGiB());
 }
 
+// One training iteration of `profile` under a gradient-sync mode (train_emu's plans: the same ops,
+// sizes, priorities, schedule and triggers as perf/train_emu runs), every rank alike: backward
+// runs from the last layer to the first, each op is submitted once its trigger layer's gradient
+// is ready, and the next forward pass runs layer by layer, each layer waiting for what the mode
+// makes it wait for (wfbp: every op; p3: its own layer's). The iteration's time runs from the
+// start of backward to the end of that next forward (backward + forward + the communication
+// neither hides).
+void train(int ranks, SimOptions o, const emu::Profile& profile, const std::string& modeName) {
+  const emu::ModeSpec mode = emu::parseMode(modeName);
+  if (mode.mode != emu::Mode::kWfbp && mode.mode != emu::Mode::kP3)
+    throw std::invalid_argument("--mode: wfbp or p3 (one iteration; lagged needs two)");
+  const emu::Plan plan = emu::makePlan(profile, mode, emu::PlanOptions{});
+  o.config.schedule = plan.fifo ? priocclScheduleFifo : priocclSchedulePriority;
+  Simulation sim(ranks, o);
+  const size_t layers = profile.layers.size();
+  std::vector<double> ready(layers);  // when each layer's gradient is ready, s from backward
+  double t = 0;
+  for (size_t i = layers; i-- > 0;) ready[i] = (t += profile.layers[i].bwdMs * 1e-3);
+  const double backward = t;
+  RankBuffers grads(ranks, plan.elements, o.fabric.payload);
+  std::vector<std::vector<size_t>> ops(plan.ops.size());
+  for (size_t k = 0; k < plan.ops.size(); ++k) {
+    const emu::PlannedOp& p = plan.ops[k];
+    for (int r = 0; r < ranks; ++r)
+      ops[k].push_back(sim.submit(r, ready[p.trigger] + p.delayMs * 1e-3,
+                                  allReduceOp(grads.of(r) + p.offset, p.count, p.priority)));
+  }
+  auto wall = std::chrono::steady_clock::now();
+  sim.run();
+  double w = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count();
+  // When each layer's ops have ended on every rank, and the next forward pass over them.
+  std::vector<double> synced(layers, 0.0);
+  double allSynced = 0;
+  for (size_t k = 0; k < plan.ops.size(); ++k)
+    for (size_t i : ops[k]) {
+      for (size_t l = plan.ops[k].firstLayer; l <= plan.ops[k].lastLayer; ++l)
+        synced[l] = std::max(synced[l], sim.endedAt(i));
+      allSynced = std::max(allSynced, sim.endedAt(i));
+    }
+  double forward = backward;
+  for (size_t l = 0; l < layers; ++l) {
+    const double gate = plan.wait == emu::Wait::kBeforeForward ? synced[l] : allSynced;
+    forward = std::max(forward, gate) + profile.layers[l].fwdMs * 1e-3;
+  }
+  const double compute = backward + profile.fwdMs() * 1e-3;
+  std::printf(
+      "train ranks=%d model=%s mode=%s rate=%.3gGbit/s params=%zu ops=%zu chunk=%zu "
+      "iteration_ms=%.2f compute_ms=%.2f exposed_comm_ms=%.2f messages=%llu wall_s=%.2f "
+      "maxrss_GiB=%.2f\n",
+      ranks, profile.name.c_str(), modeName.c_str(), o.fabric.bitsPerSecond / 1e9, plan.elements,
+      plan.ops.size(), sim.config().chunkBytes, forward * 1e3, compute * 1e3,
+      (forward - compute) * 1e3, static_cast<unsigned long long>(sim.fabric().messages()), w,
+      maxRssGiB());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -150,8 +212,10 @@ int main(int argc, char** argv) {
   app.add_option("--ranks-per-host", a.ranksPerHost,
                  "consecutive ranks sharing a host (its NIC; memory between them)");
   app.add_option("--intra-rate", a.intraRate, "a rank's copies to its host's others, bits/s");
-  app.add_option("--workload", a.workload, "allreduce | priority")
-      ->check(CLI::IsMember({"allreduce", "priority"}));
+  app.add_option("--workload", a.workload, "allreduce | priority | train")
+      ->check(CLI::IsMember({"allreduce", "priority", "train"}));
+  app.add_option("--profile", a.profile, "train: a train_emu profile (perf/profiles/*.csv)");
+  app.add_option("--mode", a.modes, "train: wfbp and/or p3 (each one run)")->delimiter(',');
   app.add_option("--bytes", a.bytes, "the all-reduce's (priority: the bulk op's) size");
   app.add_option("--urgent", a.urgent, "priority: the urgent op's size");
   app.add_option("--urgent-at-ms", a.urgentAtMs, "priority: when the urgent op arrives");
@@ -162,6 +226,9 @@ int main(int argc, char** argv) {
                  "the send credit, fixed (PRIOCCL_CREDIT_BYTES; default auto)");
   app.add_option("--schedule", a.schedule, "priority | fifo")
       ->check(CLI::IsMember({"priority", "fifo"}));
+  app.add_flag("--no-payload", a.noPayload,
+               "messages without their bytes, reductions skipped: the same times, for rank "
+               "counts whose data would not fit");
   CLI11_PARSE(app, argc, argv);
   try {
     SimOptions o;
@@ -171,13 +238,18 @@ int main(int argc, char** argv) {
     o.fabric.wireEfficiency = a.wireEfficiency;
     o.fabric.ranksPerHost = a.ranksPerHost;
     o.fabric.intraBitsPerSecond = parseRate(a.intraRate);
+    o.fabric.payload = !a.noPayload;
     o.algorithm = parseAlgo(a.algo);
     o.config.schedule = a.schedule == "fifo" ? priocclScheduleFifo : priocclSchedulePriority;
     if (a.chunk != "auto") o.config.chunkBytes = parseBytes("--chunk", a.chunk);
     if (a.credit != "auto") o.config.creditBytes = parseBytes("--credit", a.credit);
     const size_t bytes = parseBytes("--bytes", a.bytes);
+    const emu::Profile profile =
+        a.workload == "train" ? emu::loadProfile(a.profile) : emu::Profile{};
     for (int n : a.ranks) {
-      if (a.workload == "allreduce")
+      if (a.workload == "train")
+        for (const std::string& m : a.modes) train(n, o, profile, m);
+      else if (a.workload == "allreduce")
         allreduce(n, o, bytes, a.named);
       else
         priority(n, o, bytes, parseBytes("--urgent", a.urgent),

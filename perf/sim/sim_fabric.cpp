@@ -4,11 +4,28 @@
 #include <cmath>
 #include <cstring>
 
+#include "algo/agreement.h"
 #include "common/error.h"
+#include "common/wire.h"
+#include "reduce/reduce.h"
 
 namespace prioccl::sim {
 
 using detail::concat;
+namespace {
+
+// Without payload, what a message still carries: a control message (at most kControlBytes)
+// whole, a longer one its head, which holds every algorithm's header (the agreement's is the
+// largest).
+constexpr size_t kHeadBytes = 256;
+static_assert(sizeof(detail::AgreementHeader) <= kHeadBytes,
+              "the agreement's header travels whole");
+
+size_t carriedBytes(size_t bytes, bool payload) {
+  return payload || bytes <= detail::kControlBytes ? bytes : kHeadBytes;
+}
+
+}  // namespace
 
 SimFabric::SimFabric(int ranks, const FabricSpec& spec)
     : spec_(spec),
@@ -28,10 +45,12 @@ SimFabric::SimFabric(int ranks, const FabricSpec& spec)
         "(0, 1], ranks per host >= 1");
   publishClock(0);
   detail::EngineClock::simulate(&clock_);
+  if (!spec.payload) reduce::skipArithmetic(true);
 }
 
 SimFabric::~SimFabric() {
   detail::EngineClock::simulate(nullptr);
+  reduce::skipArithmetic(false);
 }
 
 void SimFabric::publishClock(int64_t t) {
@@ -71,8 +90,9 @@ void SimFabric::send(int me, int peer, uint64_t tag, const void* buf, size_t byt
   m->src = me;
   m->dst = peer;
   m->tag = tag;
+  m->bytes = bytes;
   m->data.assign(static_cast<const unsigned char*>(buf),
-                 static_cast<const unsigned char*>(buf) + bytes);
+                 static_cast<const unsigned char*>(buf) + carriedBytes(bytes, spec_.payload));
   m->sendCookie = cookie;
   m->sendEpoch = a.epoch;
   m->completion = completion;
@@ -119,13 +139,13 @@ void SimFabric::recv(int me, int peer, uint64_t tag, void* buf, size_t bytes, ui
 }
 
 void SimFabric::land(const Message& m, const PostedRecv& r, int64_t t) {
-  if (m.data.size() > r.bytes)
-    throw InternalError(concat("sim: a message of ", m.data.size(), " bytes from rank ", m.src,
+  if (m.bytes > r.bytes)
+    throw InternalError(concat("sim: a message of ", m.bytes, " bytes from rank ", m.src,
                                " to rank ", m.dst, " for a receive of ", r.bytes));
   if (!m.data.empty()) std::memcpy(r.buf, m.data.data(), m.data.size());
-  complete(m.dst, r.cookie, m.data.size());
+  complete(m.dst, r.cookie, m.bytes);
   wakeAt(m.dst, t);
-  if (completesAtReceiver(m.completion, m.data.size()) && m.sendEpoch == ranks_[m.src].epoch)
+  if (completesAtReceiver(m.completion, m.bytes) && m.sendEpoch == ranks_[m.src].epoch)
     push(t + latencyNs_, EventKind::kSendDone, m.src, m.sendCookie, nullptr);
 }
 
@@ -157,7 +177,10 @@ void SimFabric::cancelAll(int me) {
 
 void SimFabric::wakeAt(int r, int64_t t) {
   Rank& k = ranks_[r];
-  if (k.wakeAt == t) return;  // one round at a time suffices
+  // One pending wake per rank, the earliest asked for: the round it gives asks again for what
+  // it still needs (a later submission, the next tick), so later wakes would only be rounds with
+  // nothing to do, and at a thousand ranks they filled the event queue.
+  if (k.wakeAt >= 0 && k.wakeAt <= t) return;
   k.wakeAt = t;
   push(t, EventKind::kWake, r, 0, nullptr);
 }
@@ -189,7 +212,8 @@ void SimFabric::advance(std::vector<int>& due) {
         due.push_back(e.rank);
         break;
       case EventKind::kWake:
-        if (k.wakeAt == now_) k.wakeAt = -1;
+        if (k.wakeAt != now_) break;  // superseded by an earlier one
+        k.wakeAt = -1;
         due.push_back(e.rank);
         break;
     }

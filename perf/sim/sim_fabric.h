@@ -18,6 +18,7 @@
 //     byte has left a's NIC, an end-to-end one when b has matched it plus `latency` (the
 //     acknowledgement's way back).
 // Hosts (ranksPerHost > 1) share one NIC, and their ranks copy to each other through memory.
+// Without payload (FabricSpec::payload) the same run costs a fraction of the memory and time.
 // Not modelled (yet): rendezvous for large messages, a shared core (every pair of NICs has full
 // bisection), ranks that share cores.
 #pragma once
@@ -49,6 +50,11 @@ struct FabricSpec {
   int ranksPerHost = 1;
   double intraBitsPerSecond = 100e9;
   double intraLatencySeconds = 1e-6;
+  // false: a message longer than a control message (kControlBytes) carries only its head (the
+  // algorithms' headers), and the reductions are skipped (reduce::skipArithmetic), so the ranks'
+  // buffers may be one shared buffer of garbage. Every time is the same as with payload: the
+  // model charges no time for bytes copied or reduced. For rank counts whose data would not fit.
+  bool payload = true;
 };
 
 class SimFabric {
@@ -83,7 +89,9 @@ class SimFabric {
   void cancelAll(int me);
 
   // Events. Each that concerns a rank makes it due for a round (takeDue).
-  void wakeAt(int r, int64_t t);  // a round for r at t (a timer, a submission)
+  // A round for r no later than t (a timer, a submission): r's rounds ask again for what they
+  // still need.
+  void wakeAt(int r, int64_t t);
   bool empty() const { return events_.empty(); }
   int64_t nextTime() const { return events_.top().time; }
   // Handles every event at the earliest time, which becomes now(); appends the ranks due.
@@ -97,7 +105,9 @@ class SimFabric {
   struct Message {
     int src, dst;
     uint64_t tag;
-    std::vector<unsigned char> data;  // copied at the post: a buffered send's buffer is free
+    size_t bytes;
+    std::vector<unsigned char> data;  // copied at the post (a buffered send's buffer is free):
+                                      // all `bytes`, or their head without payload
     uint64_t sendCookie;
     uint64_t sendEpoch;
     SendCompletion completion;
@@ -121,7 +131,7 @@ class SimFabric {
   struct Rank {
     int64_t clock = 0;              // during a round: the rank's time; after: when its CPU is free
     int64_t memoryOut = 0;          // when its copies to ranks of its host are done
-    int64_t wakeAt = -1;            // a kWake queued for this time (-1: none)
+    int64_t wakeAt = -1;            // the kWake queued (-1: none; older ones are stale)
     size_t pending = 0;             // posted, not yet polled
     uint64_t epoch = 0;             // cancelAll's count: older sends' completions are dropped
     std::vector<Completion> ready;  // completions the engine has not polled

@@ -76,6 +76,21 @@ class Simulation {
   uint64_t rounds_ = 0;
 };
 
+// The ranks' buffers for one op of `count` floats, each holding 1: one per rank, or, for a fabric
+// without payload (FabricSpec::payload), one that every rank shares (nothing reads it).
+class RankBuffers {
+ public:
+  RankBuffers(int ranks, size_t count, bool payload)
+      : shared_(!payload),
+        data_(payload ? static_cast<size_t>(ranks) : 1, std::vector<float>(count, 1.0f)) {}
+  float* of(int rank) { return data_[shared_ ? 0 : static_cast<size_t>(rank)].data(); }
+  size_t count() const { return data_[0].size(); }
+
+ private:
+  bool shared_;
+  std::vector<std::vector<float>> data_;
+};
+
 // An all-reduce of `count` floats in place over `data` (the test's and the workloads' op).
 std::shared_ptr<detail::OpState> allReduceOp(float* data, size_t count, int priority,
                                              const std::string& name = "");

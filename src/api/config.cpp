@@ -94,6 +94,11 @@ Config Config::fromEnv() {
 //   100 Mbit/s, 0.09 ms at 3 Gbit/s);
 // - faster links and shared memory: 256 KiB segments (chunks capped at 1 MiB, the sweep's best
 //   there).
+// The cap holds only while a segment stays at least kMinSegmentBytes (32 KiB where that is the
+// target): beyond 16 ranks (32 on slow links) the chunk grows with the rank count instead. With
+// a fixed cap a ring's step shrank to 1 MiB / p, and per-message costs took over: simulated at
+// 100 Gbit/s (perf/sim, docs/scaling.md), busbw fell from 98% of the link at 4 ranks to 8% at
+// 256, and 64 KiB steps keep it at 99%. The chunks this machine's 4-8 ranks use are unchanged.
 // The credit starts at about kCreditSeconds of the link: sends complete only once the receiver
 // has them (transport.h), so every credit byte is queued in front of an urgent op's next
 // message; it covers at least two ring segments (with one, a send waits for the previous one's
@@ -103,6 +108,7 @@ Config Config::fromEnv() {
 void Config::resolveAuto(double bytesPerSecond, double latencySeconds, int nranks, bool oneHost) {
   constexpr double kFastLinkBytesPerSecond = 600e6;
   constexpr size_t kSlowSegmentBytes = 32 << 10, kFastSegmentBytes = 256 << 10;
+  constexpr size_t kMinSegmentBytes = 64 << 10, kCappedChunkBytes = 1 << 20;
   constexpr double kCreditSeconds = 0.5e-3, kMaxCreditSeconds = 16e-3;
   constexpr size_t kMinCreditBytes = 32 << 10, kCreditSegments = 2;
   constexpr size_t kMaxCreditBytes = 16 << 20;
@@ -114,8 +120,11 @@ void Config::resolveAuto(double bytesPerSecond, double latencySeconds, int nrank
   slowLinks = !fast;
   if (chunkBytes == 0) {
     size_t segment = fast ? kFastSegmentBytes : kSlowSegmentBytes;
+    size_t cap = std::max<size_t>(
+        kCappedChunkBytes,
+        ceilPowerOfTwo(static_cast<double>(std::min(segment, kMinSegmentBytes)) * ranks));
     chunkBytes =
-        std::clamp<size_t>(ceilPowerOfTwo(static_cast<double>(segment) * ranks), 64 << 10, 1 << 20);
+        std::clamp<size_t>(ceilPowerOfTwo(static_cast<double>(segment) * ranks), 64 << 10, cap);
   }
   const bool creditAuto = creditBytes == 0;
   if (creditAuto) {

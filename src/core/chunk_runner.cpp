@@ -18,6 +18,11 @@ namespace prioccl::detail {
 namespace {
 
 constexpr size_t kMinChunksPerOp = 4, kMinChunkBytes = 64 << 10, kMinSliceBytes = 16 << 10;
+// The finer cut of a ring's (or the hierarchical all-reduce's) op stops where a step (chunk / p)
+// would fall below this: at hundreds of ranks four chunks of a 10 MB op made steps of a few KiB,
+// each paying a message's costs (perf/sim, docs/scaling.md). Up to 8 ranks kMinChunkBytes is the
+// larger, so nothing changes there. (A tree's step is half its chunk: it keeps the finer cut.)
+constexpr size_t kMinStepBytes = 8 << 10;
 
 // The most step ids a chunk of any algorithm uses: the tag layout reserves bits for them.
 uint64_t maxSteps(int nranks) {
@@ -83,10 +88,10 @@ void ChunkRunner::add(uint32_t lane, std::shared_ptr<OpState> op) {
 }
 
 // Elements per chunk of `op`. A ring or tree op (or a broadcast) of a few chunks is cut finer (down
-// to kMinChunkBytes) so that several chunks pipeline even then; recursive doubling moves whole
-// chunks every round, so it gains nothing from cutting, and halving-doubling, chosen for the
-// middle sizes, would pay its 2 log2(p) rounds once per piece. Depends only on arguments every rank
-// agrees on, so every rank cuts the op alike.
+// to kMinChunkBytes, or kMinStepBytes per rank) so that several chunks pipeline even then;
+// recursive doubling moves whole chunks every round, so it gains nothing from cutting, and
+// halving-doubling, chosen for the middle sizes, would pay its 2 log2(p) rounds once per piece.
+// Depends only on arguments every rank agrees on, so every rank cuts the op alike.
 size_t ChunkRunner::chunkElements(const OpState& op) const {
   size_t elem = reduce::dtypeSize(op.dtype);
   size_t bytes = op.count * elem;
@@ -99,8 +104,10 @@ size_t ChunkRunner::chunkElements(const OpState& op) const {
   bool wholeSteps = op.kind != OpState::Kind::kAllReduce && !op.pointToPoint();
   size_t cap = wholeSteps ? std::max(kMinSliceBytes, chunkBytes_ / static_cast<size_t>(nranks_))
                           : chunkBytes_;
-  size_t chunk =
-      whole ? chunkBytes_ : std::min(cap, std::max(kMinChunkBytes, bytes / kMinChunksPerOp));
+  bool stepPerRank = op.algorithm == priocclAlgoRing || op.algorithm == priocclAlgoHierarchical;
+  size_t finest =
+      std::max(kMinChunkBytes, stepPerRank ? kMinStepBytes * static_cast<size_t>(nranks_) : 0);
+  size_t chunk = whole ? chunkBytes_ : std::min(cap, std::max(finest, bytes / kMinChunksPerOp));
   return std::max<size_t>(1, chunk / elem);
 }
 

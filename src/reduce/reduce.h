@@ -46,6 +46,11 @@ void fillIdentity(void* dst, size_t n, priocclDataType_t dt, priocclRedOp_t op);
 // toward zero, floats in the type, 16-bit floats in float32 rounded once). divisor <= 1: nothing.
 void divide(void* data, size_t n, priocclDataType_t dt, int divisor);
 
+// For the simulator's runs without payload (perf/sim): while set, apply(), fillIdentity() and
+// divide() leave memory alone, so the engines' step machines run at a thousand ranks without
+// the arithmetic on data nobody reads. Process-wide: only while no real communicator runs.
+void skipArithmetic(bool skip);
+
 }  // namespace reduce
 }  // namespace prioccl
 

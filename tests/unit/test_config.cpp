@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdlib>
+#include <utility>
 #include <vector>
 
 #include "algo/registry.h"
@@ -76,6 +77,26 @@ TEST(Config, AutoTuningFollowsTheMeasuredLink) {
   big.chunkBytes = 1 << 20;
   big.resolveAuto(117e6, 100e-6, 4);
   EXPECT_EQ(big.creditBytes, 512u << 10);
+}
+
+// Beyond 16 ranks (32 on slow links) the 1 MiB cap would cut a ring's steps below 64 KiB (32 KiB
+// on slow links): the chunk grows with the rank count instead, and stays as it was below that.
+TEST(Config, AutoChunkKeepsRingStepsLongAtManyRanks) {
+  const std::vector<std::pair<int, size_t>> fast{
+      {2, 512u << 10}, {4, 1u << 20}, {8, 1u << 20}, {16, 1u << 20}, {32, 2u << 20},
+      {64, 4u << 20},  {256, 16u << 20}, {1024, 64u << 20}, {1000, 64u << 20}};
+  for (auto [ranks, chunk] : fast) {
+    prioccl::Config c;
+    c.resolveAuto(12.5e9, 5e-6, ranks);  // 100 Gbit/s
+    EXPECT_EQ(c.chunkBytes, chunk) << ranks << " ranks";
+  }
+  const std::vector<std::pair<int, size_t>> slow{
+      {4, 128u << 10}, {8, 256u << 10}, {32, 1u << 20}, {64, 2u << 20}, {1024, 32u << 20}};
+  for (auto [ranks, chunk] : slow) {
+    prioccl::Config c;
+    c.resolveAuto(117e6, 100e-6, ranks);  // 1 Gbit/s
+    EXPECT_EQ(c.chunkBytes, chunk) << ranks << " ranks";
+  }
 }
 
 // The chunk size decides the order of every sum, so it must not follow run-to-run noise in the
