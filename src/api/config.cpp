@@ -98,7 +98,8 @@ Config Config::fromEnv() {
 // target): beyond 16 ranks (32 on slow links) the chunk grows with the rank count instead. With
 // a fixed cap a ring's step shrank to 1 MiB / p, and per-message costs took over: simulated at
 // 100 Gbit/s (perf/sim, docs/scaling.md), busbw fell from 98% of the link at 4 ranks to 8% at
-// 256, and 64 KiB steps keep it at 99%. The chunks this machine's 4-8 ranks use are unchanged.
+// 256, and 64 KiB steps give a 256 MiB op 99% there. The chunks of 2-16 ranks are unchanged.
+// (Scratch blocks follow the chunk: at 1,024 ranks a hierarchical op's block is 64 MiB.)
 // The credit starts at about kCreditSeconds of the link: sends complete only once the receiver
 // has them (transport.h), so every credit byte is queued in front of an urgent op's next
 // message; it covers at least two ring segments (with one, a send waits for the previous one's
