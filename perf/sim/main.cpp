@@ -46,6 +46,13 @@ struct Args {
   std::vector<std::string> modes{"wfbp", "p3"};
 };
 
+// Runs the simulation; returns what it took in real time.
+double wallSecondsOfRun(Simulation& sim) {
+  auto start = std::chrono::steady_clock::now();
+  sim.run();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 double maxRssGiB() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
@@ -90,9 +97,7 @@ void allreduce(int ranks, const SimOptions& o, size_t bytes, bool named) {
   std::vector<size_t> ops;
   for (int r = 0; r < ranks; ++r)
     ops.push_back(sim.submit(r, 0, allReduceOp(data.of(r), data.count(), 0, named ? "grad" : "")));
-  auto wall = std::chrono::steady_clock::now();
-  sim.run();
-  double w = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count();
+  const double w = wallSecondsOfRun(sim);
   const double t = sim.slowest(ops);
   const double algbw = static_cast<double>(bytes) / t / 1e9;
   const double meanMessages = 2.0 * static_cast<double>(sim.fabric().messages()) / ranks;
@@ -170,9 +175,7 @@ void train(int ranks, SimOptions o, const emu::Profile& profile, const std::stri
       ops[k].push_back(sim.submit(r, ready[p.trigger] + p.delayMs * 1e-3,
                                   allReduceOp(grads.of(r) + p.offset, p.count, p.priority)));
   }
-  auto wall = std::chrono::steady_clock::now();
-  sim.run();
-  double w = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count();
+  const double w = wallSecondsOfRun(sim);
   // When each layer's ops have ended on every rank, and the next forward pass over them.
   std::vector<double> synced(layers, 0.0);
   double allSynced = 0;

@@ -55,15 +55,17 @@ std::unique_ptr<ChunkAlgo> make(const ChunkSpec& spec, ScratchPool& scratch) {
 
 }  // namespace
 
-// AlgoEntry's two flags, by name.
-constexpr bool kWholeChunks = true, kCutFiner = false;
+// AlgoEntry's cut and flag, by name.
+constexpr AlgoEntry::Cut kWholeChunks = AlgoEntry::Cut::kWholeChunks,
+                         kCutFiner = AlgoEntry::Cut::kFiner,
+                         kCutFinerKeepingSteps = AlgoEntry::Cut::kFinerKeepingSteps;
 constexpr bool kCarried = true, kNotCarried = false;
 
 // clang-format off
 const std::vector<AlgoEntry>& algoRegistry() {
   static const std::vector<AlgoEntry> rows = {
     {priocclAlgoRing, "ring", "", RingChunk::steps, RingChunk::scratchBytes, ringSends,
-     kCutFiner, kNotCarried, make<RingChunk>},
+     kCutFinerKeepingSteps, kNotCarried, make<RingChunk>},
     {priocclAlgoTree, "tree", "", TreeChunk::steps, TreeChunk::scratchBytes, treeSends,
      kCutFiner, kNotCarried, make<TreeChunk>},
     {priocclAlgoRecursiveDoubling, "rd", "recursive_doubling", RecursiveDoublingChunk::steps,
@@ -73,7 +75,7 @@ const std::vector<AlgoEntry>& algoRegistry() {
      HalvingDoublingChunk::scratchBytes, halvingDoublingSends,
      kWholeChunks, kCarried, make<HalvingDoublingChunk>},
     {priocclAlgoHierarchical, "hier", "hierarchical", HierarchicalChunk::steps,
-     HierarchicalChunk::scratchBytes, ringSends, kCutFiner, kNotCarried,
+     HierarchicalChunk::scratchBytes, ringSends, kCutFinerKeepingSteps, kNotCarried,
      make<HierarchicalChunk>},
   };
   return rows;

@@ -24,10 +24,13 @@ struct AlgoEntry {
   size_t (*scratchBytes)(size_t chunkBytes, int nranks);
   // Bytes each rank sends per byte of op: the cost model's floor at the link's bandwidth.
   double (*sendFactor)(int nranks);
-  // Cut ops into whole chunkBytes chunks only. Otherwise an op of a few chunks is cut finer so
-  // that several chunks pipeline; an algorithm whose per-chunk cost is a fixed number of rounds
-  // (recursive doubling, halving-doubling) gains nothing from that and pays the rounds per piece.
-  bool wholeChunks;
+  // How the chunk runner cuts an op. An op of a few chunks is cut finer so that several chunks
+  // pipeline, except for an algorithm whose per-chunk cost is a fixed number of rounds (recursive
+  // doubling, halving-doubling): it gains nothing from that and pays the rounds per piece. An
+  // algorithm whose step moves chunk / p (the ring, and the hierarchical all-reduce's rings)
+  // stops the finer cut before its steps get so short that per-message costs rule.
+  enum class Cut : unsigned char { kWholeChunks, kFiner, kFinerKeepingSteps };
+  Cut cut;
   // The agreement chunk may reduce ops up to its carry size by this algorithm itself (small ops
   // then cost one agreement, not an agreement plus a chunk).
   bool agreementCarries;

@@ -18,10 +18,10 @@ namespace prioccl::detail {
 namespace {
 
 constexpr size_t kMinChunksPerOp = 4, kMinChunkBytes = 64 << 10, kMinSliceBytes = 16 << 10;
-// The finer cut of a ring's (or the hierarchical all-reduce's) op stops where a step (chunk / p)
-// would fall below this: at hundreds of ranks four chunks of a 10 MB op made steps of a few KiB,
-// each paying a message's costs (perf/sim, docs/scaling.md). Up to 8 ranks kMinChunkBytes is the
-// larger, so nothing changes there. (A tree's step is half its chunk: it keeps the finer cut.)
+// The finer cut of an op whose algorithm keeps its steps (AlgoEntry::Cut) stops where a step
+// (chunk / p) would fall below this: at hundreds of ranks four chunks of a 10 MB op made steps of
+// a few KiB, each paying a message's costs (perf/sim, docs/scaling.md). Up to 8 ranks
+// kMinChunkBytes is the larger, so nothing changes there. (A tree's step is half its chunk.)
 constexpr size_t kMinStepBytes = 8 << 10;
 
 // The most step ids a chunk of any algorithm uses: the tag layout reserves bits for them.
@@ -95,7 +95,9 @@ void ChunkRunner::add(uint32_t lane, std::shared_ptr<OpState> op) {
 size_t ChunkRunner::chunkElements(const OpState& op) const {
   size_t elem = reduce::dtypeSize(op.dtype);
   size_t bytes = op.count * elem;
-  bool whole = op.kind == OpState::Kind::kAllReduce && algoEntry(op.algorithm).wholeChunks;
+  const AlgoEntry::Cut cut =
+      op.kind == OpState::Kind::kAllReduce ? algoEntry(op.algorithm).cut : AlgoEntry::Cut::kFiner;
+  bool whole = cut == AlgoEntry::Cut::kWholeChunks;
   // Every step of the other collectives moves a whole chunk (a blocked kind's chunk is a slice of
   // every rank's block; a broadcast or reduce passes the chunk along its tree) where a ring
   // all-reduce's step moves chunk / p: cut by p, their messages are as long as the ring's, so
@@ -104,9 +106,9 @@ size_t ChunkRunner::chunkElements(const OpState& op) const {
   bool wholeSteps = op.kind != OpState::Kind::kAllReduce && !op.pointToPoint();
   size_t cap = wholeSteps ? std::max(kMinSliceBytes, chunkBytes_ / static_cast<size_t>(nranks_))
                           : chunkBytes_;
-  bool stepPerRank = op.algorithm == priocclAlgoRing || op.algorithm == priocclAlgoHierarchical;
-  size_t finest =
-      std::max(kMinChunkBytes, stepPerRank ? kMinStepBytes * static_cast<size_t>(nranks_) : 0);
+  size_t finest = std::max(kMinChunkBytes, cut == AlgoEntry::Cut::kFinerKeepingSteps
+                                               ? kMinStepBytes * static_cast<size_t>(nranks_)
+                                               : 0);
   size_t chunk = whole ? chunkBytes_ : std::min(cap, std::max(finest, bytes / kMinChunksPerOp));
   return std::max<size_t>(1, chunk / elem);
 }

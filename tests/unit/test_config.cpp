@@ -83,7 +83,7 @@ TEST(Config, AutoTuningFollowsTheMeasuredLink) {
 // on slow links): the chunk grows with the rank count instead, and stays as it was below that.
 TEST(Config, AutoChunkKeepsRingStepsLongAtManyRanks) {
   const std::vector<std::pair<int, size_t>> fast{
-      {2, 512u << 10}, {4, 1u << 20}, {8, 1u << 20}, {16, 1u << 20}, {32, 2u << 20},
+      {2, 512u << 10}, {4, 1u << 20},    {8, 1u << 20},     {16, 1u << 20},   {32, 2u << 20},
       {64, 4u << 20},  {256, 16u << 20}, {1024, 64u << 20}, {1000, 64u << 20}};
   for (auto [ranks, chunk] : fast) {
     prioccl::Config c;

@@ -94,13 +94,11 @@ double urgentTime(priocclSchedule_t schedule, bool withBulk) {
   o.fabric.bitsPerSecond = 1e9;
   o.config.schedule = schedule;
   Simulation sim(kRanks, o);
-  std::vector<std::vector<float>> bulk(kRanks, std::vector<float>((8 << 20) / 4, 1.0f));
-  std::vector<std::vector<float>> urgent(kRanks, std::vector<float>((1 << 20) / 4, 1.0f));
+  RankBuffers bulk(kRanks, (8 << 20) / 4, true), urgent(kRanks, (1 << 20) / 4, true);
   std::vector<size_t> ops;
   for (int r = 0; r < kRanks; ++r) {
-    if (withBulk) sim.submit(r, 0, allReduceOp(bulk[r].data(), bulk[r].size(), 100));
-    ops.push_back(
-        sim.submit(r, withBulk ? 0.02 : 0, allReduceOp(urgent[r].data(), urgent[r].size(), 0)));
+    if (withBulk) sim.submit(r, 0, allReduceOp(bulk.of(r), bulk.count(), 100));
+    ops.push_back(sim.submit(r, withBulk ? 0.02 : 0, allReduceOp(urgent.of(r), urgent.count(), 0)));
   }
   sim.run();
   return sim.slowest(ops);
