@@ -33,6 +33,10 @@ struct Args {
   std::vector<int> ranks{16};
   std::string rate = "10G";
   double latencyUs = 5, cpuUs = 1, wireEfficiency = 1;
+  double copyGBps = 0, reduceGBps = 0;  // 0: free
+  int sharedCores = 0;                  // 0: a core per rank
+  int hostsPerLeaf = 0;                 // 0: one switch
+  double oversubscription = 1;
   int ranksPerHost = 1;
   std::string intraRate = "100G";
   std::string workload = "allreduce";
@@ -103,13 +107,16 @@ void allreduce(int ranks, const SimOptions& o, size_t bytes, bool named) {
   const double meanMessages = 2.0 * static_cast<double>(sim.fabric().messages()) / ranks;
   std::printf(
       "allreduce ranks=%d per_host=%d algo=%s bytes=%zu rate=%.3gGbit/s latency=%.3gus "
-      "cpu=%.3gus chunk=%zu named=%d payload=%d "
+      "cpu=%.3gus copy=%.3gGBps reduce=%.3gGBps shared_cores=%d "
+      "per_leaf=%d oversub=%.3g chunk=%zu named=%d payload=%d "
       "time_us=%.1f algbw_GBps=%.3f busbw_GBps=%.3f messages=%llu rank0_messages=%llu "
       "mean_rank_messages=%.0f rounds=%llu wall_s=%.2f maxrss_GiB=%.2f\n",
       ranks, o.fabric.ranksPerHost, prioccl::algorithmName(sim.op(ops[0]).algorithm), bytes,
       o.fabric.bitsPerSecond / 1e9, o.fabric.latencySeconds * 1e6,
-      o.fabric.cpuPerMessageSeconds * 1e6, sim.config().chunkBytes, named ? 1 : 0,
-      o.fabric.payload ? 1 : 0, t * 1e6, algbw, algbw * 2.0 * (ranks - 1) / ranks,
+      o.fabric.cpuPerMessageSeconds * 1e6, o.fabric.copyBytesPerSecond / 1e9,
+      o.fabric.reduceBytesPerSecond / 1e9, o.fabric.sharedCores, o.fabric.hostsPerLeaf,
+      o.fabric.oversubscription, sim.config().chunkBytes, named ? 1 : 0, o.fabric.payload ? 1 : 0,
+      t * 1e6, algbw, algbw * 2.0 * (ranks - 1) / ranks,
       static_cast<unsigned long long>(sim.fabric().messages()),
       static_cast<unsigned long long>(sim.fabric().messagesOf(0)), meanMessages,
       static_cast<unsigned long long>(sim.rounds()), w, maxRssGiB());
@@ -148,17 +155,40 @@ void priority(int ranks, const SimOptions& o, size_t bulkBytes, size_t urgentByt
       behind / alone, maxRssGiB());
 }
 
-// One training iteration of `profile` under a gradient-sync mode (train_emu's plans: the same ops,
+// The ops of `plan` on every rank, each submitted at `start` + when its trigger layer's gradient
+// is ready (`ready`, from the start of backward) + its delay. Returns each op's indices.
+std::vector<std::vector<size_t>> submitPlan(Simulation& sim, const emu::Plan& plan,
+                                            RankBuffers& grads, const std::vector<double>& ready,
+                                            double start) {
+  std::vector<std::vector<size_t>> ops(plan.ops.size());
+  for (size_t k = 0; k < plan.ops.size(); ++k) {
+    const emu::PlannedOp& p = plan.ops[k];
+    for (int r = 0; r < sim.ranks(); ++r)
+      ops[k].push_back(sim.submit(r, start + ready[p.trigger] + p.delayMs * 1e-3,
+                                  allReduceOp(grads.of(r) + p.offset, p.count, p.priority)));
+  }
+  return ops;
+}
+
+// Training iterations of `profile` under a gradient-sync mode (train_emu's plans: the same ops,
 // sizes, priorities, schedule and triggers as perf/train_emu runs), every rank alike: backward
-// runs from the last layer to the first, each op is submitted once its trigger layer's gradient
-// is ready, and the next forward pass runs layer by layer, each layer waiting for what the mode
-// makes it wait for (wfbp: every op; p3: its own layer's). The iteration's time runs from the
-// start of backward to the end of that next forward (backward + forward + the communication
-// neither hides).
+// runs from the last layer to the first, and each op is submitted once its trigger layer's
+// gradient is ready.
+// - wfbp, p3: one iteration. The next forward pass runs layer by layer, each layer waiting for
+//   what the mode makes it wait for (wfbp: every op; p3: its own layer's). The iteration runs
+//   from the start of backward to the end of that forward (backward + forward + the
+//   communication neither hides).
+// - lagged (LaggedAllReduce): one op over the whole buffer at the end of each backward, waited
+//   for at the end of the next iteration's backward. An op goes at the later of its backward's
+//   end and the previous op's end, so ops of successive iterations never overlap and each runs
+//   in turn. Two iterations; the second's time, from one submission to the next (forward,
+//   backward, and the wait for the op), is the steady state's.
 void train(int ranks, SimOptions o, const emu::Profile& profile, const std::string& modeName) {
   const emu::ModeSpec mode = emu::parseMode(modeName);
-  if (mode.mode != emu::Mode::kWfbp && mode.mode != emu::Mode::kP3)
-    throw std::invalid_argument("--mode: wfbp or p3 (one iteration; lagged needs two)");
+  if (mode.mode != emu::Mode::kWfbp && mode.mode != emu::Mode::kP3 &&
+      mode.mode != emu::Mode::kLagged)
+    throw std::invalid_argument("--mode: wfbp, p3 or lagged (the simulator runs these plans; " +
+                                modeName + "'s is not run)");
   const emu::Plan plan = emu::makePlan(profile, mode, emu::PlanOptions{});
   o.config.schedule = plan.fifo ? priocclScheduleFifo : priocclSchedulePriority;
   Simulation sim(ranks, o);
@@ -167,37 +197,47 @@ void train(int ranks, SimOptions o, const emu::Profile& profile, const std::stri
   double t = 0;
   for (size_t i = layers; i-- > 0;) ready[i] = (t += profile.layers[i].bwdMs * 1e-3);
   const double backward = t;
-  RankBuffers grads(ranks, plan.elements, o.fabric.payload);
-  std::vector<std::vector<size_t>> ops(plan.ops.size());
-  for (size_t k = 0; k < plan.ops.size(); ++k) {
-    const emu::PlannedOp& p = plan.ops[k];
-    for (int r = 0; r < ranks; ++r)
-      ops[k].push_back(sim.submit(r, ready[p.trigger] + p.delayMs * 1e-3,
-                                  allReduceOp(grads.of(r) + p.offset, p.count, p.priority)));
-  }
-  const double w = wallSecondsOfRun(sim);
-  // When each layer's ops have ended on every rank, and the next forward pass over them.
-  std::vector<double> synced(layers, 0.0);
-  double allSynced = 0;
-  for (size_t k = 0; k < plan.ops.size(); ++k)
-    for (size_t i : ops[k]) {
-      for (size_t l = plan.ops[k].firstLayer; l <= plan.ops[k].lastLayer; ++l)
-        synced[l] = std::max(synced[l], sim.endedAt(i));
-      allSynced = std::max(allSynced, sim.endedAt(i));
-    }
-  double forward = backward;
-  for (size_t l = 0; l < layers; ++l) {
-    const double gate = plan.wait == emu::Wait::kBeforeForward ? synced[l] : allSynced;
-    forward = std::max(forward, gate) + profile.layers[l].fwdMs * 1e-3;
-  }
   const double compute = backward + profile.fwdMs() * 1e-3;
+  RankBuffers grads(ranks, plan.elements, o.fabric.payload);
+  double iteration = 0, w = 0;
+  if (plan.wait == emu::Wait::kNextIteration) {
+    double start = 0;  // of this iteration's backward
+    for (int i = 0; i < 2; ++i) {
+      auto ops = submitPlan(sim, plan, grads, ready, start);
+      w += wallSecondsOfRun(sim);
+      double ended = 0;
+      for (const auto& op : ops)
+        for (size_t k : op) ended = std::max(ended, sim.endedAt(k));
+      const double next = std::max(start + compute, ended - backward);
+      iteration = next - start;
+      start = next;
+    }
+  } else {
+    auto ops = submitPlan(sim, plan, grads, ready, 0);
+    w = wallSecondsOfRun(sim);
+    // When each layer's ops have ended on every rank, and the next forward pass over them.
+    std::vector<double> synced(layers, 0.0);
+    double allSynced = 0;
+    for (size_t k = 0; k < plan.ops.size(); ++k)
+      for (size_t i : ops[k]) {
+        for (size_t l = plan.ops[k].firstLayer; l <= plan.ops[k].lastLayer; ++l)
+          synced[l] = std::max(synced[l], sim.endedAt(i));
+        allSynced = std::max(allSynced, sim.endedAt(i));
+      }
+    double forward = backward;
+    for (size_t l = 0; l < layers; ++l) {
+      const double gate = plan.wait == emu::Wait::kBeforeForward ? synced[l] : allSynced;
+      forward = std::max(forward, gate) + profile.layers[l].fwdMs * 1e-3;
+    }
+    iteration = forward;
+  }
   std::printf(
       "train ranks=%d model=%s mode=%s rate=%.3gGbit/s params=%zu ops=%zu chunk=%zu "
       "iteration_ms=%.2f compute_ms=%.2f exposed_comm_ms=%.2f messages=%llu wall_s=%.2f "
       "maxrss_GiB=%.2f\n",
       ranks, profile.name.c_str(), modeName.c_str(), o.fabric.bitsPerSecond / 1e9, plan.elements,
-      plan.ops.size(), sim.config().chunkBytes, forward * 1e3, compute * 1e3,
-      (forward - compute) * 1e3, static_cast<unsigned long long>(sim.fabric().messages()), w,
+      plan.ops.size(), sim.config().chunkBytes, iteration * 1e3, compute * 1e3,
+      (iteration - compute) * 1e3, static_cast<unsigned long long>(sim.fabric().messages()), w,
       maxRssGiB());
 }
 
@@ -210,6 +250,18 @@ int main(int argc, char** argv) {
   app.add_option("--rate", a.rate, "each NIC's rate, bits/s (10G, 400G)");
   app.add_option("--latency-us", a.latencyUs, "one-way latency");
   app.add_option("--cpu-us", a.cpuUs, "CPU per message posted or completed");
+  app.add_option("--copy-gbytes-per-s", a.copyGBps,
+                 "CPU per byte sent to or received from another host (a TCP stack's copies), as "
+                 "a rate in GB/s; 0: free");
+  app.add_option("--reduce-gbytes-per-s", a.reduceGBps,
+                 "a core's rate through the reductions, GB/s of output; 0: free");
+  app.add_option("--shared-cores", a.sharedCores,
+                 "every rank's CPU work on this many cores (one machine running them all, as "
+                 "the testbed); 0: a core per rank");
+  app.add_option("--hosts-per-leaf", a.hostsPerLeaf,
+                 "a fat tree: hosts per leaf switch (0: one switch, full bisection)");
+  app.add_option("--oversubscription", a.oversubscription,
+                 "a leaf's hosts' rate over its uplink's (2: the uplink carries half)");
   app.add_option("--wire-efficiency", a.wireEfficiency,
                  "payload share of the wire's bits (TCP over Ethernet, MTU 1500: 0.956)");
   app.add_option("--ranks-per-host", a.ranksPerHost,
@@ -218,7 +270,7 @@ int main(int argc, char** argv) {
   app.add_option("--workload", a.workload, "allreduce | priority | train")
       ->check(CLI::IsMember({"allreduce", "priority", "train"}));
   app.add_option("--profile", a.profile, "train: a train_emu profile (perf/profiles/*.csv)");
-  app.add_option("--mode", a.modes, "train: wfbp and/or p3 (each one run)")->delimiter(',');
+  app.add_option("--mode", a.modes, "train: wfbp, p3, lagged (each one run)")->delimiter(',');
   app.add_option("--bytes", a.bytes, "the all-reduce's (priority: the bulk op's) size");
   app.add_option("--urgent", a.urgent, "priority: the urgent op's size");
   app.add_option("--urgent-at-ms", a.urgentAtMs, "priority: when the urgent op arrives");
@@ -239,6 +291,11 @@ int main(int argc, char** argv) {
     o.fabric.latencySeconds = a.latencyUs * 1e-6;
     o.fabric.cpuPerMessageSeconds = a.cpuUs * 1e-6;
     o.fabric.wireEfficiency = a.wireEfficiency;
+    o.fabric.copyBytesPerSecond = a.copyGBps * 1e9;
+    o.fabric.reduceBytesPerSecond = a.reduceGBps * 1e9;
+    o.fabric.sharedCores = a.sharedCores;
+    o.fabric.hostsPerLeaf = a.hostsPerLeaf;
+    o.fabric.oversubscription = a.oversubscription;
     o.fabric.ranksPerHost = a.ranksPerHost;
     o.fabric.intraBitsPerSecond = parseRate(a.intraRate);
     o.fabric.payload = !a.noPayload;

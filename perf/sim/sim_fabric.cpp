@@ -34,23 +34,35 @@ SimFabric::SimFabric(int ranks, const FabricSpec& spec)
       intraLatencyNs_(std::llround(spec.intraLatencySeconds * 1e9)),
       nsPerByte_(8e9 / (spec.bitsPerSecond * spec.wireEfficiency)),
       intraNsPerByte_(8e9 / spec.intraBitsPerSecond),
+      copyNsPerByte_(spec.copyBytesPerSecond > 0 ? 1e9 / spec.copyBytesPerSecond : 0),
+      reduceNsPerByte_(spec.reduceBytesPerSecond > 0 ? 1e9 / spec.reduceBytesPerSecond : 0),
+      cores_(static_cast<size_t>(std::max(spec.sharedCores, 0)), 0),
       ranks_(static_cast<size_t>(ranks)),
       nics_(static_cast<size_t>(
           spec.ranksPerHost > 0 ? (ranks + spec.ranksPerHost - 1) / spec.ranksPerHost : 0)) {
   if (ranks < 1 || !(spec.bitsPerSecond > 0) || spec.latencySeconds < 0 ||
       spec.cpuPerMessageSeconds < 0 || !(spec.wireEfficiency > 0 && spec.wireEfficiency <= 1) ||
-      spec.ranksPerHost < 1 || !(spec.intraBitsPerSecond > 0) || spec.intraLatencySeconds < 0)
+      spec.ranksPerHost < 1 || !(spec.intraBitsPerSecond > 0) || spec.intraLatencySeconds < 0 ||
+      spec.copyBytesPerSecond < 0 || spec.reduceBytesPerSecond < 0 || spec.sharedCores < 0 ||
+      spec.hostsPerLeaf < 0 || !(spec.oversubscription >= 1))
     throw InvalidArgument(
-        "SimFabric: ranks >= 1, positive rates, latencies and CPU cost >= 0, wire efficiency in "
-        "(0, 1], ranks per host >= 1");
+        "SimFabric: ranks >= 1, positive rates, latencies and CPU costs >= 0, wire efficiency in "
+        "(0, 1], ranks per host >= 1, shared cores >= 0 (0: one per rank), hosts per leaf >= 0 "
+        "(0: one switch), oversubscription >= 1");
+  if (spec.hostsPerLeaf > 0) {
+    leaves_.resize((nics_.size() + static_cast<size_t>(spec.hostsPerLeaf) - 1) /
+                   static_cast<size_t>(spec.hostsPerLeaf));
+    leafNsPerByte_ = nsPerByte_ * spec.oversubscription / spec.hostsPerLeaf;
+  }
   publishClock(0);
   detail::EngineClock::simulate(&clock_);
-  if (!spec.payload) reduce::skipArithmetic(true);
+  tap_.skip = !spec.payload;
+  reduce::tapArithmetic(&tap_);
 }
 
 SimFabric::~SimFabric() {
   detail::EngineClock::simulate(nullptr);
-  reduce::skipArithmetic(false);
+  reduce::tapArithmetic(nullptr);
 }
 
 void SimFabric::publishClock(int64_t t) {
@@ -64,13 +76,32 @@ int64_t SimFabric::serialise(size_t bytes) const {
 int64_t SimFabric::beginRound(int r) {
   Rank& k = ranks_[r];
   k.clock = std::max(k.clock, now_);
+  if (!cores_.empty()) {  // the core free soonest; a round that must wait for it is put off
+    auto core = std::min_element(cores_.begin(), cores_.end());
+    k.core = static_cast<int>(core - cores_.begin());
+    k.clock = std::max(k.clock, *core);
+  }
+  tap_.bytes = 0;  // what ran outside every round is nobody's
   publishClock(k.clock);
   return k.clock;
 }
 
 int64_t SimFabric::endRound(int r) {
+  Rank& k = ranks_[r];
+  chargeArithmetic(k);
+  if (k.core >= 0) {  // busy until the round's work is done (or, put off, until it starts)
+    cores_[static_cast<size_t>(k.core)] = std::max(cores_[static_cast<size_t>(k.core)], k.clock);
+    k.core = -1;
+  }
   publishClock(now_);
-  return ranks_[r].clock;
+  return k.clock;
+}
+
+void SimFabric::chargeArithmetic(Rank& k) {
+  if (tap_.bytes == 0) return;
+  k.clock += std::llround(static_cast<double>(tap_.bytes) * reduceNsPerByte_);
+  tap_.bytes = 0;
+  publishClock(k.clock);
 }
 
 void SimFabric::push(int64_t time, EventKind kind, int rank, uint64_t cookie,
@@ -83,7 +114,10 @@ void SimFabric::send(int me, int peer, uint64_t tag, const void* buf, size_t byt
                      SendCompletion completion) {
   Rank& a = ranks_[me];
   Rank& b = ranks_[peer];
+  chargeArithmetic(a);
   a.clock += cpuNs_;
+  if (hostOf(me) != hostOf(peer))
+    a.clock += std::llround(static_cast<double>(bytes) * copyNsPerByte_);
   publishClock(a.clock);
   ++a.pending;
   auto m = std::make_shared<Message>();
@@ -108,8 +142,21 @@ void SimFabric::send(int me, int peer, uint64_t tag, const void* buf, size_t byt
     const int64_t wire = serialise(bytes);
     leftAt = std::max(a.clock, out.out) + wire;  // the last byte out of a's host's NIC
     out.out = leftAt;
+    int64_t crossed = leftAt;  // the last byte through the core, where it crosses one
+    if (!leaves_.empty() && leafOf(hostOf(me)) != leafOf(hostOf(peer))) {
+      // Cut through: each link starts on the message when its first byte arrives and it is
+      // free, and lets its last byte go no sooner than the link before did.
+      const int64_t leafWire = std::llround(static_cast<double>(bytes) * leafNsPerByte_);
+      int64_t first = leftAt - wire;
+      auto pass = [&](int64_t& free) {
+        crossed = free = std::max(crossed, std::max(first, free) + leafWire);
+        first = crossed - leafWire;
+      };
+      pass(leaves_[static_cast<size_t>(leafOf(hostOf(me)))].out);
+      pass(leaves_[static_cast<size_t>(leafOf(hostOf(peer)))].in);
+    }
     // It reaches b's host's NIC a latency later, unless that NIC is still taking others.
-    arrives = std::max(leftAt + latencyNs_, in.in + wire);
+    arrives = std::max(crossed + latencyNs_, in.in + wire);
     in.in = arrives;
   }
   a.messages += 1;
@@ -124,6 +171,7 @@ void SimFabric::send(int me, int peer, uint64_t tag, const void* buf, size_t byt
 
 void SimFabric::recv(int me, int peer, uint64_t tag, void* buf, size_t bytes, uint64_t cookie) {
   Rank& b = ranks_[me];
+  chargeArithmetic(b);
   b.clock += cpuNs_;
   publishClock(b.clock);
   ++b.pending;
@@ -144,6 +192,7 @@ void SimFabric::land(const Message& m, const PostedRecv& r, int64_t t) {
                                " to rank ", m.dst, " for a receive of ", r.bytes));
   if (!m.data.empty()) std::memcpy(r.buf, m.data.data(), m.data.size());
   complete(m.dst, r.cookie, m.bytes);
+  if (hostOf(m.src) != hostOf(m.dst)) ranks_[m.dst].copyIn += m.bytes;
   wakeAt(m.dst, t);
   if (completesAtReceiver(m.completion, m.bytes) && m.sendEpoch == ranks_[m.src].epoch)
     push(t + latencyNs_, EventKind::kSendDone, m.src, m.sendCookie, nullptr);
@@ -158,11 +207,14 @@ void SimFabric::complete(int r, uint64_t cookie, size_t bytes) {
 
 size_t SimFabric::poll(int me, std::vector<Completion>& out) {
   Rank& k = ranks_[me];
+  chargeArithmetic(k);
   const size_t n = k.ready.size();
   for (Completion& c : k.ready) out.push_back(std::move(c));
   k.ready.clear();
   k.pending -= n;
-  k.clock += cpuNs_ * static_cast<int64_t>(n);
+  k.clock += cpuNs_ * static_cast<int64_t>(n) +
+             std::llround(static_cast<double>(k.copyIn) * copyNsPerByte_);
+  k.copyIn = 0;
   publishClock(k.clock);
   return n;
 }
@@ -173,6 +225,7 @@ void SimFabric::cancelAll(int me) {
   k.ready.clear();
   k.posted.clear();
   k.pending = 0;
+  k.copyIn = 0;
 }
 
 void SimFabric::wakeAt(int r, int64_t t) {

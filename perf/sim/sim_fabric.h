@@ -8,10 +8,16 @@
 //
 // The model, per message of n bytes from rank a to rank b posted at a's time t:
 //   - a's CPU: each post, and each completion a's engine takes, costs `cpuPerMessage` of a's
-//     time (the rank's clock moves on by that much within its round of progress);
+//     time (the rank's clock moves on by that much within its round of progress); optionally
+//     (copyBytesPerSecond) a's post and b's completion also cost n bytes' copy, a network
+//     stack's, and (reduceBytesPerSecond) each rank's reductions their output bytes' time;
+//   - optionally every rank shares a few cores (sharedCores, one machine running them all as the
+//     testbed does): a rank's round of progress takes the core free soonest, and waits for it;
 //   - a's NIC sends one message at a time, in post order: it leaves at max(t, a's NIC free) and
 //     takes n / (rate * wireEfficiency); the last byte reaches b `latency` later;
 //   - b's NIC takes one message at a time too (incast: two senders share its rate);
+//   - optionally (hostsPerLeaf) a message between leaf switches also crosses a's leaf's uplink
+//     and b's leaf's downlink, each at its oversubscribed rate, one message at a time;
 //   - the bytes go eagerly (no rendezvous): a message whose receive is not posted waits at b, as
 //     MPI's and UCX's unexpected messages do, and completes when the receive comes;
 //   - a send completes as the transport promises (SendCompletion): a buffered one when its last
@@ -19,8 +25,8 @@
 //     acknowledgement's way back).
 // Hosts (ranksPerHost > 1) share one NIC, and their ranks copy to each other through memory.
 // Without payload (FabricSpec::payload) the same run costs a fraction of the memory and time.
-// Not modelled (yet): rendezvous for large messages, a shared core (every pair of NICs has full
-// bisection), ranks that share cores.
+// Not modelled (yet): rendezvous for large messages, rail-optimised cores, the engines' own copies
+// (staging, out-of-place), a kernel's work at arrival.
 #pragma once
 
 #include <cstddef>
@@ -33,6 +39,7 @@
 #include <vector>
 
 #include "common/engine_clock.h"
+#include "reduce/reduce.h"
 #include "transport.h"
 
 namespace prioccl::sim {
@@ -55,6 +62,20 @@ struct FabricSpec {
   // buffers may be one shared buffer of garbage. Every time is the same as with payload: the
   // model charges no time for bytes copied or reduced. For rank counts whose data would not fit.
   bool payload = true;
+  // CPU per byte; 0: free. copy: what a rank spends on each byte it sends to another host (at
+  // the post) and receives from one (at the completion), a TCP stack's copies. reduce: a core's
+  // rate through the reductions, in bytes of output (reduce::apply's, counted by its tap).
+  double copyBytesPerSecond = 0;
+  double reduceBytesPerSecond = 0;
+  // Every rank's CPU work runs on this many cores, one round of progress at a time each (one
+  // machine running every rank, as the testbed does); 0: each rank has a core of its own.
+  int sharedCores = 0;
+  // A two-level fat tree: hosts in groups of hostsPerLeaf under a leaf switch, whose uplink to
+  // the core (and downlink from it) carries hostsPerLeaf NICs' rate / oversubscription. A
+  // message between leaves crosses both in turn, each one message at a time. 0: one switch,
+  // full bisection.
+  int hostsPerLeaf = 0;
+  double oversubscription = 1;
 };
 
 class SimFabric {
@@ -130,9 +151,11 @@ class SimFabric {
   };
   struct Rank {
     int64_t clock = 0;              // during a round: the rank's time; after: when its CPU is free
+    int core = -1;                  // during a round on a shared core: which
     int64_t memoryOut = 0;          // when its copies to ranks of its host are done
     int64_t wakeAt = -1;            // the kWake queued (-1: none; older ones are stale)
     size_t pending = 0;             // posted, not yet polled
+    size_t copyIn = 0;              // bytes landed from other hosts, not yet polled
     uint64_t epoch = 0;             // cancelAll's count: older sends' completions are dropped
     std::vector<Completion> ready;  // completions the engine has not polled
     std::map<std::pair<int, uint64_t>, std::deque<PostedRecv>> posted;  // (peer, tag)
@@ -147,16 +170,23 @@ class SimFabric {
   void land(const Message& m, const PostedRecv& r, int64_t t);
   void complete(int r, uint64_t cookie, size_t bytes);
   void publishClock(int64_t t);
+  // The reductions the running rank did since the last charge move its clock on.
+  void chargeArithmetic(Rank& k);
 
   FabricSpec spec_;
   int64_t latencyNs_, cpuNs_, intraLatencyNs_;
-  double nsPerByte_, intraNsPerByte_;
+  double nsPerByte_, intraNsPerByte_, copyNsPerByte_, reduceNsPerByte_;
+  reduce::ArithmeticTap tap_;
+  std::vector<int64_t> cores_;  // sharedCores: when each is free
   std::vector<Rank> ranks_;
   struct Nic {
     int64_t out = 0;  // when it has sent everything queued
     int64_t in = 0;   // when it has taken everything arriving
   };
-  std::vector<Nic> nics_;  // one per host
+  std::vector<Nic> nics_;    // one per host
+  std::vector<Nic> leaves_;  // one per leaf switch: out its uplink, in its downlink
+  double leafNsPerByte_ = 0;
+  int leafOf(int host) const { return host / spec_.hostsPerLeaf; }
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   uint64_t seq_ = 0;
   int64_t now_ = 0;

@@ -294,16 +294,24 @@ const char* opName(priocclRedOp_t op) {
 }
 
 namespace {
-std::atomic<bool> skipping{false};
+std::atomic<ArithmeticTap*> tapped{nullptr};
+
+// The tap's part of a call over n elements of dt: counts them; true when the call must do nothing.
+bool tappedAndSkipped(size_t n, priocclDataType_t dt) {
+  ArithmeticTap* tap = tapped.load(std::memory_order_relaxed);
+  if (!tap) return false;
+  tap->bytes += n * dtypeSize(dt);
+  return tap->skip;
+}
 }  // namespace
 
-void skipArithmetic(bool skip) {
-  skipping.store(skip, std::memory_order_relaxed);
+void tapArithmetic(ArithmeticTap* tap) {
+  tapped.store(tap, std::memory_order_relaxed);
 }
 
 void apply(void* dst, const void* in, const void* local, size_t n, priocclDataType_t dt,
            priocclRedOp_t op, int divisor) {
-  if (skipping.load(std::memory_order_relaxed)) return;
+  if (tappedAndSkipped(n, dt)) return;
   switch (dt) {
     case priocclInt8:
       return applyTyped<int8_t>(dst, in, local, n, op, divisor);
@@ -331,7 +339,7 @@ void apply(void* dst, const void* in, const void* local, size_t n, priocclDataTy
 }
 
 void fillIdentity(void* dst, size_t n, priocclDataType_t dt, priocclRedOp_t op) {
-  if (skipping.load(std::memory_order_relaxed)) return;
+  if (tappedAndSkipped(n, dt)) return;
   if (!isValidOp(op)) return;
   switch (dt) {
     case priocclInt8:
@@ -360,8 +368,8 @@ void fillIdentity(void* dst, size_t n, priocclDataType_t dt, priocclRedOp_t op) 
 }
 
 void divide(void* data, size_t n, priocclDataType_t dt, int divisor) {
-  if (skipping.load(std::memory_order_relaxed)) return;
   if (divisor <= 1) return;
+  if (tappedAndSkipped(n, dt)) return;
   switch (dt) {
     case priocclInt8:
       return divideTyped<int8_t>(data, n, divisor);

@@ -46,10 +46,19 @@ void fillIdentity(void* dst, size_t n, priocclDataType_t dt, priocclRedOp_t op);
 // toward zero, floats in the type, 16-bit floats in float32 rounded once). divisor <= 1: nothing.
 void divide(void* data, size_t n, priocclDataType_t dt, int divisor);
 
-// For the simulator's runs without payload (perf/sim): while set, apply(), fillIdentity() and
-// divide() leave memory alone, so the engines' step machines run at a thousand ranks without
-// the arithmetic on data nobody reads. Process-wide: only while no real communicator runs.
-void skipArithmetic(bool skip);
+// For the simulator (perf/sim): what the arithmetic covered, and whether to do it.
+struct ArithmeticTap {
+  // Runs without payload: apply(), fillIdentity() and divide() leave memory alone, so the
+  // engines' step machines run at a thousand ranks without the arithmetic on data nobody reads.
+  bool skip = false;
+  // The bytes of output they covered (the simulator charges a rank's CPU for them); the tap's
+  // owner reads and clears it.
+  size_t bytes = 0;
+};
+// While set, every call above counts into *tap and skips when it says so. Process-wide and
+// unsynchronised: only for one thread's simulation, while no real communicator runs. nullptr
+// ends it. Costs a real job one relaxed load per call.
+void tapArithmetic(ArithmeticTap* tap);
 
 }  // namespace reduce
 }  // namespace prioccl

@@ -148,4 +148,57 @@ TEST(Sim, WithoutPayloadEveryTimeIsTheSame) {
   EXPECT_EQ(sum, 3.0f);
 }
 
+// 2 ranks, one recursive-doubling all-reduce of one 1 MiB chunk at 1 Gbit/s, no latency, no CPU
+// per message: each rank sends its chunk to the other (W on the wire) and reduces the one it
+// received (R): W + R. On one core shared by both, the second rank's reduction waits for the
+// first's: W + 2R. A copy cost per byte (C for the chunk) is paid at a rank's send and at its
+// receive: W + 2C.
+TEST(Sim, ReductionsAndCopiesCostTheirBytesAndSharedCoresQueueThem) {
+  constexpr size_t kChunk = size_t{1} << 20;
+  auto slowest = [&](double copyRate, double reduceRate, int cores) {
+    SimOptions o;
+    o.fabric.bitsPerSecond = 1e9;
+    o.fabric.latencySeconds = 0;
+    o.fabric.cpuPerMessageSeconds = 0;
+    o.fabric.copyBytesPerSecond = copyRate;
+    o.fabric.reduceBytesPerSecond = reduceRate;
+    o.fabric.sharedCores = cores;
+    o.config.chunkBytes = kChunk;
+    o.algorithm = priocclAlgoRecursiveDoubling;  // whole chunks: the op is not cut finer
+    const RanksRun run = allReduceOfRanks(2, o, kChunk);
+    EXPECT_EQ(run.chunk, kChunk);
+    return *std::max_element(run.times.begin(), run.times.end());
+  };
+  const double w = kChunk / (1e9 / 8), r = kChunk / 1e9, c = kChunk / 2e9;
+  const double free = slowest(0, 0, 0);
+  EXPECT_NEAR(free, w, w * 0.001);
+  EXPECT_NEAR(slowest(0, 1e9, 0), w + r, free * 0.001);
+  EXPECT_NEAR(slowest(0, 1e9, 1), w + 2 * r, free * 0.001);
+  EXPECT_NEAR(slowest(0, 1e9, 2), w + r, free * 0.001);
+  EXPECT_NEAR(slowest(2e9, 0, 0), w + 2 * c, free * 0.001);
+}
+
+// A fat tree of 2 leaves x 2 hosts, one rank each, 1 Gbit/s NICs without latency or CPU cost; a
+// ring all-reduce of 1 MiB crosses the core twice (rank 1 to 2, 3 to 0), one flow per uplink.
+// At oversubscription 2 an uplink carries its 2 hosts' rate / 2, one NIC's: the same time as one
+// switch. At 4 it carries half a NIC's, and the crossing steps, and so the ring, take twice as
+// long.
+TEST(Sim, AnOversubscribedCoreSlowsTheStepsThatCrossIt) {
+  auto slowest = [](int hostsPerLeaf, double oversubscription) {
+    SimOptions o;
+    o.fabric.bitsPerSecond = 1e9;
+    o.fabric.latencySeconds = 0;
+    o.fabric.cpuPerMessageSeconds = 0;
+    o.fabric.hostsPerLeaf = hostsPerLeaf;
+    o.fabric.oversubscription = oversubscription;
+    o.algorithm = priocclAlgoRing;
+    const RanksRun run = allReduceOfRanks(4, o, size_t{1} << 20);
+    return *std::max_element(run.times.begin(), run.times.end());
+  };
+  const double oneSwitch = slowest(0, 1);
+  EXPECT_NEAR(slowest(2, 1), oneSwitch, oneSwitch * 0.001);
+  EXPECT_NEAR(slowest(2, 2), oneSwitch, oneSwitch * 0.001);
+  EXPECT_NEAR(slowest(2, 4), 2 * oneSwitch, oneSwitch * 0.02);
+}
+
 }  // namespace
