@@ -105,12 +105,14 @@ void allreduce(int ranks, const SimOptions& o, size_t bytes, bool named) {
   const double t = sim.slowest(ops);
   const double algbw = static_cast<double>(bytes) / t / 1e9;
   const double meanMessages = 2.0 * static_cast<double>(sim.fabric().messages()) / ranks;
+  const double meanBytes = 2.0 * static_cast<double>(sim.fabric().bytes()) / ranks;
   std::printf(
       "allreduce ranks=%d per_host=%d algo=%s bytes=%zu rate=%.3gGbit/s latency=%.3gus "
       "cpu=%.3gus copy=%.3gGBps reduce=%.3gGBps shared_cores=%d "
       "per_leaf=%d oversub=%.3g chunk=%zu named=%d payload=%d "
       "time_us=%.1f algbw_GBps=%.3f busbw_GBps=%.3f messages=%llu rank0_messages=%llu "
-      "mean_rank_messages=%.0f rounds=%llu wall_s=%.2f maxrss_GiB=%.2f\n",
+      "mean_rank_messages=%.0f rank0_bytes=%llu mean_rank_bytes=%.0f rounds=%llu wall_s=%.2f "
+      "maxrss_GiB=%.2f\n",
       ranks, o.fabric.ranksPerHost, prioccl::algorithmName(sim.op(ops[0]).algorithm), bytes,
       o.fabric.bitsPerSecond / 1e9, o.fabric.latencySeconds * 1e6,
       o.fabric.cpuPerMessageSeconds * 1e6, o.fabric.copyBytesPerSecond / 1e9,
@@ -119,6 +121,7 @@ void allreduce(int ranks, const SimOptions& o, size_t bytes, bool named) {
       t * 1e6, algbw, algbw * 2.0 * (ranks - 1) / ranks,
       static_cast<unsigned long long>(sim.fabric().messages()),
       static_cast<unsigned long long>(sim.fabric().messagesOf(0)), meanMessages,
+      static_cast<unsigned long long>(sim.fabric().bytesOf(0)), meanBytes,
       static_cast<unsigned long long>(sim.rounds()), w, maxRssGiB());
 }
 

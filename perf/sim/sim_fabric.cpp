@@ -162,6 +162,9 @@ void SimFabric::send(int me, int peer, uint64_t tag, const void* buf, size_t byt
   a.messages += 1;
   b.messages += 1;
   ++messages_;
+  a.bytes += bytes;
+  b.bytes += bytes;
+  bytes_ += bytes;
   // The transports' promise (transport.h): the others complete once their bytes have left (large
   // ones go by rendezvous in MPI and UCX, which the eager model does not wait for).
   if (!completesAtReceiver(completion, bytes))

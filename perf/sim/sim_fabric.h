@@ -121,6 +121,8 @@ class SimFabric {
   // Totals, for the report.
   uint64_t messages() const { return messages_; }
   uint64_t messagesOf(int r) const { return ranks_[r].messages; }  // sent and received
+  uint64_t bytes() const { return bytes_; }                        // each message's once
+  uint64_t bytesOf(int r) const { return ranks_[r].bytes; }        // sent and received
 
  private:
   struct Message {
@@ -161,6 +163,7 @@ class SimFabric {
     std::map<std::pair<int, uint64_t>, std::deque<PostedRecv>> posted;  // (peer, tag)
     std::map<std::pair<int, uint64_t>, std::deque<std::shared_ptr<Message>>> unexpected;
     uint64_t messages = 0;  // sent and received
+    uint64_t bytes = 0;     // sent and received
   };
 
   int64_t serialise(size_t bytes) const;  // ns on one NIC
@@ -192,6 +195,7 @@ class SimFabric {
   int64_t now_ = 0;
   TimePoint clock_;  // what EngineClock::now() reads
   uint64_t messages_ = 0;
+  uint64_t bytes_ = 0;
 };
 
 // The transport each simulated engine is given: every call goes to the fabric at the rank's time.
