@@ -76,10 +76,12 @@ int64_t SimFabric::serialise(size_t bytes) const {
 int64_t SimFabric::beginRound(int r) {
   Rank& k = ranks_[r];
   k.clock = std::max(k.clock, now_);
-  if (!cores_.empty()) {  // the core free soonest; a round that must wait for it is put off
+  if (!cores_.empty() && k.clock == now_) {  // the core free soonest, if it is free now
     auto core = std::min_element(cores_.begin(), cores_.end());
-    k.core = static_cast<int>(core - cores_.begin());
-    k.clock = std::max(k.clock, *core);
+    if (*core <= now_)
+      k.core = static_cast<int>(core - cores_.begin());
+    else
+      k.clock = *core;  // put off, holding no core: whichever is free then takes the round
   }
   tap_.bytes = 0;  // what ran outside every round is nobody's
   publishClock(k.clock);
@@ -89,7 +91,7 @@ int64_t SimFabric::beginRound(int r) {
 int64_t SimFabric::endRound(int r) {
   Rank& k = ranks_[r];
   chargeArithmetic(k);
-  if (k.core >= 0) {  // busy until the round's work is done (or, put off, until it starts)
+  if (k.core >= 0) {  // busy until the round's work is done
     cores_[static_cast<size_t>(k.core)] = std::max(cores_[static_cast<size_t>(k.core)], k.clock);
     k.core = -1;
   }
