@@ -20,7 +20,9 @@ import sys
 try:
     import matplotlib
 except ImportError:
-    sys.exit("plot_scaling.py: matplotlib missing (apt-get install python3-matplotlib)")
+    print("plot_scaling.py: SKIPPED: matplotlib missing (apt-get install python3-matplotlib)",
+          file=sys.stderr)
+    sys.exit(77)  # CTest's skip code (perf.sim_plot_smoke)
 matplotlib.use("Agg")  # files only, never a display
 import matplotlib.pyplot as plt  # noqa: E402
 
@@ -41,6 +43,21 @@ def ranks_up_to(candidates, most):
     return [r for r in candidates if r <= most]
 
 
+def ranks_axis(ax, ranks, xlabel="ranks"):
+    """Rank counts on a log2 axis, labelled with the counts themselves."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ranks, [str(r) for r in ranks])
+    ax.set_xlabel(xlabel)
+    ax.legend()
+
+
+def save(fig, out, name):
+    fig.tight_layout()
+    path = os.path.join(out, name)
+    fig.savefig(path, dpi=110)
+    print("wrote", path, flush=True)
+
+
 def train_figure(sim, out, most):
     ranks = ranks_up_to([16, 64, 256, 1024], most)
     series = {}
@@ -53,14 +70,10 @@ def train_figure(sim, out, most):
     for mode, times in series.items():
         ax.plot(ranks, times, marker="o", label=mode)
     ax.axhline(compute, color="gray", linestyle=":", label="compute alone")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(ranks, [str(r) for r in ranks])
-    ax.set_xlabel("ranks (8 per host)")
     ax.set_ylabel("iteration time, ms")
     ax.set_title("VGG-19, one iteration, 10 Gbit/s (prioccl_sim)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "scaling_train.png"), dpi=110)
+    ranks_axis(ax, ranks, "ranks (8 per host)")
+    save(fig, out, "scaling_train.png")
 
 
 def urgent_figure(sim, out, most):
@@ -74,14 +87,10 @@ def urgent_figure(sim, out, most):
             ax.plot(ranks, [float(r["slowdown"]) for r in rows], marker="o",
                     linestyle="-" if schedule == "priority" else "--",
                     label=f"{rate}bit/s, {schedule}")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(ranks, [str(r) for r in ranks])
-    ax.set_xlabel("ranks")
     ax.set_ylabel("urgent 1 MiB op: time behind bulk / alone")
     ax.set_title("Urgent op behind a 16 MiB bulk op (prioccl_sim)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "scaling_urgent.png"), dpi=110)
+    ranks_axis(ax, ranks)
+    save(fig, out, "scaling_urgent.png")
 
 
 def named_figure(sim, out, most):
@@ -98,13 +107,9 @@ def named_figure(sim, out, most):
                label="mean rank")
     right.set_ylabel("messages per named op")
     for ax in (left, right):
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(ranks, [str(r) for r in ranks])
-        ax.set_xlabel("ranks")
-        ax.legend()
+        ranks_axis(ax, ranks)
     fig.suptitle("Named ops: rank 0's negotiation, 100 Gbit/s (prioccl_sim)")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "scaling_named.png"), dpi=110)
+    save(fig, out, "scaling_named.png")
 
 
 def main():

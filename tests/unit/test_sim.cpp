@@ -43,6 +43,21 @@ RanksRun allReduceOfRanks(int ranks, const SimOptions& o, size_t bytes) {
   return run;
 }
 
+// Links of `bitsPerSecond` without latency, and ranks without CPU cost per message: the wire
+// alone sets the times, so they can be computed by hand.
+SimOptions wireOnly(double bitsPerSecond) {
+  SimOptions o;
+  o.fabric.bitsPerSecond = bitsPerSecond;
+  o.fabric.latencySeconds = 0;
+  o.fabric.cpuPerMessageSeconds = 0;
+  return o;
+}
+
+// The slowest rank's time.
+double slowestOf(const RanksRun& run) {
+  return *std::max_element(run.times.begin(), run.times.end());
+}
+
 // 16 ranks, one ring all-reduce of one chunk, links with no latency and ranks with no CPU cost:
 // the ring's 2 (p - 1) steps each move chunk / p bytes over every NIC at once, one step after
 // the other, so the op takes 2 (p - 1) * (chunk / p) / rate. The op's agreement (a few bytes)
@@ -50,10 +65,7 @@ RanksRun allReduceOfRanks(int ranks, const SimOptions& o, size_t bytes) {
 TEST(Sim, RingAllReduceOfOneChunkTakesItsStepsOnTheWire) {
   constexpr int kRanks = 16;
   constexpr size_t kChunk = size_t{1} << 20;  // resolveAuto's for a 10 Gbit/s link and 16 ranks
-  SimOptions o;
-  o.fabric.bitsPerSecond = 10e9;
-  o.fabric.latencySeconds = 0;
-  o.fabric.cpuPerMessageSeconds = 0;
+  SimOptions o = wireOnly(10e9);
   o.algorithm = priocclAlgoRing;
   const RanksRun run = allReduceOfRanks(kRanks, o, kChunk);
   ASSERT_EQ(run.chunk, kChunk);
@@ -66,16 +78,12 @@ TEST(Sim, RingAllReduceOfOneChunkTakesItsStepsOnTheWire) {
 // all-reduce's shards cross it with 2 (h - 1) / h of their half each, two shards per NIC: 1 MiB.
 // The memory's copies (chunk by chunk, overlapping the NIC's) add about 1%.
 double hostsTime(priocclAlgorithm_t algorithm) {
-  SimOptions o;
-  o.fabric.bitsPerSecond = 1e9;
-  o.fabric.latencySeconds = 0;
-  o.fabric.cpuPerMessageSeconds = 0;
+  SimOptions o = wireOnly(1e9);
   o.fabric.ranksPerHost = 2;
   o.fabric.intraBitsPerSecond = 100e9;
   o.fabric.intraLatencySeconds = 0;
   o.algorithm = algorithm;
-  const RanksRun run = allReduceOfRanks(4, o, 1 << 20);
-  return *std::max_element(run.times.begin(), run.times.end());
+  return slowestOf(allReduceOfRanks(4, o, 1 << 20));
 }
 
 TEST(Sim, HostsShareTheirNicAndTheHierarchicalAllReduceCrossesItLess) {
@@ -156,10 +164,7 @@ TEST(Sim, WithoutPayloadEveryTimeIsTheSame) {
 TEST(Sim, ReductionsAndCopiesCostTheirBytesAndSharedCoresQueueThem) {
   constexpr size_t kChunk = size_t{1} << 20;
   auto slowest = [&](double copyRate, double reduceRate, int cores) {
-    SimOptions o;
-    o.fabric.bitsPerSecond = 1e9;
-    o.fabric.latencySeconds = 0;
-    o.fabric.cpuPerMessageSeconds = 0;
+    SimOptions o = wireOnly(1e9);
     o.fabric.copyBytesPerSecond = copyRate;
     o.fabric.reduceBytesPerSecond = reduceRate;
     o.fabric.sharedCores = cores;
@@ -167,7 +172,7 @@ TEST(Sim, ReductionsAndCopiesCostTheirBytesAndSharedCoresQueueThem) {
     o.algorithm = priocclAlgoRecursiveDoubling;  // whole chunks: the op is not cut finer
     const RanksRun run = allReduceOfRanks(2, o, kChunk);
     EXPECT_EQ(run.chunk, kChunk);
-    return *std::max_element(run.times.begin(), run.times.end());
+    return slowestOf(run);
   };
   const double w = kChunk / (1e9 / 8), r = kChunk / 1e9, c = kChunk / 2e9;
   const double free = slowest(0, 0, 0);
@@ -185,15 +190,11 @@ TEST(Sim, ReductionsAndCopiesCostTheirBytesAndSharedCoresQueueThem) {
 // long.
 TEST(Sim, AnOversubscribedCoreSlowsTheStepsThatCrossIt) {
   auto slowest = [](int hostsPerLeaf, double oversubscription) {
-    SimOptions o;
-    o.fabric.bitsPerSecond = 1e9;
-    o.fabric.latencySeconds = 0;
-    o.fabric.cpuPerMessageSeconds = 0;
+    SimOptions o = wireOnly(1e9);
     o.fabric.hostsPerLeaf = hostsPerLeaf;
     o.fabric.oversubscription = oversubscription;
     o.algorithm = priocclAlgoRing;
-    const RanksRun run = allReduceOfRanks(4, o, size_t{1} << 20);
-    return *std::max_element(run.times.begin(), run.times.end());
+    return slowestOf(allReduceOfRanks(4, o, size_t{1} << 20));
   };
   const double oneSwitch = slowest(0, 1);
   EXPECT_NEAR(slowest(2, 1), oneSwitch, oneSwitch * 0.001);
