@@ -47,6 +47,7 @@ struct Args {
   std::string chunk = "auto", credit = "auto";  // PRIOCCL_CHUNK_BYTES, PRIOCCL_CREDIT_BYTES
   bool noPayload = false;
   std::string profile = "perf/profiles/vgg19.csv";
+  double paramScale = 1, computeScale = 1;  // train_emu's --param-scale, --compute-scale
   std::vector<std::string> modes{"wfbp", "p3"};
 };
 
@@ -273,6 +274,12 @@ int main(int argc, char** argv) {
   app.add_option("--workload", a.workload, "allreduce | priority | train")
       ->check(CLI::IsMember({"allreduce", "priority", "train"}));
   app.add_option("--profile", a.profile, "train: a train_emu profile (perf/profiles/*.csv)");
+  app.add_option("--param-scale", a.paramScale,
+                 "train: the profile's parameters times this (train_emu's --param-scale)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--compute-scale", a.computeScale,
+                 "train: the profile's layer times times this (train_emu's --compute-scale)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--mode", a.modes, "train: wfbp, p3, lagged (each one run)")->delimiter(',');
   app.add_option("--bytes", a.bytes, "the all-reduce's (priority: the bulk op's) size");
   app.add_option("--urgent", a.urgent, "priority: the urgent op's size");
@@ -307,8 +314,9 @@ int main(int argc, char** argv) {
     if (a.chunk != "auto") o.config.chunkBytes = parseBytes("--chunk", a.chunk);
     if (a.credit != "auto") o.config.creditBytes = parseBytes("--credit", a.credit);
     const size_t bytes = parseBytes("--bytes", a.bytes);
-    const emu::Profile profile =
-        a.workload == "train" ? emu::loadProfile(a.profile) : emu::Profile{};
+    const emu::Profile profile = a.workload == "train" ? emu::scaled(emu::loadProfile(a.profile),
+                                                                     a.paramScale, a.computeScale)
+                                                       : emu::Profile{};
     for (int n : a.ranks) {
       if (a.workload == "train")
         for (const std::string& m : a.modes) train(n, o, profile, m);
