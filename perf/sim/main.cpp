@@ -174,19 +174,72 @@ std::vector<std::vector<size_t>> submitPlan(Simulation& sim, const emu::Plan& pl
   return ops;
 }
 
+// The training workload's compute: when each layer's gradient is ready (s from the start of
+// backward), and backward's and the whole iteration's compute time.
+struct TrainTimes {
+  std::vector<double> ready;
+  double backward = 0, compute = 0;
+};
+
+TrainTimes trainTimes(const emu::Profile& profile) {
+  TrainTimes t;
+  t.ready.resize(profile.layers.size());
+  for (size_t i = profile.layers.size(); i-- > 0;)
+    t.ready[i] = (t.backward += profile.layers[i].bwdMs * 1e-3);
+  t.compute = t.backward + profile.fwdMs() * 1e-3;
+  return t;
+}
+
+// wfbp, p3: one iteration. The next forward pass runs layer by layer, each layer waiting for what
+// the mode makes it wait for (wfbp: every op; p3: its own layer's). The iteration runs from the
+// start of backward to the end of that forward (backward + forward + the communication neither
+// hides). Adds the run's wall time to *wall.
+double gatedIteration(Simulation& sim, const emu::Plan& plan, const emu::Profile& profile,
+                      RankBuffers& grads, const TrainTimes& times, double* wall) {
+  auto ops = submitPlan(sim, plan, grads, times.ready, 0);
+  *wall += wallSecondsOfRun(sim);
+  // When each layer's ops have ended on every rank, and the next forward pass over them.
+  std::vector<double> synced(profile.layers.size(), 0.0);
+  double allSynced = 0;
+  for (size_t k = 0; k < plan.ops.size(); ++k)
+    for (size_t i : ops[k]) {
+      for (size_t l = plan.ops[k].firstLayer; l <= plan.ops[k].lastLayer; ++l)
+        synced[l] = std::max(synced[l], sim.endedAt(i));
+      allSynced = std::max(allSynced, sim.endedAt(i));
+    }
+  double forward = times.backward;
+  for (size_t l = 0; l < profile.layers.size(); ++l) {
+    const double gate = plan.wait == emu::Wait::kBeforeForward ? synced[l] : allSynced;
+    forward = std::max(forward, gate) + profile.layers[l].fwdMs * 1e-3;
+  }
+  return forward;
+}
+
+// lagged (LaggedAllReduce): one op over the whole buffer at the end of each backward, waited for
+// at the end of the next iteration's backward. An op goes at the later of its backward's end and
+// the previous op's end, so ops of successive iterations never overlap and each runs in turn.
+// Two iterations; returns the second's time, from one submission to the next (forward,
+// backward, and the wait for the op), the steady state's. Adds the runs' wall time to *wall.
+double laggedIteration(Simulation& sim, const emu::Plan& plan, RankBuffers& grads,
+                       const TrainTimes& times, double* wall) {
+  double start = 0, iteration = 0;  // start: of this iteration's backward
+  for (int i = 0; i < 2; ++i) {
+    auto ops = submitPlan(sim, plan, grads, times.ready, start);
+    *wall += wallSecondsOfRun(sim);
+    double ended = 0;
+    for (const auto& op : ops)
+      for (size_t k : op) ended = std::max(ended, sim.endedAt(k));
+    const double next = std::max(start + times.compute, ended - times.backward);
+    iteration = next - start;
+    start = next;
+  }
+  return iteration;
+}
+
 // Training iterations of `profile` under a gradient-sync mode (train_emu's plans: the same ops,
 // sizes, priorities, schedule and triggers as perf/train_emu runs), every rank alike: backward
 // runs from the last layer to the first, and each op is submitted once its trigger layer's
-// gradient is ready.
-// - wfbp, p3: one iteration. The next forward pass runs layer by layer, each layer waiting for
-//   what the mode makes it wait for (wfbp: every op; p3: its own layer's). The iteration runs
-//   from the start of backward to the end of that forward (backward + forward + the
-//   communication neither hides).
-// - lagged (LaggedAllReduce): one op over the whole buffer at the end of each backward, waited
-//   for at the end of the next iteration's backward. An op goes at the later of its backward's
-//   end and the previous op's end, so ops of successive iterations never overlap and each runs
-//   in turn. Two iterations; the second's time, from one submission to the next (forward,
-//   backward, and the wait for the op), is the steady state's.
+// gradient is ready; then as gatedIteration or laggedIteration says.
 void train(int ranks, SimOptions o, const emu::Profile& profile, const std::string& modeName) {
   const emu::ModeSpec mode = emu::parseMode(modeName);
   if (mode.mode != emu::Mode::kWfbp && mode.mode != emu::Mode::kP3 &&
@@ -196,53 +249,20 @@ void train(int ranks, SimOptions o, const emu::Profile& profile, const std::stri
   const emu::Plan plan = emu::makePlan(profile, mode, emu::PlanOptions{});
   o.config.schedule = plan.fifo ? priocclScheduleFifo : priocclSchedulePriority;
   Simulation sim(ranks, o);
-  const size_t layers = profile.layers.size();
-  std::vector<double> ready(layers);  // when each layer's gradient is ready, s from backward
-  double t = 0;
-  for (size_t i = layers; i-- > 0;) ready[i] = (t += profile.layers[i].bwdMs * 1e-3);
-  const double backward = t;
-  const double compute = backward + profile.fwdMs() * 1e-3;
+  const TrainTimes times = trainTimes(profile);
   RankBuffers grads(ranks, plan.elements, o.fabric.payload);
-  double iteration = 0, w = 0;
-  if (plan.wait == emu::Wait::kNextIteration) {
-    double start = 0;  // of this iteration's backward
-    for (int i = 0; i < 2; ++i) {
-      auto ops = submitPlan(sim, plan, grads, ready, start);
-      w += wallSecondsOfRun(sim);
-      double ended = 0;
-      for (const auto& op : ops)
-        for (size_t k : op) ended = std::max(ended, sim.endedAt(k));
-      const double next = std::max(start + compute, ended - backward);
-      iteration = next - start;
-      start = next;
-    }
-  } else {
-    auto ops = submitPlan(sim, plan, grads, ready, 0);
-    w = wallSecondsOfRun(sim);
-    // When each layer's ops have ended on every rank, and the next forward pass over them.
-    std::vector<double> synced(layers, 0.0);
-    double allSynced = 0;
-    for (size_t k = 0; k < plan.ops.size(); ++k)
-      for (size_t i : ops[k]) {
-        for (size_t l = plan.ops[k].firstLayer; l <= plan.ops[k].lastLayer; ++l)
-          synced[l] = std::max(synced[l], sim.endedAt(i));
-        allSynced = std::max(allSynced, sim.endedAt(i));
-      }
-    double forward = backward;
-    for (size_t l = 0; l < layers; ++l) {
-      const double gate = plan.wait == emu::Wait::kBeforeForward ? synced[l] : allSynced;
-      forward = std::max(forward, gate) + profile.layers[l].fwdMs * 1e-3;
-    }
-    iteration = forward;
-  }
+  double w = 0;
+  const double iteration = plan.wait == emu::Wait::kNextIteration
+                               ? laggedIteration(sim, plan, grads, times, &w)
+                               : gatedIteration(sim, plan, profile, grads, times, &w);
   std::printf(
       "train ranks=%d model=%s mode=%s rate=%.3gGbit/s params=%zu ops=%zu chunk=%zu "
       "iteration_ms=%.2f compute_ms=%.2f exposed_comm_ms=%.2f messages=%llu wall_s=%.2f "
       "maxrss_GiB=%.2f\n",
       ranks, profile.name.c_str(), modeName.c_str(), o.fabric.bitsPerSecond / 1e9, plan.elements,
-      plan.ops.size(), sim.config().chunkBytes, iteration * 1e3, compute * 1e3,
-      (iteration - compute) * 1e3, static_cast<unsigned long long>(sim.fabric().messages()), w,
-      maxRssGiB());
+      plan.ops.size(), sim.config().chunkBytes, iteration * 1e3, times.compute * 1e3,
+      (iteration - times.compute) * 1e3, static_cast<unsigned long long>(sim.fabric().messages()),
+      w, maxRssGiB());
 }
 
 }  // namespace

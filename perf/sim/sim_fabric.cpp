@@ -25,6 +25,11 @@ size_t carriedBytes(size_t bytes, bool payload) {
   return payload || bytes <= detail::kControlBytes ? bytes : kHeadBytes;
 }
 
+// What `bytes` take at `nsPerByte` (a link's, a copy's, a reduction's), in whole nanoseconds.
+int64_t nsFor(size_t bytes, double nsPerByte) {
+  return std::llround(static_cast<double>(bytes) * nsPerByte);
+}
+
 }  // namespace
 
 SimFabric::SimFabric(int ranks, const FabricSpec& spec)
@@ -69,10 +74,6 @@ void SimFabric::publishClock(int64_t t) {
   clock_ = TimePoint(std::chrono::nanoseconds(t));
 }
 
-int64_t SimFabric::serialise(size_t bytes) const {
-  return std::llround(static_cast<double>(bytes) * nsPerByte_);
-}
-
 int64_t SimFabric::beginRound(int r) {
   Rank& k = ranks_[r];
   k.clock = std::max(k.clock, now_);
@@ -101,7 +102,7 @@ int64_t SimFabric::endRound(int r) {
 
 void SimFabric::chargeArithmetic(Rank& k) {
   if (tap_.bytes == 0) return;
-  k.clock += std::llround(static_cast<double>(tap_.bytes) * reduceNsPerByte_);
+  k.clock += nsFor(tap_.bytes, reduceNsPerByte_);
   tap_.bytes = 0;
   publishClock(k.clock);
 }
@@ -116,10 +117,9 @@ void SimFabric::send(int me, int peer, uint64_t tag, const void* buf, size_t byt
                      SendCompletion completion) {
   Rank& a = ranks_[me];
   Rank& b = ranks_[peer];
+  const bool sameHost = hostOf(me) == hostOf(peer);
   chargeArithmetic(a);
-  a.clock += cpuNs_;
-  if (hostOf(me) != hostOf(peer))
-    a.clock += std::llround(static_cast<double>(bytes) * copyNsPerByte_);
+  a.clock += cpuNs_ + (sameHost ? 0 : nsFor(bytes, copyNsPerByte_));
   publishClock(a.clock);
   ++a.pending;
   auto m = std::make_shared<Message>();
@@ -133,22 +133,21 @@ void SimFabric::send(int me, int peer, uint64_t tag, const void* buf, size_t byt
   m->sendEpoch = a.epoch;
   m->completion = completion;
   int64_t leftAt, arrives;
-  if (hostOf(me) == hostOf(peer)) {  // through the host's memory: a's copies one at a time
-    leftAt =
-        std::max(a.clock, a.memoryOut) + std::llround(static_cast<double>(bytes) * intraNsPerByte_);
+  if (sameHost) {  // through the host's memory: a's copies one at a time
+    leftAt = std::max(a.clock, a.memoryOut) + nsFor(bytes, intraNsPerByte_);
     a.memoryOut = leftAt;
     arrives = leftAt + intraLatencyNs_;
   } else {
     Nic& out = nics_[hostOf(me)];
     Nic& in = nics_[hostOf(peer)];
-    const int64_t wire = serialise(bytes);
+    const int64_t wire = nsFor(bytes, nsPerByte_);
     leftAt = std::max(a.clock, out.out) + wire;  // the last byte out of a's host's NIC
     out.out = leftAt;
     int64_t crossed = leftAt;  // the last byte through the core, where it crosses one
     if (!leaves_.empty() && leafOf(hostOf(me)) != leafOf(hostOf(peer))) {
       // Cut through: each link starts on the message when its first byte arrives and it is
       // free, and lets its last byte go no sooner than the link before did.
-      const int64_t leafWire = std::llround(static_cast<double>(bytes) * leafNsPerByte_);
+      const int64_t leafWire = nsFor(bytes, leafNsPerByte_);
       int64_t first = leftAt - wire;
       auto pass = [&](int64_t& free) {
         crossed = free = std::max(crossed, std::max(first, free) + leafWire);
@@ -217,8 +216,7 @@ size_t SimFabric::poll(int me, std::vector<Completion>& out) {
   for (Completion& c : k.ready) out.push_back(std::move(c));
   k.ready.clear();
   k.pending -= n;
-  k.clock += cpuNs_ * static_cast<int64_t>(n) +
-             std::llround(static_cast<double>(k.copyIn) * copyNsPerByte_);
+  k.clock += cpuNs_ * static_cast<int64_t>(n) + nsFor(k.copyIn, copyNsPerByte_);
   k.copyIn = 0;
   publishClock(k.clock);
   return n;

@@ -58,9 +58,11 @@ struct FabricSpec {
   double intraBitsPerSecond = 100e9;
   double intraLatencySeconds = 1e-6;
   // false: a message longer than a control message (kControlBytes) carries only its head (the
-  // algorithms' headers), and the reductions are skipped (reduce::skipArithmetic), so the ranks'
+  // algorithms' headers), and the reductions are skipped (reduce::tapArithmetic), so the ranks'
   // buffers may be one shared buffer of garbage. Every time is the same as with payload: the
-  // model charges no time for bytes copied or reduced. For rank counts whose data would not fit.
+  // model's per-byte costs count the bytes a message or a reduction covers, not what it
+  // carries (reduce::ArithmeticTap counts skipped reductions too). For rank counts whose data
+  // would not fit.
   bool payload = true;
   // CPU per byte; 0: free. copy: what a rank spends on each byte it sends to another host (at
   // the post) and receives from one (at the completion), a TCP stack's copies. reduce: a core's
@@ -166,7 +168,6 @@ class SimFabric {
     uint64_t bytes = 0;     // sent and received
   };
 
-  int64_t serialise(size_t bytes) const;  // ns on one NIC
   void push(int64_t time, EventKind kind, int rank, uint64_t cookie,
             std::shared_ptr<Message> message);
   // Message m lands in receive r at time t (at m's receiver): both ends complete.
