@@ -33,9 +33,9 @@ struct Args {
   std::vector<int> ranks{16};
   std::string rate = "10G";
   double latencyUs = 5, cpuUs = 1, wireEfficiency = 1;
-  double copyGBps = 0, reduceGBps = 0;  // 0: free
-  int sharedCores = 0;                  // 0: a core per rank
-  int hostsPerLeaf = 0;                 // 0: one switch
+  double copyGBps = 0, intraCopyGBps = 0, reduceGBps = 0;  // 0: free
+  int sharedCores = 0;                                     // 0: a core per rank
+  int hostsPerLeaf = 0;                                    // 0: one switch
   double oversubscription = 1;
   int ranksPerHost = 1;
   std::string intraRate = "100G";
@@ -109,21 +109,21 @@ void allreduce(int ranks, const SimOptions& o, size_t bytes, bool named) {
   const double meanBytes = 2.0 * static_cast<double>(sim.fabric().bytes()) / ranks;
   std::printf(
       "allreduce ranks=%d per_host=%d algo=%s bytes=%zu rate=%.3gGbit/s latency=%.3gus "
-      "cpu=%.3gus copy=%.3gGBps reduce=%.3gGBps shared_cores=%d "
+      "cpu=%.3gus copy=%.3gGBps intra_copy=%.3gGBps reduce=%.3gGBps shared_cores=%d "
       "per_leaf=%d oversub=%.3g chunk=%zu named=%d payload=%d "
       "time_us=%.1f algbw_GBps=%.3f busbw_GBps=%.3f messages=%llu rank0_messages=%llu "
-      "mean_rank_messages=%.0f rank0_bytes=%llu mean_rank_bytes=%.0f rounds=%llu wall_s=%.2f "
-      "maxrss_GiB=%.2f\n",
+      "mean_rank_messages=%.0f rank0_bytes=%llu mean_rank_bytes=%.0f cpu_s=%.4f rounds=%llu "
+      "wall_s=%.2f maxrss_GiB=%.2f\n",
       ranks, o.fabric.ranksPerHost, prioccl::algorithmName(sim.op(ops[0]).algorithm), bytes,
       o.fabric.bitsPerSecond / 1e9, o.fabric.latencySeconds * 1e6,
       o.fabric.cpuPerMessageSeconds * 1e6, o.fabric.copyBytesPerSecond / 1e9,
-      o.fabric.reduceBytesPerSecond / 1e9, o.fabric.sharedCores, o.fabric.hostsPerLeaf,
-      o.fabric.oversubscription, sim.config().chunkBytes, named ? 1 : 0, o.fabric.payload ? 1 : 0,
-      t * 1e6, algbw, algbw * 2.0 * (ranks - 1) / ranks,
-      static_cast<unsigned long long>(sim.fabric().messages()),
+      o.fabric.intraCopyBytesPerSecond / 1e9, o.fabric.reduceBytesPerSecond / 1e9,
+      o.fabric.sharedCores, o.fabric.hostsPerLeaf, o.fabric.oversubscription,
+      sim.config().chunkBytes, named ? 1 : 0, o.fabric.payload ? 1 : 0, t * 1e6, algbw,
+      algbw * 2.0 * (ranks - 1) / ranks, static_cast<unsigned long long>(sim.fabric().messages()),
       static_cast<unsigned long long>(sim.fabric().messagesOf(0)), meanMessages,
       static_cast<unsigned long long>(sim.fabric().bytesOf(0)), meanBytes,
-      static_cast<unsigned long long>(sim.rounds()), w, maxRssGiB());
+      sim.fabric().cpuSeconds(), static_cast<unsigned long long>(sim.rounds()), w, maxRssGiB());
 }
 
 // priority_perf's pattern: a bulk all-reduce (priority 100) starts, an urgent one (priority 0)
@@ -277,6 +277,9 @@ int main(int argc, char** argv) {
   app.add_option("--copy-gbytes-per-s", a.copyGBps,
                  "CPU per byte sent to or received from another host (a TCP stack's copies), as "
                  "a rate in GB/s; 0: free");
+  app.add_option("--intra-copy-gbytes-per-s", a.intraCopyGBps,
+                 "the same between ranks of one host (TCP over loopback, shared memory's "
+                 "copies); 0: free");
   app.add_option("--reduce-gbytes-per-s", a.reduceGBps,
                  "a core's rate through the reductions, GB/s of output; 0: free");
   app.add_option("--shared-cores", a.sharedCores,
@@ -322,6 +325,7 @@ int main(int argc, char** argv) {
     o.fabric.cpuPerMessageSeconds = a.cpuUs * 1e-6;
     o.fabric.wireEfficiency = a.wireEfficiency;
     o.fabric.copyBytesPerSecond = a.copyGBps * 1e9;
+    o.fabric.intraCopyBytesPerSecond = a.intraCopyGBps * 1e9;
     o.fabric.reduceBytesPerSecond = a.reduceGBps * 1e9;
     o.fabric.sharedCores = a.sharedCores;
     o.fabric.hostsPerLeaf = a.hostsPerLeaf;

@@ -40,6 +40,8 @@ SimFabric::SimFabric(int ranks, const FabricSpec& spec)
       nsPerByte_(8e9 / (spec.bitsPerSecond * spec.wireEfficiency)),
       intraNsPerByte_(8e9 / spec.intraBitsPerSecond),
       copyNsPerByte_(spec.copyBytesPerSecond > 0 ? 1e9 / spec.copyBytesPerSecond : 0),
+      intraCopyNsPerByte_(spec.intraCopyBytesPerSecond > 0 ? 1e9 / spec.intraCopyBytesPerSecond
+                                                           : 0),
       reduceNsPerByte_(spec.reduceBytesPerSecond > 0 ? 1e9 / spec.reduceBytesPerSecond : 0),
       cores_(static_cast<size_t>(std::max(spec.sharedCores, 0)), 0),
       ranks_(static_cast<size_t>(ranks)),
@@ -48,8 +50,9 @@ SimFabric::SimFabric(int ranks, const FabricSpec& spec)
   if (ranks < 1 || !(spec.bitsPerSecond > 0) || spec.latencySeconds < 0 ||
       spec.cpuPerMessageSeconds < 0 || !(spec.wireEfficiency > 0 && spec.wireEfficiency <= 1) ||
       spec.ranksPerHost < 1 || !(spec.intraBitsPerSecond > 0) || spec.intraLatencySeconds < 0 ||
-      spec.copyBytesPerSecond < 0 || spec.reduceBytesPerSecond < 0 || spec.sharedCores < 0 ||
-      spec.hostsPerLeaf < 0 || !(spec.oversubscription >= 1))
+      spec.copyBytesPerSecond < 0 || spec.intraCopyBytesPerSecond < 0 ||
+      spec.reduceBytesPerSecond < 0 || spec.sharedCores < 0 || spec.hostsPerLeaf < 0 ||
+      !(spec.oversubscription >= 1))
     throw InvalidArgument(
         "SimFabric: ranks >= 1, positive rates, latencies and CPU costs >= 0, wire efficiency in "
         "(0, 1], ranks per host >= 1, shared cores >= 0 (0: one per rank), hosts per leaf >= 0 "
@@ -85,6 +88,7 @@ int64_t SimFabric::beginRound(int r) {
       k.clock = *core;  // put off, holding no core: whichever is free then takes the round
   }
   tap_.bytes = 0;  // what ran outside every round is nobody's
+  k.roundStart = k.clock;
   publishClock(k.clock);
   return k.clock;
 }
@@ -92,6 +96,7 @@ int64_t SimFabric::beginRound(int r) {
 int64_t SimFabric::endRound(int r) {
   Rank& k = ranks_[r];
   chargeArithmetic(k);
+  roundsCpuNs_ += k.clock - k.roundStart;
   if (k.core >= 0) {  // busy until the round's work is done
     cores_[static_cast<size_t>(k.core)] = std::max(cores_[static_cast<size_t>(k.core)], k.clock);
     k.core = -1;
@@ -119,7 +124,7 @@ void SimFabric::send(int me, int peer, uint64_t tag, const void* buf, size_t byt
   Rank& b = ranks_[peer];
   const bool sameHost = hostOf(me) == hostOf(peer);
   chargeArithmetic(a);
-  a.clock += cpuNs_ + (sameHost ? 0 : nsFor(bytes, copyNsPerByte_));
+  a.clock += cpuNs_ + nsFor(bytes, sameHost ? intraCopyNsPerByte_ : copyNsPerByte_);
   publishClock(a.clock);
   ++a.pending;
   auto m = std::make_shared<Message>();
@@ -196,7 +201,7 @@ void SimFabric::land(const Message& m, const PostedRecv& r, int64_t t) {
                                " to rank ", m.dst, " for a receive of ", r.bytes));
   if (!m.data.empty()) std::memcpy(r.buf, m.data.data(), m.data.size());
   complete(m.dst, r.cookie, m.bytes);
-  if (hostOf(m.src) != hostOf(m.dst)) ranks_[m.dst].copyIn += m.bytes;
+  (hostOf(m.src) != hostOf(m.dst) ? ranks_[m.dst].copyIn : ranks_[m.dst].intraCopyIn) += m.bytes;
   wakeAt(m.dst, t);
   if (completesAtReceiver(m.completion, m.bytes) && m.sendEpoch == ranks_[m.src].epoch)
     push(t + latencyNs_, EventKind::kSendDone, m.src, m.sendCookie, nullptr);
@@ -216,8 +221,10 @@ size_t SimFabric::poll(int me, std::vector<Completion>& out) {
   for (Completion& c : k.ready) out.push_back(std::move(c));
   k.ready.clear();
   k.pending -= n;
-  k.clock += cpuNs_ * static_cast<int64_t>(n) + nsFor(k.copyIn, copyNsPerByte_);
+  k.clock += cpuNs_ * static_cast<int64_t>(n) + nsFor(k.copyIn, copyNsPerByte_) +
+             nsFor(k.intraCopyIn, intraCopyNsPerByte_);
   k.copyIn = 0;
+  k.intraCopyIn = 0;
   publishClock(k.clock);
   return n;
 }
@@ -229,6 +236,7 @@ void SimFabric::cancelAll(int me) {
   k.posted.clear();
   k.pending = 0;
   k.copyIn = 0;
+  k.intraCopyIn = 0;
 }
 
 void SimFabric::wakeAt(int r, int64_t t) {

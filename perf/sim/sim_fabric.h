@@ -9,8 +9,9 @@
 // The model, per message of n bytes from rank a to rank b posted at a's time t:
 //   - a's CPU: each post, and each completion a's engine takes, costs `cpuPerMessage` of a's
 //     time (the rank's clock moves on by that much within its round of progress); optionally
-//     (copyBytesPerSecond) a's post and b's completion also cost n bytes' copy, a network
-//     stack's, and (reduceBytesPerSecond) each rank's reductions their output bytes' time;
+//     (copyBytesPerSecond, intraCopyBytesPerSecond between ranks of one host) a's post and b's
+//     completion also cost n bytes' copy, a network stack's, and (reduceBytesPerSecond) each
+//     rank's reductions their output bytes' time;
 //   - optionally every rank shares a few cores (sharedCores, one machine running them all as the
 //     testbed does): a rank's round of progress takes the core free soonest, and waits for it;
 //   - a's NIC sends one message at a time, in post order: it leaves at max(t, a's NIC free) and
@@ -69,6 +70,9 @@ struct FabricSpec {
   // rate through the reductions, in bytes of output (reduce::apply's, counted by its tap).
   double copyBytesPerSecond = 0;
   double reduceBytesPerSecond = 0;
+  // The same as copy for messages between ranks of one host (TCP over loopback, or shared
+  // memory's copies in and out); 0: free, the copy then costs only its time at intraBitsPerSecond.
+  double intraCopyBytesPerSecond = 0;
   // Every rank's CPU work runs on this many cores, one round of progress at a time each (one
   // machine running every rank, as the testbed does); 0: each rank has a core of its own.
   int sharedCores = 0;
@@ -125,6 +129,9 @@ class SimFabric {
   uint64_t messagesOf(int r) const { return ranks_[r].messages; }  // sent and received
   uint64_t bytes() const { return bytes_; }                        // each message's once
   uint64_t bytesOf(int r) const { return ranks_[r].bytes; }        // sent and received
+  // The CPU time every rank's rounds took, summed: what the model charged (per message, copies,
+  // reductions), to set against a testbed's measured busy time.
+  double cpuSeconds() const { return static_cast<double>(roundsCpuNs_) * 1e-9; }
 
  private:
   struct Message {
@@ -156,10 +163,12 @@ class SimFabric {
   struct Rank {
     int64_t clock = 0;              // during a round: the rank's time; after: when its CPU is free
     int core = -1;                  // during a round on a shared core: which
+    int64_t roundStart = 0;         // during a round: when its CPU work began
     int64_t memoryOut = 0;          // when its copies to ranks of its host are done
     int64_t wakeAt = -1;            // the kWake queued (-1: none; older ones are stale)
     size_t pending = 0;             // posted, not yet polled
     size_t copyIn = 0;              // bytes landed from other hosts, not yet polled
+    size_t intraCopyIn = 0;         // bytes landed from ranks of its host, not yet polled
     uint64_t epoch = 0;             // cancelAll's count: older sends' completions are dropped
     std::vector<Completion> ready;  // completions the engine has not polled
     std::map<std::pair<int, uint64_t>, std::deque<PostedRecv>> posted;  // (peer, tag)
@@ -179,8 +188,9 @@ class SimFabric {
 
   FabricSpec spec_;
   int64_t latencyNs_, cpuNs_, intraLatencyNs_;
-  double nsPerByte_, intraNsPerByte_, copyNsPerByte_, reduceNsPerByte_;
+  double nsPerByte_, intraNsPerByte_, copyNsPerByte_, intraCopyNsPerByte_, reduceNsPerByte_;
   reduce::ArithmeticTap tap_;
+  int64_t roundsCpuNs_ = 0;
   std::vector<int64_t> cores_;  // sharedCores: when each is free
   std::vector<Rank> ranks_;
   struct Nic {

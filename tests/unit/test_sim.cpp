@@ -22,6 +22,7 @@ using prioccl::sim::Simulation;
 struct RanksRun {
   std::vector<double> times;
   size_t chunk;
+  double cpuSeconds;  // what the model charged all ranks
 };
 RanksRun allReduceOfRanks(int ranks, const SimOptions& o, size_t bytes) {
   Simulation sim(ranks, o);
@@ -33,7 +34,7 @@ RanksRun allReduceOfRanks(int ranks, const SimOptions& o, size_t bytes) {
     ops.push_back(sim.submit(r, 0, allReduceOp(data[r].data(), count, 0)));
   }
   sim.run();
-  RanksRun run{{}, sim.config().chunkBytes};
+  RanksRun run{{}, sim.config().chunkBytes, sim.fabric().cpuSeconds()};
   const float sum = static_cast<float>(ranks * (ranks + 1) / 2);
   for (int r = 0; r < ranks; ++r) {
     run.times.push_back(sim.endedAt(ops[r]) - sim.submittedAt(ops[r]));
@@ -170,19 +171,30 @@ TEST(Sim, WithoutPayloadEveryTimeIsTheSame) {
 // per message: each rank sends its chunk to the other (W on the wire) and reduces the one it
 // received (R): W + R. On one core shared by both, the second rank's reduction waits for the
 // first's: W + 2R. A copy cost per byte (C for the chunk) is paid at a rank's send and at its
-// receive: W + 2C.
+// receive: W + 2C. With both ranks on one host (their copies through memory at the same 1 Gbit/s)
+// the inter-host copy costs nothing and the intra-host one takes its place. The CPU the model
+// reports is the charges summed over both ranks: 2R, or 4C.
 TEST(Sim, ReductionsAndCopiesCostTheirBytesAndSharedCoresQueueThem) {
   constexpr size_t kChunk = size_t{1} << 20;
-  auto slowest = [&](double copyRate, double reduceRate, int cores) {
+  auto run = [&](double copyRate, double reduceRate, int cores, double intraCopyRate = -1) {
     SimOptions o = wireOnly(1e9);
     o.fabric.copyBytesPerSecond = copyRate;
     o.fabric.reduceBytesPerSecond = reduceRate;
     o.fabric.sharedCores = cores;
+    if (intraCopyRate >= 0) {  // one host
+      o.fabric.ranksPerHost = 2;
+      o.fabric.intraBitsPerSecond = 1e9;
+      o.fabric.intraLatencySeconds = 0;
+      o.fabric.intraCopyBytesPerSecond = intraCopyRate;
+    }
     o.config.chunkBytes = kChunk;
     o.algorithm = priocclAlgoRecursiveDoubling;  // whole chunks: the op is not cut finer
-    const RanksRun run = allReduceOfRanks(2, o, kChunk);
-    EXPECT_EQ(run.chunk, kChunk);
-    return slowestOf(run);
+    const RanksRun r = allReduceOfRanks(2, o, kChunk);
+    EXPECT_EQ(r.chunk, kChunk);
+    return r;
+  };
+  auto slowest = [&](double copyRate, double reduceRate, int cores, double intraCopyRate = -1) {
+    return slowestOf(run(copyRate, reduceRate, cores, intraCopyRate));
   };
   const double w = kChunk / (1e9 / 8), r = kChunk / 1e9, c = kChunk / 2e9;
   const double free = slowest(0, 0, 0);
@@ -191,6 +203,12 @@ TEST(Sim, ReductionsAndCopiesCostTheirBytesAndSharedCoresQueueThem) {
   EXPECT_NEAR(slowest(0, 1e9, 1), w + 2 * r, free * 0.001);
   EXPECT_NEAR(slowest(0, 1e9, 2), w + r, free * 0.001);
   EXPECT_NEAR(slowest(2e9, 0, 0), w + 2 * c, free * 0.001);
+  EXPECT_NEAR(slowest(2e9, 0, 0, 0), w, free * 0.001);
+  EXPECT_NEAR(slowest(0, 0, 0, 2e9), w + 2 * c, free * 0.001);
+  EXPECT_NEAR(run(0, 0, 0).cpuSeconds, 0, 1e-9);
+  EXPECT_NEAR(run(0, 1e9, 0).cpuSeconds, 2 * r, r * 0.001);
+  EXPECT_NEAR(run(2e9, 0, 0).cpuSeconds, 4 * c, c * 0.001);
+  EXPECT_NEAR(run(0, 0, 0, 2e9).cpuSeconds, 4 * c, c * 0.001);
 }
 
 // A fat tree of 2 leaves x 2 hosts, one rank each, 1 Gbit/s NICs without latency or CPU cost; a
