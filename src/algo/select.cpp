@@ -1,9 +1,11 @@
 // Cost model and choice; see select.h.
 #include "algo/select.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <sstream>
+#include <string>
 
 #include "algo/registry.h"
 #include "prioccl/prioccl.hpp"
@@ -25,6 +27,7 @@ void AlgoSelector::calibrate(const std::vector<size_t>& sizes,
 
 void AlgoSelector::setLink(double bytesPerSecond, int nranks) {
   linkBytesPerSecond_ = bytesPerSecond;
+  nranks_ = nranks;
   wireSecondsPerByte_.clear();
   for (const AlgoEntry& e : algoRegistry())
     wireSecondsPerByte_.push_back(bytesPerSecond > 0 ? e.sendFactor(nranks) / bytesPerSecond : 0);
@@ -90,16 +93,15 @@ priocclAlgorithm_t AlgoSelector::choose(size_t bytes) const {
 
 // Without calibration (the default: a timed choice flips between algorithms near a crossover from
 // run to run, and with it the order of every sum): a fixed rule at the calibrated model's
-// crossovers on the 1 Gbit/s testbed (rd below 32 KiB, hd from 32 to 64 KiB, ring above; at
-// 32 KiB hd took 417-433 us and rd 552 us, 2026-11-28) and shared memory (rd fastest up to
-// 32 KiB, the ring from 128 KiB: docs/benchmarks.md, "Latency and algorithm choice"). Two levels
+// crossovers on the 1 Gbit/s testbed (rd below 32 KiB, hd from 32 KiB; at 32 KiB hd took
+// 417-433 us and rd 552 us, 2026-11-28) and shared memory (rd fastest up to 32 KiB). Two levels
 // of links is a fact of the layout, not a timing, so the hierarchical all-reduce is chosen there
 // too, from 256 KiB (the calibrated crossover was 32-256 KiB on 2 hosts x 2-4 ranks).
 priocclAlgorithm_t AlgoSelector::modelChoice(size_t bytes) const {
   if (sizes_.empty()) {
     if (levels_.hosts > 1 && bytes >= kFixedHierBytes) return priocclAlgoHierarchical;
     if (bytes < kFixedHdFromBytes) return priocclAlgoRecursiveDoubling;
-    return bytes <= kFixedHdToBytes ? priocclAlgoHalvingDoubling : priocclAlgoRing;
+    return bytes <= fixedHdToBytes() ? priocclAlgoHalvingDoubling : priocclAlgoRing;
   }
   priocclAlgorithm_t best = priocclAlgoRing;
   double bestT = modelSeconds(best, bytes);
@@ -111,6 +113,20 @@ priocclAlgorithm_t AlgoSelector::modelChoice(size_t bytes) const {
     }
   }
   return best;
+}
+
+// Halving-doubling's 2 log2(p) rounds beat the ring's 2 (p - 1) steps until a ring step
+// (bytes / p) is about 64 KiB. Measured 2026-12-01 (docs/scaling.md, "Halving-doubling against
+// the ring"), ring / hd time: 8 ranks on the 1 Gbit/s testbed 2.12 at 128 KiB, 1.70 at 256 KiB,
+// 1.08 at 512 KiB, 0.94 at 1 MiB; 4 ranks on shared memory 1.53 at 128 KiB, 1.61 at 256 KiB;
+// 4 ranks on the testbed level (within 2%); the simulator at 16-256 ranks and 10-100 Gbit/s up to
+// 7.4 at 1 MiB. Not where the ranks are not a power of two: there halving-doubling first folds
+// the extra ranks' whole buffers into partners, and lost to the ring by 1.6-2.0x at 256 KiB-1 MiB
+// on 6 testbed hosts.
+size_t AlgoSelector::fixedHdToBytes() const {
+  const bool powerOfTwo = nranks_ > 0 && (nranks_ & (nranks_ - 1)) == 0;
+  if (!powerOfTwo) return kFixedHdToBytes;
+  return std::max(kFixedHdToBytes, kFixedHdBytesPerRank * static_cast<size_t>(nranks_));
 }
 
 std::string AlgoSelector::describe() const {
@@ -128,8 +144,10 @@ std::string AlgoSelector::describe() const {
     return out.str();
   }
   if (sizes_.empty()) {
-    out << "uncalibrated: rd below 32 KiB, hd up to 64 KiB, ring above"
-        << (levels_.hosts > 1 ? " (hier from 256 KiB: two levels)" : "");
+    out << "uncalibrated: rd below 32 KiB, hd up to " << (fixedHdToBytes() >> 10) << " KiB"
+        << (fixedHdToBytes() > kFixedHdToBytes ? " (64 KiB x " + std::to_string(nranks_) + " ranks)"
+                                               : "")
+        << ", ring above" << (levels_.hosts > 1 ? " (hier from 256 KiB: two levels)" : "");
     return out.str();
   }
   if (linkBytesPerSecond_ > 0)

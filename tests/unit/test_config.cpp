@@ -223,6 +223,35 @@ TEST(Config, UncalibratedAutoIsAFixedRuleBySizeAndLayout) {
   EXPECT_NE(s.describe().find("hier from 256 KiB"), std::string::npos) << s.describe();
 }
 
+// Halving-doubling reaches further with more ranks (up to 64 KiB x p, where p is a power of
+// two: a ring step of 64 KiB), and no further where p is not one.
+TEST(Config, UncalibratedHalvingDoublingScalesWithPowerOfTwoRanks) {
+  prioccl::AlgoSelector s;
+  s.setLink(0, 8);
+  EXPECT_EQ(s.choose((32 << 10) - 4), priocclAlgoRecursiveDoubling);
+  EXPECT_EQ(s.choose(128 << 10), priocclAlgoHalvingDoubling);
+  EXPECT_EQ(s.choose(512 << 10), priocclAlgoHalvingDoubling);
+  EXPECT_EQ(s.choose((512 << 10) + 4), priocclAlgoRing);
+  EXPECT_NE(s.describe().find("hd up to 512 KiB (64 KiB x 8 ranks)"), std::string::npos)
+      << s.describe();
+  s.setLink(0, 1024);
+  EXPECT_EQ(s.choose(64 << 20), priocclAlgoHalvingDoubling);
+  EXPECT_EQ(s.choose((64 << 20) + 4), priocclAlgoRing);
+  for (int p : {2, 6, 96}) {  // 2: up to 128 KiB; 6 and 96, not powers of two: 64 KiB
+    s.setLink(0, p);
+    EXPECT_EQ(s.choose(64 << 10), priocclAlgoHalvingDoubling) << p;
+    EXPECT_EQ(s.choose((64 << 10) + 4), p == 2 ? priocclAlgoHalvingDoubling : priocclAlgoRing) << p;
+    EXPECT_EQ(s.choose(1 << 20), priocclAlgoRing) << p;
+  }
+  s.setLink(0, 8);  // two levels: the hierarchical all-reduce still from 256 KiB
+  prioccl::HostLevels two;
+  two.hosts = 2;
+  two.shards = two.most = 4;
+  s.setLevels(two);
+  EXPECT_EQ(s.choose(128 << 10), priocclAlgoHalvingDoubling);
+  EXPECT_EQ(s.choose(256 << 10), priocclAlgoHierarchical);
+}
+
 TEST(Config, MalformedAlgorithmRulesAreErrors) {
   for (const char* bad : {"rd<64K", "rd<64K,", "rd,tree", "bogus<1K,ring", "rd<1M,tree<64K,ring",
                           "rd<,ring", "rd<64Q,ring", ",ring", "rd<64K,ring<"}) {
