@@ -170,6 +170,14 @@ TEST(Config, ChunkAboveOneGiBRejected) {
   EXPECT_THROW(prioccl::Config::fromEnv(), prioccl::InvalidArgument);
 }
 
+// Two hosts of `ranksPerHost` ranks each, as the layout tells the selector.
+prioccl::HostLevels twoHosts(int ranksPerHost) {
+  prioccl::HostLevels levels;
+  levels.hosts = 2;
+  levels.shards = levels.most = ranksPerHost;
+  return levels;
+}
+
 }  // namespace
 
 TEST(Config, AlgorithmByNameAndBySizeRules) {
@@ -212,10 +220,7 @@ TEST(Config, UncalibratedAutoIsAFixedRuleBySizeAndLayout) {
   EXPECT_EQ(s.choose(64 << 10), priocclAlgoHalvingDoubling);
   EXPECT_EQ(s.choose((64 << 10) + 4), priocclAlgoRing);
   EXPECT_EQ(s.choose(1 << 30), priocclAlgoRing);
-  prioccl::HostLevels two;
-  two.hosts = 2;
-  two.shards = two.most = 2;
-  s.setLevels(two);
+  s.setLevels(twoHosts(2));
   EXPECT_EQ(s.choose(128 << 10), priocclAlgoRing);
   EXPECT_EQ(s.choose(256 << 10), priocclAlgoHierarchical);
   EXPECT_EQ(s.choose(1 << 30), priocclAlgoHierarchical);
@@ -244,10 +249,7 @@ TEST(Config, UncalibratedHalvingDoublingScalesWithPowerOfTwoRanks) {
     EXPECT_EQ(s.choose(1 << 20), priocclAlgoRing) << p;
   }
   s.setLink(0, 8);  // two levels: the hierarchical all-reduce still from 256 KiB
-  prioccl::HostLevels two;
-  two.hosts = 2;
-  two.shards = two.most = 4;
-  s.setLevels(two);
+  s.setLevels(twoHosts(4));
   EXPECT_EQ(s.choose(128 << 10), priocclAlgoHalvingDoubling);
   EXPECT_EQ(s.choose(256 << 10), priocclAlgoHierarchical);
 }
