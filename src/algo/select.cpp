@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdint>
 #include <sstream>
-#include <string>
 
 #include "algo/registry.h"
 #include "prioccl/prioccl.hpp"
@@ -25,12 +24,25 @@ void AlgoSelector::calibrate(const std::vector<size_t>& sizes,
   times_ = times;
 }
 
+// Halving-doubling's 2 log2(p) rounds beat the ring's 2 (p - 1) steps until a ring step
+// (bytes / p) is about 64 KiB. Measured 2026-12-01 (docs/scaling.md, "Halving-doubling against
+// the ring"), ring / hd time: 8 ranks on the 1 Gbit/s testbed 2.12 at 128 KiB, 1.70 at 256 KiB,
+// 1.08 at 512 KiB, 0.94 at 1 MiB; 4 ranks on shared memory 1.53 at 128 KiB, 1.61 at 256 KiB;
+// 4 ranks on the testbed level (within 2%); the simulator at 16-256 ranks and 10-100 Gbit/s up to
+// 7.4 at 1 MiB. Not where halving-doubling sends more than the ring (ranks not a power of two: it
+// first folds the extra ranks' whole buffers into partners), where it lost to the ring by
+// 1.6-2.0x at 256 KiB-1 MiB on 6 testbed hosts.
 void AlgoSelector::setLink(double bytesPerSecond, int nranks) {
   linkBytesPerSecond_ = bytesPerSecond;
-  nranks_ = nranks;
   wireSecondsPerByte_.clear();
   for (const AlgoEntry& e : algoRegistry())
     wireSecondsPerByte_.push_back(bytesPerSecond > 0 ? e.sendFactor(nranks) / bytesPerSecond : 0);
+  const bool hdSendsAsLittle = algoEntry(priocclAlgoHalvingDoubling).sendFactor(nranks) <=
+                               algoEntry(priocclAlgoRing).sendFactor(nranks);
+  fixedHdToBytes_ =
+      nranks > 0 && hdSendsAsLittle
+          ? std::max(kFixedHdToBytes, kFixedHdBytesPerRank * static_cast<size_t>(nranks))
+          : kFixedHdToBytes;
   setLevels(levels_);
 }
 
@@ -101,7 +113,7 @@ priocclAlgorithm_t AlgoSelector::modelChoice(size_t bytes) const {
   if (sizes_.empty()) {
     if (levels_.hosts > 1 && bytes >= kFixedHierBytes) return priocclAlgoHierarchical;
     if (bytes < kFixedHdFromBytes) return priocclAlgoRecursiveDoubling;
-    return bytes <= fixedHdToBytes() ? priocclAlgoHalvingDoubling : priocclAlgoRing;
+    return bytes <= fixedHdToBytes_ ? priocclAlgoHalvingDoubling : priocclAlgoRing;
   }
   priocclAlgorithm_t best = priocclAlgoRing;
   double bestT = modelSeconds(best, bytes);
@@ -113,20 +125,6 @@ priocclAlgorithm_t AlgoSelector::modelChoice(size_t bytes) const {
     }
   }
   return best;
-}
-
-// Halving-doubling's 2 log2(p) rounds beat the ring's 2 (p - 1) steps until a ring step
-// (bytes / p) is about 64 KiB. Measured 2026-12-01 (docs/scaling.md, "Halving-doubling against
-// the ring"), ring / hd time: 8 ranks on the 1 Gbit/s testbed 2.12 at 128 KiB, 1.70 at 256 KiB,
-// 1.08 at 512 KiB, 0.94 at 1 MiB; 4 ranks on shared memory 1.53 at 128 KiB, 1.61 at 256 KiB;
-// 4 ranks on the testbed level (within 2%); the simulator at 16-256 ranks and 10-100 Gbit/s up to
-// 7.4 at 1 MiB. Not where the ranks are not a power of two: there halving-doubling first folds
-// the extra ranks' whole buffers into partners, and lost to the ring by 1.6-2.0x at 256 KiB-1 MiB
-// on 6 testbed hosts.
-size_t AlgoSelector::fixedHdToBytes() const {
-  const bool powerOfTwo = nranks_ > 0 && (nranks_ & (nranks_ - 1)) == 0;
-  if (!powerOfTwo) return kFixedHdToBytes;
-  return std::max(kFixedHdToBytes, kFixedHdBytesPerRank * static_cast<size_t>(nranks_));
 }
 
 std::string AlgoSelector::describe() const {
@@ -144,10 +142,11 @@ std::string AlgoSelector::describe() const {
     return out.str();
   }
   if (sizes_.empty()) {
-    out << "uncalibrated: rd below 32 KiB, hd up to " << (fixedHdToBytes() >> 10) << " KiB"
-        << (fixedHdToBytes() > kFixedHdToBytes ? " (64 KiB x " + std::to_string(nranks_) + " ranks)"
-                                               : "")
-        << ", ring above" << (levels_.hosts > 1 ? " (hier from 256 KiB: two levels)" : "");
+    out << "uncalibrated: rd below 32 KiB, hd up to " << (fixedHdToBytes_ >> 10) << " KiB";
+    if (fixedHdToBytes_ > kFixedHdToBytes)
+      out << " (" << (kFixedHdBytesPerRank >> 10) << " KiB x "
+          << fixedHdToBytes_ / kFixedHdBytesPerRank << " ranks)";
+    out << ", ring above" << (levels_.hosts > 1 ? " (hier from 256 KiB: two levels)" : "");
     return out.str();
   }
   if (linkBytesPerSecond_ > 0)

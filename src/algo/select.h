@@ -50,13 +50,10 @@ class AlgoSelector {
   static std::vector<size_t> calibrationSizes(int nranks);
 
   // Without measurements: a fixed rule (recursive doubling below kFixedHdFromBytes,
-  // halving-doubling from there up to fixedHdToBytes(), ring above; the hierarchical all-reduce
+  // halving-doubling from there up to fixedHdToBytes_, ring above; the hierarchical all-reduce
   // from kFixedHierBytes where there are two levels), or the forced algorithm.
   static constexpr size_t kFixedHdFromBytes = 32 << 10, kFixedHdToBytes = 64 << 10,
                           kFixedHdBytesPerRank = 64 << 10, kFixedHierBytes = 256 << 10;
-  // Halving-doubling's upper bound: kFixedHdBytesPerRank x the ranks where they are a power of
-  // two (a ring step of up to 64 KiB), else kFixedHdToBytes.
-  size_t fixedHdToBytes() const;
   explicit AlgoSelector(priocclAlgorithm_t forced = priocclAlgoAuto) : forced_(forced) {}
   // times[k][i]: seconds of algoRegistry()[k] at calibrationSizes()[i].
   void calibrate(const std::vector<size_t>& sizes, const std::vector<std::vector<double>>& times);
@@ -89,7 +86,10 @@ class AlgoSelector {
   std::vector<size_t> sizes_;
   std::vector<std::vector<double>> times_;  // per algoRegistry() row
   double linkBytesPerSecond_ = 0;
-  int nranks_ = 0;  // setLink's; 0: not told
+  // Halving-doubling's upper bound under the fixed rule, set by setLink: kFixedHdBytesPerRank x
+  // the ranks (a ring step of up to 64 KiB) where it sends no more than the ring, else
+  // kFixedHdToBytes.
+  size_t fixedHdToBytes_ = kFixedHdToBytes;
   HostLevels levels_;
   // Seconds per byte of the op that the floor gives each algorithm (0: no floor); set once by
   // setLink, since choose() runs for every op.
