@@ -124,7 +124,7 @@ void SimFabric::send(int me, int peer, uint64_t tag, const void* buf, size_t byt
   Rank& b = ranks_[peer];
   const bool sameHost = hostOf(me) == hostOf(peer);
   chargeArithmetic(a);
-  a.clock += cpuNs_ + nsFor(bytes, sameHost ? intraCopyNsPerByte_ : copyNsPerByte_);
+  a.clock += cpuNs_ + nsFor(bytes, copyNsPerByte(me, peer));
   publishClock(a.clock);
   ++a.pending;
   auto m = std::make_shared<Message>();
@@ -201,7 +201,7 @@ void SimFabric::land(const Message& m, const PostedRecv& r, int64_t t) {
                                " to rank ", m.dst, " for a receive of ", r.bytes));
   if (!m.data.empty()) std::memcpy(r.buf, m.data.data(), m.data.size());
   complete(m.dst, r.cookie, m.bytes);
-  (hostOf(m.src) != hostOf(m.dst) ? ranks_[m.dst].copyIn : ranks_[m.dst].intraCopyIn) += m.bytes;
+  ranks_[m.dst].copyInNs += static_cast<double>(m.bytes) * copyNsPerByte(m.src, m.dst);
   wakeAt(m.dst, t);
   if (completesAtReceiver(m.completion, m.bytes) && m.sendEpoch == ranks_[m.src].epoch)
     push(t + latencyNs_, EventKind::kSendDone, m.src, m.sendCookie, nullptr);
@@ -221,10 +221,8 @@ size_t SimFabric::poll(int me, std::vector<Completion>& out) {
   for (Completion& c : k.ready) out.push_back(std::move(c));
   k.ready.clear();
   k.pending -= n;
-  k.clock += cpuNs_ * static_cast<int64_t>(n) + nsFor(k.copyIn, copyNsPerByte_) +
-             nsFor(k.intraCopyIn, intraCopyNsPerByte_);
-  k.copyIn = 0;
-  k.intraCopyIn = 0;
+  k.clock += cpuNs_ * static_cast<int64_t>(n) + std::llround(k.copyInNs);
+  k.copyInNs = 0;
   publishClock(k.clock);
   return n;
 }
@@ -235,8 +233,7 @@ void SimFabric::cancelAll(int me) {
   k.ready.clear();
   k.posted.clear();
   k.pending = 0;
-  k.copyIn = 0;
-  k.intraCopyIn = 0;
+  k.copyInNs = 0;
 }
 
 void SimFabric::wakeAt(int r, int64_t t) {

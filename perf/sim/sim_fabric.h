@@ -167,8 +167,7 @@ class SimFabric {
     int64_t memoryOut = 0;          // when its copies to ranks of its host are done
     int64_t wakeAt = -1;            // the kWake queued (-1: none; older ones are stale)
     size_t pending = 0;             // posted, not yet polled
-    size_t copyIn = 0;              // bytes landed from other hosts, not yet polled
-    size_t intraCopyIn = 0;         // bytes landed from ranks of its host, not yet polled
+    double copyInNs = 0;            // the copies of what landed, not yet polled (charged then)
     uint64_t epoch = 0;             // cancelAll's count: older sends' completions are dropped
     std::vector<Completion> ready;  // completions the engine has not polled
     std::map<std::pair<int, uint64_t>, std::deque<PostedRecv>> posted;  // (peer, tag)
@@ -177,6 +176,11 @@ class SimFabric {
     uint64_t bytes = 0;     // sent and received
   };
 
+  // What a byte between ranks a and b costs each end's CPU in copies (ns): the intra-host rate
+  // within a host, else the network stack's.
+  double copyNsPerByte(int a, int b) const {
+    return hostOf(a) == hostOf(b) ? intraCopyNsPerByte_ : copyNsPerByte_;
+  }
   void push(int64_t time, EventKind kind, int rank, uint64_t cookie,
             std::shared_ptr<Message> message);
   // Message m lands in receive r at time t (at m's receiver): both ends complete.
