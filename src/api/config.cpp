@@ -103,16 +103,20 @@ Config Config::fromEnv() {
 // The credit starts at about kCreditSeconds of the link: sends complete only once the receiver
 // has them (transport.h), so every credit byte is queued in front of an urgent op's next
 // message; it covers at least two ring segments (with one, a send waits for the previous one's
-// acknowledgement: stop and wait). It may grow to kMaxCreditSeconds of the link where it holds
-// an underused link back (core/credit_tuner.h: hosts whose cores are busy answer in
-// milliseconds). An explicit credit stays fixed unless a maximum is also given.
+// acknowledgement: stop and wait). Its link-time part stops at kMaxStartCreditBytes, reached
+// above ~10 Gbit/s: 0.5 ms of a 100 Gbit/s link is 6 MB, hundreds of round trips, all queued in
+// front of each of an urgent op's steps (simulated, docs/scaling.md: a 1 MiB urgent op behind a
+// 16 MiB one at 4 ranks was slowed 5.91x with it, 1.38x with 512 KiB, the bulk op's busbw the
+// same to 0.3%). It may grow to kMaxCreditSeconds of the link where it holds an underused link
+// back (core/credit_tuner.h: hosts whose cores are busy answer in milliseconds). An explicit
+// credit stays fixed unless a maximum is also given.
 void Config::resolveAuto(double bytesPerSecond, double latencySeconds, int nranks, bool oneHost) {
   constexpr double kFastLinkBytesPerSecond = 600e6;
   constexpr size_t kSlowSegmentBytes = 32 << 10, kFastSegmentBytes = 256 << 10;
   constexpr size_t kMinSegmentBytes = 64 << 10, kCappedChunkBytes = 1 << 20;
   constexpr double kCreditSeconds = 0.5e-3, kMaxCreditSeconds = 16e-3;
   constexpr size_t kMinCreditBytes = 32 << 10, kCreditSegments = 2;
-  constexpr size_t kMaxCreditBytes = 16 << 20;
+  constexpr size_t kMaxCreditBytes = 16 << 20, kMaxStartCreditBytes = 512 << 10;
   linkBytesPerSecond = bytesPerSecond;
   linkLatencySeconds = latencySeconds;
   double bw = bytesPerSecond > 0 ? bytesPerSecond : 1e9;  // unmeasured (one rank): moderate
@@ -130,8 +134,8 @@ void Config::resolveAuto(double bytesPerSecond, double latencySeconds, int nrank
   const bool creditAuto = creditBytes == 0;
   if (creditAuto) {
     size_t segments = ceilPowerOfTwo(static_cast<double>(kCreditSegments * chunkBytes) / ranks);
-    creditBytes = std::clamp<size_t>(std::max(roundToPowerOfTwo(bw * kCreditSeconds), segments),
-                                     kMinCreditBytes, 64 << 20);
+    const size_t linkTime = std::min(roundToPowerOfTwo(bw * kCreditSeconds), kMaxStartCreditBytes);
+    creditBytes = std::clamp<size_t>(std::max(linkTime, segments), kMinCreditBytes, 64 << 20);
   }
   if (creditMaxBytes == 0)
     creditMaxBytes = creditAuto

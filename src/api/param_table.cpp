@@ -56,7 +56,8 @@ const std::vector<Param>& paramTable() {
      "256 KiB above)"},
     {"PRIOCCL_CREDIT_BYTES", "creditBytes", ParamKind::kSizeOrAuto, 1, kTiB, &Config::creditBytes,
      C_FIELD(creditBytes), kLocal, kComm,
-     "bytes of sends in flight; only those as urgent or more hold a send back (auto: ~0.5 ms)"},
+     "bytes of sends in flight; only those as urgent or more hold a send back (auto: ~0.5 ms, "
+     "at most 512 KiB)"},
     {"PRIOCCL_CREDIT_MAX_BYTES", "creditMaxBytes", ParamKind::kSizeOrAuto, 1, kTiB,
      &Config::creditMaxBytes, kNoC, kLocal, kComm,
      "the credit grows to this while it holds an underused link back (auto: ~16 ms; = credit: "

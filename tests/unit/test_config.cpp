@@ -61,9 +61,9 @@ TEST(Config, AutoTuningFollowsTheMeasuredLink) {
   slow.resolveAuto(117e6, 100e-6, 4);  // a 1 Gbit/s link: segments of ~30 KB
   EXPECT_EQ(slow.chunkBytes, 128u << 10);
   EXPECT_EQ(slow.creditBytes, 64u << 10);  // ~0.5 ms of the link
-  fast.resolveAuto(3e9, 5e-6, 4);          // shared memory: capped chunks, ~1.5 MB of credit
+  fast.resolveAuto(3e9, 5e-6, 4);          // shared memory: capped chunks, two segments of credit
   EXPECT_EQ(fast.chunkBytes, 1u << 20);
-  EXPECT_EQ(fast.creditBytes, 1u << 20);
+  EXPECT_EQ(fast.creditBytes, 512u << 10);
   fixed.chunkBytes = 4096;  // explicit values are kept
   fixed.resolveAuto(3e9, 5e-6, 4);
   EXPECT_EQ(fixed.chunkBytes, 4096u);
@@ -77,6 +77,23 @@ TEST(Config, AutoTuningFollowsTheMeasuredLink) {
   big.chunkBytes = 1 << 20;
   big.resolveAuto(117e6, 100e-6, 4);
   EXPECT_EQ(big.creditBytes, 512u << 10);
+}
+
+// 0.5 ms of a fast link would queue megabytes in front of every urgent step: the credit's
+// link-time part stops at 512 KiB (above ~10 Gbit/s), while two ring segments still count in
+// full and the tuner may still grow it to its maximum.
+TEST(Config, AutoCreditStartsBelowAFastLinksHalfMillisecond) {
+  prioccl::Config c = prioccl::Config::fromEnv();
+  for (double gbit : {10.0, 100.0, 400.0}) {
+    prioccl::Config fast = c;
+    fast.resolveAuto(gbit * 1e9 / 8, 5e-6, 4);
+    EXPECT_EQ(fast.creditBytes, 512u << 10) << gbit << " Gbit/s";
+    EXPECT_EQ(fast.creditMaxBytes, 16u << 20) << gbit << " Gbit/s";
+  }
+  prioccl::Config bigChunks = c;
+  bigChunks.chunkBytes = 8 << 20;
+  bigChunks.resolveAuto(100e9 / 8, 5e-6, 4);
+  EXPECT_EQ(bigChunks.creditBytes, 4u << 20) << "two 2 MiB ring segments";
 }
 
 // Beyond 16 ranks (32 on slow links) the 1 MiB cap would cut a ring's steps below 64 KiB (32 KiB
