@@ -15,20 +15,11 @@
 // flight after none were, so time when this rank had nothing to send is never counted):
 // - sends waited for the credit in the window and the bytes completed came to less than
 //   kUnderused of the link: the credit doubles, up to `max`;
-// - the window after a doubling moved less than kGrowthGain times the bytes per second of the
-//   window before it: the doubling is given back and the credit does not grow again for
-//   kWindowsBeforeRetry windows. The credit was not what held the wire back (a ring's sends also
-//   wait on their predecessor's data, and per-message costs idle a fast link), and the extra
-//   bytes in flight would only queue in front of an urgent op's steps: simulated at 400 Gbit/s
-//   and 16 ranks (docs/scaling.md), the credit grew under a 1 GiB op whose link ran at a third
-//   of its rate, and a 1 MiB urgent op behind it was slowed 4.61x, against 1.31x with the credit
-//   fixed, the bulk op 3% slower with the grown credit than without;
 // - sends waited and the wire ran at kBusy of the link or more for kBusyWindowsToShrink windows
 //   in a row: the credit halves, down to `base` (if that starves the wire, the next window
 //   doubles it again: a sawtooth costing about one window in kBusyWindowsToShrink);
 // - windows without a wait change nothing: the credit was not what set the pace.
-// So the credit stays within [base, max], takes log2(max / base) windows to reach max where each
-// doubling helps, and with
+// So the credit stays within [base, max], takes log2(max / base) windows to reach max, and with
 // max == base (an explicit PRIOCCL_CREDIT_BYTES, or PRIOCCL_CREDIT_MAX_BYTES equal to it) never
 // changes. Credit is local to a rank: it changes no bits, only when messages go.
 #pragma once
@@ -47,8 +38,6 @@ class CreditTuner {
   static constexpr std::chrono::milliseconds kWindow{10};
   static constexpr double kUnderused = 0.7, kBusy = 0.9;
   static constexpr int kBusyWindowsToShrink = 50;
-  static constexpr double kGrowthGain = 1.1;
-  static constexpr int kWindowsBeforeRetry = 50;
 
   // `linkBytesPerSecond` <= 0 (not measured: one rank) keeps the credit at `base`.
   CreditTuner(size_t base, size_t max, double linkBytesPerSecond)
@@ -79,19 +68,8 @@ class CreditTuner {
     const double seconds = std::chrono::duration<double>(elapsed).count();
     const double rate = static_cast<double>(bytes_) / seconds;
     const size_t before = credit_;
-    const bool doubled = doubled_;
-    doubled_ = false;
-    if (retryIn_ > 0) --retryIn_;
-    if (doubled && rate < kGrowthGain * rateBeforeDoubling_) {
-      credit_ = std::max(base_, credit_ / 2);  // the doubling did not pay: give it back
-      retryIn_ = kWindowsBeforeRetry;
-      busyWindows_ = 0;
-    } else if (held_ && rate < kUnderused * link_) {
-      if (retryIn_ == 0 && credit_ < max_) {
-        credit_ = std::min(max_, credit_ * 2);
-        rateBeforeDoubling_ = rate;
-        doubled_ = true;
-      }
+    if (held_ && rate < kUnderused * link_) {
+      credit_ = std::min(max_, credit_ * 2);
       busyWindows_ = 0;
     } else if (held_ && rate >= kBusy * link_) {
       if (++busyWindows_ >= kBusyWindowsToShrink) {
@@ -117,9 +95,6 @@ class CreditTuner {
   Clock::time_point windowStart_;
   size_t bytes_ = 0;
   int busyWindows_ = 0;
-  bool doubled_ = false;           // the last window doubled the credit...
-  double rateBeforeDoubling_ = 0;  // ...at this rate (bytes per second)
-  int retryIn_ = 0;                // windows before the credit may grow again
 };
 
 }  // namespace prioccl::detail
