@@ -7,7 +7,7 @@ Runs the simulator for each point (a few minutes in all at up to 256 ranks), pri
 point as a table row, and writes three PNGs:
   scaling_train.png    VGG-19 iteration time vs ranks (8 per host), 10 Gbit/s: wfbp, p3, lagged
   scaling_urgent.png   the urgent op's slowdown behind a 16 MiB bulk op vs ranks, priority and
-                       FIFO schedules, 10 and 100 Gbit/s
+                       FIFO schedules, 10, 100 and 400 Gbit/s
   scaling_named.png    a 64 KiB op's time vs ranks, unnamed against named (rank 0 negotiates),
                        100 Gbit/s, and rank 0's messages against the mean rank's
 Run it from the repository root (the train workload's default profile is relative to it).
@@ -79,7 +79,7 @@ def train_figure(sim, out, most):
 def urgent_figure(sim, out, most):
     ranks = ranks_up_to([4, 16, 64], most)
     fig, ax = plt.subplots(figsize=(6, 4))
-    for rate in ("10G", "100G"):
+    for rate in ("10G", "100G", "400G"):
         for schedule in ("priority", "fifo"):
             rows = run(sim, ["--ranks", ",".join(map(str, ranks)), "--rate", rate,
                              "--workload", "priority", "--bytes", "16M",
@@ -87,6 +87,7 @@ def urgent_figure(sim, out, most):
             ax.plot(ranks, [float(r["slowdown"]) for r in rows], marker="o",
                     linestyle="-" if schedule == "priority" else "--",
                     label=f"{rate}bit/s, {schedule}")
+    ax.set_yscale("log")  # priority's 1-2x and FIFO's 2-13x on one axis
     ax.set_ylabel("urgent 1 MiB op: time behind bulk / alone")
     ax.set_title("Urgent op behind a 16 MiB bulk op (prioccl_sim)")
     ranks_axis(ax, ranks)
