@@ -83,8 +83,8 @@ TEST(Config, AutoTuningFollowsTheMeasuredLink) {
 // link-time part stops at 512 KiB (above ~10 Gbit/s), while two ring segments still count in
 // full and the tuner may still grow it to its maximum.
 TEST(Config, AutoCreditStartsBelowAFastLinksHalfMillisecond) {
-  prioccl::Config c = prioccl::Config::fromEnv();
-  for (double gbit : {10.0, 100.0, 400.0}) {
+  const prioccl::Config c;  // the defaults (auto), whatever PRIOCCL_* the test runs under
+  for (double gbit : {10.0, 100.0, 400.0}) {  // 10: 0.5 ms rounds to the bound itself
     prioccl::Config fast = c;
     fast.resolveAuto(gbit * 1e9 / 8, 5e-6, 4);
     EXPECT_EQ(fast.creditBytes, 512u << 10) << gbit << " Gbit/s";
