@@ -113,7 +113,7 @@ void allreduce(int ranks, const SimOptions& o, size_t bytes, bool named) {
       "per_leaf=%d oversub=%.3g chunk=%zu named=%d payload=%d "
       "time_us=%.1f algbw_GBps=%.3f busbw_GBps=%.3f messages=%llu rank0_messages=%llu "
       "mean_rank_messages=%.0f rank0_bytes=%llu mean_rank_bytes=%.0f cpu_s=%.4f rounds=%llu "
-      "wall_s=%.2f maxrss_GiB=%.2f\n",
+      "credit_max=%zu wall_s=%.2f maxrss_GiB=%.2f\n",
       ranks, o.fabric.ranksPerHost, prioccl::algorithmName(sim.op(ops[0]).algorithm), bytes,
       o.fabric.bitsPerSecond / 1e9, o.fabric.latencySeconds * 1e6,
       o.fabric.cpuPerMessageSeconds * 1e6, o.fabric.copyBytesPerSecond / 1e9,
@@ -123,7 +123,8 @@ void allreduce(int ranks, const SimOptions& o, size_t bytes, bool named) {
       algbw * 2.0 * (ranks - 1) / ranks, static_cast<unsigned long long>(sim.fabric().messages()),
       static_cast<unsigned long long>(sim.fabric().messagesOf(0)), meanMessages,
       static_cast<unsigned long long>(sim.fabric().bytesOf(0)), meanBytes,
-      sim.fabric().cpuSeconds(), static_cast<unsigned long long>(sim.rounds()), w, maxRssGiB());
+      sim.fabric().cpuSeconds(), static_cast<unsigned long long>(sim.rounds()), sim.highestCredit(),
+      w, maxRssGiB());
 }
 
 // priority_perf's pattern: a bulk all-reduce (priority 100) starts, an urgent one (priority 0)
@@ -257,12 +258,12 @@ void train(int ranks, SimOptions o, const emu::Profile& profile, const std::stri
                                : gatedIteration(sim, plan, profile, grads, times, &w);
   std::printf(
       "train ranks=%d model=%s mode=%s rate=%.3gGbit/s params=%zu ops=%zu chunk=%zu "
-      "iteration_ms=%.2f compute_ms=%.2f exposed_comm_ms=%.2f messages=%llu wall_s=%.2f "
-      "maxrss_GiB=%.2f\n",
+      "iteration_ms=%.2f compute_ms=%.2f exposed_comm_ms=%.2f messages=%llu credit_max=%zu "
+      "wall_s=%.2f maxrss_GiB=%.2f\n",
       ranks, profile.name.c_str(), modeName.c_str(), o.fabric.bitsPerSecond / 1e9, plan.elements,
       plan.ops.size(), sim.config().chunkBytes, iteration * 1e3, times.compute * 1e3,
       (iteration - times.compute) * 1e3, static_cast<unsigned long long>(sim.fabric().messages()),
-      w, maxRssGiB());
+      sim.highestCredit(), w, maxRssGiB());
 }
 
 }  // namespace

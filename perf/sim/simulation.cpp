@@ -120,6 +120,12 @@ void Simulation::round(int r) {
   if (!idle) fabric_.wakeAt(r, std::max(end, fabric_.now()) + tickNs_);
 }
 
+size_t Simulation::highestCredit() const {
+  size_t most = 0;
+  for (const auto& e : engines_) most = std::max(most, e->highestSendCredit());
+  return most;
+}
+
 double Simulation::slowest(const std::vector<size_t>& ops) const {
   double t = 0;
   for (size_t i : ops) t = std::max(t, endedAt(i) - submittedAt(i));

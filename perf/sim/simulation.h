@@ -54,6 +54,8 @@ class Simulation {
   double slowest(const std::vector<size_t>& ops) const;
   double nowSeconds() const { return static_cast<double>(fabric_.now()) * 1e-9; }
   uint64_t rounds() const { return rounds_; }
+  // The highest send credit any rank's tuner has reached so far (its start where none grew).
+  size_t highestCredit() const;
 
  private:
   struct Tracked {

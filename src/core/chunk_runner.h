@@ -10,6 +10,7 @@
 // chunk finishes (Events); errors are thrown (Error), and the engine fails the communicator.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -82,6 +83,8 @@ class ChunkRunner {
   void endTraffic(bool transportQuiesced);
 
   const LaneTable& lanes() const { return lanes_; }  // the tag layout, for tests
+  // The send credit's highest value so far (the tuner's doing; for the simulator and tests).
+  size_t highestCredit() const { return std::max(highestCredit_, scheduler_.credit().base()); }
   Clock::time_point laneProgress(uint32_t lane) const { return lanes_[lane].lastProgress; }
   // f(op, lane's last progress) for every op moving data that has not ended.
   template <typename F>

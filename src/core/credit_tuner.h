@@ -14,7 +14,8 @@
 // Rules, per window of at least kWindow of busy wire (a window restarts whenever sends go in
 // flight after none were, so time when this rank had nothing to send is never counted):
 // - sends waited for the credit in the window and the bytes completed came to less than
-//   kUnderused of the link: the credit doubles, up to `max`;
+//   kUnderused of the link (the rank's share of its host's NIC where hosts have several ranks,
+//   chunk_runner.cpp): the credit doubles, up to `max`;
 // - sends waited and the wire ran at kBusy of the link or more for kBusyWindowsToShrink windows
 //   in a row: the credit halves, down to `base` (if that starves the wire, the next window
 //   doubles it again: a sawtooth costing about one window in kBusyWindowsToShrink);

@@ -124,6 +124,8 @@ class Engine : private ChunkRunner::Events,
   uint64_t chunkOfTag(uint64_t tag, int* lane) const {
     return runner_.lanes().chunkOfTag(tag, lane);
   }
+  // The send credit's highest value so far (the simulator reports it).
+  size_t highestSendCredit() const { return runner_.highestCredit(); }
   // Starts a timeline into `path` at run time (replacing an open one) or stops it; see
   // OpStats::startTimeline. Returns the file's path, "" when it cannot be written.
   std::string startTimeline(const std::string& path);

@@ -230,4 +230,28 @@ TEST(Sim, AnOversubscribedCoreSlowsTheStepsThatCrossIt) {
   EXPECT_NEAR(slowest(2, 4), 2 * oneSwitch, oneSwitch * 0.02);
 }
 
+// 4 hosts x 8 ranks, 10 Gbit/s NICs without latency or CPU cost, one hierarchical all-reduce of
+// 32 MiB: each NIC carries its 8 shards' inter-host rings, 2 (h - 1) / h of the op, 48 MiB in
+// all, and the memory's copies overlap it. Each rank has an eighth of the NIC, so against the
+// whole link every rank looked underused, and every window in which a send waited for the credit
+// doubled it (to 1 MiB here, 16 MiB at most) although the NIC was full: the credit tuner judges a
+// rank by its share of its host's NIC, and here the credit stays at its start.
+TEST(Sim, RanksSharingANicJudgeItByTheirShare) {
+  constexpr int kRanks = 32;
+  constexpr size_t kBytes = size_t{32} << 20;
+  SimOptions o = wireOnly(10e9);
+  o.fabric.ranksPerHost = 8;
+  o.fabric.payload = false;
+  o.algorithm = priocclAlgoHierarchical;
+  Simulation sim(kRanks, o);
+  RankBuffers data(kRanks, kBytes / sizeof(float), false);
+  std::vector<size_t> ops;
+  for (int r = 0; r < kRanks; ++r)
+    ops.push_back(sim.submit(r, 0, allReduceOp(data.of(r), data.count(), 0)));
+  sim.run();
+  const double hand = 2.0 * 3 / 4 * static_cast<double>(kBytes) / (10e9 / 8);
+  EXPECT_NEAR(sim.slowest(ops), hand, hand * 0.03);
+  EXPECT_EQ(sim.highestCredit(), sim.config().creditBytes);
+}
+
 }  // namespace
