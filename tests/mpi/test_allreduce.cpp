@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <ctime>
+#include <iterator>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -384,23 +385,28 @@ std::vector<size_t> matrixSizes(int p, size_t big) {
   return s;
 }
 
-// The full matrix, all ops of one size in flight together with random priorities.
+// The matrix, all ops of one size in flight together with random priorities: every size x
+// datatype x op, each once, half of them in place. Which half alternates from size to size, so
+// every datatype x op pair runs in place and out of place at neighbouring sizes, and at every
+// size every datatype runs both ways (over its ops) and every op too (over the datatypes). Every
+// triple both ways cost twice CI's time on 2 cores for pairings that the neighbouring sizes run.
 void runMatrix(Communicator& comm, size_t big, uint64_t seedBase) {
   std::mt19937 rng(1234);  // same on every rank: every rank submits the same ops in the same order
+  size_t sizeIndex = 0;
   for (size_t count : matrixSizes(comm.size(), big)) {
     std::vector<std::unique_ptr<Running>> ops;
-    for (auto dt : kDtypes)
-      for (auto op : kOps)
-        for (bool inPlace : {false, true}) {
-          Case c{dt,
-                 op,
-                 count,
-                 inPlace,
-                 seedBase + ops.size() + count * 1000,
-                 static_cast<int>(rng() % 7) - 3};
-          ops.push_back(start(comm, c));
-        }
+    for (size_t d = 0; d < kNumDtypes; ++d)
+      for (size_t o = 0; o < std::size(kOps); ++o) {
+        Case c{kDtypes[d],
+               kOps[o],
+               count,
+               (d + o + sizeIndex) % 2 == 1,
+               seedBase + ops.size() + count * 1000,
+               static_cast<int>(rng() % 7) - 3};
+        ops.push_back(start(comm, c));
+      }
     finishAndCheck(comm, ops);
+    ++sizeIndex;
   }
 }
 
@@ -587,7 +593,7 @@ TEST(AllReduce, ThousandsOfConcurrentRandomOps) {
   Communicator comm = Communicator::world(cfg);
   std::mt19937_64 rng(99);  // identical op sequence on every rank
   std::vector<std::unique_ptr<Running>> ops;
-  for (size_t k = 0; k < 3000 / kSanitizerShrink; ++k) {
+  for (size_t k = 0; k < 2000 / kSanitizerShrink; ++k) {
     size_t count = rng() % 4 == 0 ? rng() % (200000 / kSanitizerShrink) : rng() % 2000;
     Case c{kDtypes[rng() % kNumDtypes],
            kOps[rng() % 5],

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,6 +31,7 @@ using prioccl::Communicator;
 using prioccl::Request;
 using prioccl::test::bytesOf;
 using prioccl::test::kDtypes;
+using prioccl::test::kNumDtypes;
 using prioccl::test::kOps;
 using prioccl::test::kSanitizerShrink;
 using prioccl::test::sizeOf;
@@ -169,47 +171,51 @@ TEST_F(Collectives, BroadcastMatchesMpiBcast) {
   }
 }
 
-// Every dtype, op, root, size and placement: the root's receive buffer holds MPI_Reduce's result
-// bitwise (where MPI has the type and op), else the all-reduce's (Avg, 16-bit floats; the
-// all-reduce is checked against an independent reference in test_allreduce); the inputs are
-// exact, so every order of reduction gives these bits. Non-root ranks' receive buffers (null, or
-// a buffer the root alone may write) and every send buffer stay untouched.
+// Every dtype x op x root x size, half of them in place (alternating, so that each dtype, each op,
+// each root and each size runs both ways; every combination both ways cost twice CI's time): the
+// root's receive buffer holds MPI_Reduce's result bitwise (where MPI has the type and op), else the
+// all-reduce's (Avg, 16-bit floats; the all-reduce is checked against an independent reference in
+// test_allreduce); the inputs are exact, so every order of reduction gives these bits. Non-root
+// ranks' receive buffers (null, or a buffer the root alone may write) and every send buffer stay
+// untouched.
 TEST_F(Collectives, ReduceMatchesMpiReduce) {
   const size_t counts[] = {1, 4099, 300000 / kSanitizerShrink};
-  for (priocclDataType_t dt : kDtypes) {
-    for (priocclRedOp_t op : kOps) {
+  for (size_t d = 0; d < kNumDtypes; ++d) {
+    const priocclDataType_t dt = kDtypes[d];
+    for (size_t o = 0; o < std::size(kOps); ++o) {
+      const priocclRedOp_t op = kOps[o];
       for (int root = 0; root < size_; ++root) {
-        for (size_t count : counts) {
-          for (bool inPlace : {false, true}) {
-            const size_t bytes = count * sizeOf(dt);
-            std::string label = "dtype " + std::to_string(dt) + " op " + std::to_string(op) +
-                                " root " + std::to_string(root) + " count " +
-                                std::to_string(count) + (inPlace ? " in place" : "");
-            std::vector<unsigned char> mine = smallValues(dt, op, rank_, count);
-            std::vector<unsigned char> want(bytes, 0);
-            if (mpiType(dt) != MPI_DATATYPE_NULL && mpiOp(op) != MPI_OP_NULL) {
-              MPI_Reduce(mine.data(), want.data(), static_cast<int>(count), mpiType(dt), mpiOp(op),
-                         root, MPI_COMM_WORLD);
-            } else {
-              comm_.allReduce(mine.data(), want.data(), count, dt, op);
-            }
-            std::vector<unsigned char> send = mine, recv(bytes, 0xCD);
-            if (inPlace) recv = mine;
-            void* recvbuf = recv.data();
-            if (rank_ != root && count > 1000) recvbuf = nullptr;  // never written there
-            comm_.reduce(inPlace ? recv.data() : send.data(), recvbuf, count, dt, op, root);
-            if (rank_ == root) {
-              EXPECT_EQ(firstDifference(want, recv.data()), -1) << label;
-            } else if (!inPlace) {
-              EXPECT_EQ(std::count(recv.begin(), recv.end(), 0xCD), static_cast<long>(bytes))
-                  << label << ": a non-root rank's receive buffer was written";
-            }
-            if (!inPlace) {
-              EXPECT_EQ(firstDifference(mine, send.data()), -1) << label << ": send buffer written";
-            } else if (rank_ != root) {
-              EXPECT_EQ(firstDifference(mine, recv.data()), -1)
-                  << label << ": in-place input written";
-            }
+        for (size_t k = 0; k < std::size(counts); ++k) {
+          const size_t count = counts[k];
+          const bool inPlace = (d + o + static_cast<size_t>(root) + k) % 2 == 1;
+          const size_t bytes = count * sizeOf(dt);
+          std::string label = "dtype " + std::to_string(dt) + " op " + std::to_string(op) +
+                              " root " + std::to_string(root) + " count " + std::to_string(count) +
+                              (inPlace ? " in place" : "");
+          std::vector<unsigned char> mine = smallValues(dt, op, rank_, count);
+          std::vector<unsigned char> want(bytes, 0);
+          if (mpiType(dt) != MPI_DATATYPE_NULL && mpiOp(op) != MPI_OP_NULL) {
+            MPI_Reduce(mine.data(), want.data(), static_cast<int>(count), mpiType(dt), mpiOp(op),
+                       root, MPI_COMM_WORLD);
+          } else {
+            comm_.allReduce(mine.data(), want.data(), count, dt, op);
+          }
+          std::vector<unsigned char> send = mine, recv(bytes, 0xCD);
+          if (inPlace) recv = mine;
+          void* recvbuf = recv.data();
+          if (rank_ != root && count > 1000) recvbuf = nullptr;  // never written there
+          comm_.reduce(inPlace ? recv.data() : send.data(), recvbuf, count, dt, op, root);
+          if (rank_ == root) {
+            EXPECT_EQ(firstDifference(want, recv.data()), -1) << label;
+          } else if (!inPlace) {
+            EXPECT_EQ(std::count(recv.begin(), recv.end(), 0xCD), static_cast<long>(bytes))
+                << label << ": a non-root rank's receive buffer was written";
+          }
+          if (!inPlace) {
+            EXPECT_EQ(firstDifference(mine, send.data()), -1) << label << ": send buffer written";
+          } else if (rank_ != root) {
+            EXPECT_EQ(firstDifference(mine, recv.data()), -1)
+                << label << ": in-place input written";
           }
         }
       }
