@@ -764,6 +764,9 @@ TEST(AllReduce, UrgentOpPreemptsARunningLowPriorityOp) {
   // in all three. That cannot hide a scheduler that ignores priorities: with the one-chunk window
   // the urgent op then loses every attempt on every rank (exactly what the FIFO half asserts).
   constexpr int kAttempts = 3;
+  // The low op's buffers by attempt, written once and kept across the runs: its 16M inputs per
+  // rank cost more than the op (CI's time). Out of place, the inputs stay as written (checked).
+  std::unique_ptr<Running> lowInputs[kAttempts];
   for (int run = 0; run < 6; ++run) {
     int fifo = run % 2;
     priocclAlgorithm_t algo = run < 2   ? priocclAlgoRing
@@ -786,8 +789,14 @@ TEST(AllReduce, UrgentOpPreemptsARunningLowPriorityOp) {
       // the low op's copies, and a quarter-size low op then ended first in all three attempts
       // (ASan, ucx_sm, tree).
       std::vector<std::unique_ptr<Running>> low, urgent;
-      low.push_back(prepare(
-          comm, Case{priocclFloat32, priocclSum, 16u << 20, false, 11u + 2u * attempts, 100}));
+      std::unique_ptr<Running>& kept = lowInputs[attempts];
+      if (kept) {
+        std::fill(kept->recv.begin(), kept->recv.end(), 0xAB);  // as prepare() leaves it
+      } else {
+        kept = prepare(
+            comm, Case{priocclFloat32, priocclSum, 16u << 20, false, 11u + 2u * attempts, 100});
+      }
+      low.push_back(std::move(kept));
       urgent.push_back(prepare(
           comm, Case{priocclFloat32, priocclSum, 64u << 10, false, 12u + 2u * attempts, -1}));
       unsigned long long postedBefore = comm.counters().sendsPosted;
@@ -811,6 +820,8 @@ TEST(AllReduce, UrgentOpPreemptsARunningLowPriorityOp) {
       MPI_Allreduce(&urgentFirst, &everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
       MPI_Allreduce(&urgentFirst, &somewhere, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
       finishAndCheck(comm, low);
+      low[0]->req = Request();  // done; dropped while its communicator lives
+      kept = std::move(low[0]);
       finishAndCheck(comm, urgent);
       opsSubmitted += 2;
     }
