@@ -103,8 +103,7 @@ if [ -n "$alone" ]; then
     bash "$suite/run.sh" "$pythonpath" "$regex" > "$work/out_alone" 2>&1
 fi
 seconds=$(($(date +%s) - start))
-passed=0 failed=0 skipped=0 failures="" skips="" unexpected=""
-for name in $batch_pass; do passed=$((passed + 1)); done
+passed=$(echo $batch_pass | wc -w) failed=0 skipped=0 failures="" skips="" unexpected=""
 for name in "${!batch_skip_why[@]}"; do
   skipped=$((skipped + 1))
   skips+="  $name: ${batch_skip_why[$name]:-skipped}"$'\n'

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <vector>
 
 #include "prioccl/prioccl.h"
@@ -51,6 +52,15 @@ inline constexpr size_t kFirstFloat = 6;
 // Every reduction op.
 inline constexpr priocclRedOp_t kOps[] = {priocclSum, priocclProd, priocclMin, priocclMax,
                                           priocclAvg};
+
+// Which half of a matrix runs in place: by the parity of the indices' sum (datatype, op, size,
+// ...), so that each value of each index runs both ways while each combination runs once. Every
+// combination both ways doubled CI's time for pairings the neighbouring indices run (2026-12-02).
+inline bool inPlaceHalf(std::initializer_list<size_t> indices) {
+  size_t sum = 0;
+  for (size_t i : indices) sum += i;
+  return sum % 2 == 1;
+}
 
 // Bytes of one element, written here apart from the library's own table.
 inline size_t sizeOf(priocclDataType_t dt) {

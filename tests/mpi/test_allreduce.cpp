@@ -24,6 +24,7 @@ namespace {
 
 using prioccl::Communicator;
 using prioccl::Request;
+using prioccl::test::inPlaceHalf;
 using prioccl::test::kDtypes;
 using prioccl::test::kFirstFloat;
 using prioccl::test::kNumDtypes;
@@ -386,10 +387,7 @@ std::vector<size_t> matrixSizes(int p, size_t big) {
 }
 
 // The matrix, all ops of one size in flight together with random priorities: every size x
-// datatype x op, each once, half of them in place. Which half alternates from size to size, so
-// every datatype x op pair runs in place and out of place at neighbouring sizes, and at every
-// size every datatype runs both ways (over its ops) and every op too (over the datatypes). Every
-// triple both ways cost twice CI's time on 2 cores for pairings that the neighbouring sizes run.
+// datatype x op, each once, half of them in place (inPlaceHalf).
 void runMatrix(Communicator& comm, size_t big, uint64_t seedBase) {
   std::mt19937 rng(1234);  // same on every rank: every rank submits the same ops in the same order
   size_t sizeIndex = 0;
@@ -400,7 +398,7 @@ void runMatrix(Communicator& comm, size_t big, uint64_t seedBase) {
         Case c{kDtypes[d],
                kOps[o],
                count,
-               (d + o + sizeIndex) % 2 == 1,
+               inPlaceHalf({d, o, sizeIndex}),
                seedBase + ops.size() + count * 1000,
                static_cast<int>(rng() % 7) - 3};
         ops.push_back(start(comm, c));

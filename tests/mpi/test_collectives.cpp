@@ -30,6 +30,7 @@ namespace {
 using prioccl::Communicator;
 using prioccl::Request;
 using prioccl::test::bytesOf;
+using prioccl::test::inPlaceHalf;
 using prioccl::test::kDtypes;
 using prioccl::test::kNumDtypes;
 using prioccl::test::kOps;
@@ -171,13 +172,11 @@ TEST_F(Collectives, BroadcastMatchesMpiBcast) {
   }
 }
 
-// Every dtype x op x root x size, half of them in place (alternating, so that each dtype, each op,
-// each root and each size runs both ways; every combination both ways cost twice CI's time): the
-// root's receive buffer holds MPI_Reduce's result bitwise (where MPI has the type and op), else the
-// all-reduce's (Avg, 16-bit floats; the all-reduce is checked against an independent reference in
-// test_allreduce); the inputs are exact, so every order of reduction gives these bits. Non-root
-// ranks' receive buffers (null, or a buffer the root alone may write) and every send buffer stay
-// untouched.
+// Every dtype x op x root x size, half of them in place (inPlaceHalf): the root's receive buffer
+// holds MPI_Reduce's result bitwise (where MPI has the type and op), else the all-reduce's (Avg,
+// 16-bit floats; the all-reduce is checked against an independent reference in test_allreduce); the
+// inputs are exact, so every order of reduction gives these bits. Non-root ranks' receive buffers
+// (null, or a buffer the root alone may write) and every send buffer stay untouched.
 TEST_F(Collectives, ReduceMatchesMpiReduce) {
   const size_t counts[] = {1, 4099, 300000 / kSanitizerShrink};
   for (size_t d = 0; d < kNumDtypes; ++d) {
@@ -187,7 +186,7 @@ TEST_F(Collectives, ReduceMatchesMpiReduce) {
       for (int root = 0; root < size_; ++root) {
         for (size_t k = 0; k < std::size(counts); ++k) {
           const size_t count = counts[k];
-          const bool inPlace = (d + o + static_cast<size_t>(root) + k) % 2 == 1;
+          const bool inPlace = inPlaceHalf({d, o, static_cast<size_t>(root), k});
           const size_t bytes = count * sizeOf(dt);
           std::string label = "dtype " + std::to_string(dt) + " op " + std::to_string(op) +
                               " root " + std::to_string(root) + " count " + std::to_string(count) +
